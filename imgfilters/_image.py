@@ -1,0 +1,101 @@
+"""The one place that validates and normalises image tensors (DESIGN section 3).
+
+Images are ``(..., C, H, W)`` tensors (``(H, W)`` is one channel) of a supported dtype.
+Integers are read as value / max, floats as they are. Every check raises before any
+launch, naming the argument and what is allowed.
+"""
+import math
+import numbers
+
+import torch
+
+from imgfilters.kernels.core.borders import BORDERS, border_code
+from imgfilters.kernels.core.tiling import interpreting
+
+KERNEL_DTYPES = (torch.uint8, torch.uint16, torch.float16, torch.bfloat16, torch.float32)
+DTYPES = KERNEL_DTYPES + (torch.float64,)
+_DTYPE_NAMES = ", ".join(str(d).replace("torch.", "") for d in DTYPES)
+MAX_VALUE = {torch.uint8: 255.0, torch.uint16: 65535.0}
+
+
+def check_image(img, name="img"):
+    """Raise TypeError/ValueError unless ``img`` is a usable image tensor."""
+    if not isinstance(img, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of shape (..., C, H, W) or (H, W), "
+                        f"got {type(img).__name__}")
+    if img.dtype not in DTYPES:
+        raise TypeError(f"{name} has dtype {img.dtype}; supported dtypes: {_DTYPE_NAMES}")
+    if img.ndim < 2:
+        raise ValueError(f"{name} must have shape (..., C, H, W) or (H, W), got {tuple(img.shape)}")
+    if img.numel() == 0:
+        raise ValueError(f"{name} is empty (shape {tuple(img.shape)})")
+
+
+def as_planes(img):
+    """A 4-D (B, C, H, W) view of ``img`` ((H, W) -> (1, 1, H, W)); a copy only when the
+    leading dimensions cannot be merged into one (rare non-contiguous views)."""
+    if img.ndim == 2:
+        return img[None, None]
+    if img.ndim == 3:
+        return img[None]
+    if img.ndim == 4:
+        return img
+    return img.reshape(-1, *img.shape[-3:])
+
+
+def uses_kernels(img) -> bool:
+    """True when ``img`` is processed by the Triton kernels: CUDA tensors, and CPU tensors
+    under ``TRITON_INTERPRET=1``; float64 always takes the float64 reference path."""
+    if img.dtype == torch.float64:
+        return False
+    return img.is_cuda or interpreting()
+
+
+def check_border(border, border_value=0.0):
+    """Validate a border mode name; returns its kernel code."""
+    if border not in BORDERS:
+        raise ValueError(f"border must be one of {', '.join(map(repr, BORDERS))}, got {border!r}")
+    check_number(border_value, "border_value")
+    return border_code(border)
+
+
+def check_number(value, name, *, low=None, high=None, low_open=False):
+    """Validate a real, finite scalar parameter in [low, high] (or (low, high] when
+    ``low_open``); returns it as a float."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value}")
+    if low is not None and (value <= low if low_open else value < low):
+        raise ValueError(f"{name} must be {'>' if low_open else '>='} {low}, got {value}")
+    if high is not None and value > high:
+        raise ValueError(f"{name} must be <= {high}, got {value}")
+    return value
+
+
+def to_unit(img, dtype=torch.float64):
+    """``img`` as a float tensor in unit scale (integers divided by their max)."""
+    scale = MAX_VALUE.get(img.dtype)
+    out = img.to(dtype)
+    return out / scale if scale else out
+
+
+def from_unit(y, dtype):
+    """A unit-scale float tensor back to ``dtype``: integers round half to even and
+    saturate, as the kernels' typed store does."""
+    scale = MAX_VALUE.get(dtype)
+    if scale is None:
+        return y.to(dtype)
+    return (y * scale).round().clamp(0, scale).to(torch.int64).to(dtype)
+
+
+def empty_output(img, shape=None, dtype=None):
+    """The output tensor: ``img``'s memory format (channels-last stays channels-last)."""
+    if shape is None:
+        return torch.empty_like(img, dtype=dtype)
+    fmt = torch.channels_last if (img.ndim == 4 and img.is_contiguous(memory_format=torch.channels_last)
+                                  and not img.is_contiguous()) else torch.contiguous_format
+    return torch.empty(shape, dtype=dtype or img.dtype, device=img.device, memory_format=fmt)

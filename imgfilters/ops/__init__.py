@@ -1,0 +1,1 @@
+"""Host side of each filter family: validate parameters, launch kernels, autograd."""

@@ -1,0 +1,146 @@
+"""Pointwise steps and chains: the host side of ``kernels/core/pointwise.py``.
+
+A step works on unit-scale float values; a chain (a sequence of steps) is applied in one
+pass, either on its own (``pointwise``) or as a filter kernel's prologue/epilogue
+(``imgfilters.fusion``, built on ``kernel_chain``). Each step also has its float64 torch
+definition, used by the reference path and the tests.
+"""
+from dataclasses import dataclass
+from typing import Callable, Tuple
+
+import torch
+
+from imgfilters import _image
+from imgfilters.kernels.core import pointwise as kernels
+from imgfilters.kernels.core.tiling import interpreting, pow2_at_least, programs
+
+__all__ = ["Step", "scale", "normalize", "clamp", "gamma", "srgb_to_linear", "linear_to_srgb",
+           "pointwise"]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One pointwise step: its name, its Triton function, its scalar arguments, per-channel
+    vectors (broadcast to C channels at launch) and its float64 torch definition."""
+    name: str
+    kernel: object
+    scalars: Tuple[float, ...] = ()
+    channel_vectors: Tuple[torch.Tensor, ...] = ()
+    reference: Callable = None
+
+    def __repr__(self):
+        vals = [f"{v:g}" for v in self.scalars] + [str(v.tolist()) for v in self.channel_vectors]
+        return f"{self.name}({', '.join(vals)})"
+
+
+def scale(factor):
+    """x * factor."""
+    f = _image.check_number(factor, "factor")
+    return Step("scale", kernels.scale, (f,), reference=lambda x: x * f)
+
+
+def normalize(mean, std):
+    """(x - mean[c]) / std[c], torchvision's ``Normalize`` (one value or one per channel)."""
+    mean = _vector(mean, "mean")
+    std = _vector(std, "std")
+    if (std == 0).any():
+        raise ValueError("std must be non-zero")
+    return Step("normalize", kernels.channel_affine, (), (1.0 / std, -mean / std),
+                reference=lambda x: (x - _per_channel(mean, x)) / _per_channel(std, x))
+
+
+def clamp(lo=0.0, hi=1.0):
+    """min(max(x, lo), hi)."""
+    lo = _image.check_number(lo, "lo")
+    hi = _image.check_number(hi, "hi")
+    if lo > hi:
+        raise ValueError(f"clamp needs lo <= hi, got {lo} > {hi}")
+    return Step("clamp", kernels.clamp, (lo, hi), reference=lambda x: x.clamp(lo, hi))
+
+
+def gamma(g):
+    """max(x, 0) ** g."""
+    g = _image.check_number(g, "gamma", low=0.0, low_open=True)
+    return Step("gamma", kernels.gamma, (g,), reference=lambda x: x.clamp(min=0) ** g)
+
+
+def srgb_to_linear():
+    """sRGB decoding (IEC 61966-2-1)."""
+    def ref(x):
+        x = x.clamp(min=0)
+        return torch.where(x <= 0.04045, x / 12.92, ((x + 0.055) / 1.055) ** 2.4)
+    return Step("srgb_to_linear", kernels.srgb_to_linear, reference=ref)
+
+
+def linear_to_srgb():
+    """sRGB encoding (IEC 61966-2-1)."""
+    def ref(x):
+        x = x.clamp(min=0)
+        return torch.where(x <= 0.0031308, x * 12.92, 1.055 * x ** (1 / 2.4) - 0.055)
+    return Step("linear_to_srgb", kernels.linear_to_srgb, reference=ref)
+
+
+def kernel_chain(steps, channels, device):
+    """(steps, args) for a kernel's ``STEPS`` constexpr and its argument tuple."""
+    fns, args = [], []
+    for step in steps:
+        vecs = []
+        for v in step.channel_vectors:
+            if v.numel() not in (1, channels):
+                raise ValueError(f"{step.name} has {v.numel()} values for {channels} channels")
+            vecs.append(v.expand(channels).to(device=device, dtype=torch.float32).contiguous())
+        fns.append(step.kernel)
+        args.append((*step.scalars, *vecs))
+    return tuple(fns), tuple(args)
+
+
+def reference_chain(steps, x):
+    """The chain's float64 definition on a unit-scale ``(..., C, H, W)`` tensor."""
+    for step in steps:
+        x = step.reference(x)
+    return x
+
+
+def pointwise(img, steps, *, dtype=None):
+    """Apply a chain of pointwise steps to ``img`` in one pass over memory.
+
+    Args:
+        img: ``(..., C, H, W)`` or ``(H, W)`` tensor of any supported dtype.
+        steps: a sequence of steps from ``imgfilters.ops.pointwise`` (``scale``,
+            ``normalize``, ``clamp``, ``gamma``, ``srgb_to_linear``, ``linear_to_srgb``).
+        dtype: output dtype (default ``img.dtype``); integers are read as value / max and
+            written rounded and saturated, so ``dtype=torch.float32`` on a uint8 image is
+            torchvision's ``ToDtype(torch.float32, scale=True)`` followed by the chain.
+    """
+    _image.check_image(img)
+    steps = tuple(steps)
+    for s in steps:
+        if not isinstance(s, Step):
+            raise TypeError(f"steps must be pointwise Steps, got {type(s).__name__}")
+    dtype = dtype or img.dtype
+    if dtype not in _image.DTYPES:
+        raise TypeError(f"dtype {dtype} is not supported")
+    x4 = _image.as_planes(img)
+    if not _image.uses_kernels(img) or dtype == torch.float64:
+        y = reference_chain(steps, _image.to_unit(x4))
+        return _image.from_unit(y, dtype).reshape(img.shape)
+    out = _image.empty_output(img, dtype=dtype)
+    y4 = _image.as_planes(out)
+    B, C, H, W = x4.shape
+    fns, args = kernel_chain(steps, C, img.device)
+    # Memory-bound: 16 x 128 tiles of 4 warps keep 16-byte accesses on contiguous rows.
+    bh, bw = (pow2_at_least(H, 1, 256), pow2_at_least(W, 16, 256)) if interpreting() else (16, 128)
+    kernels.elementwise_kernel[(programs(B * C, H, W, bh, bw),)](
+        x4, y4, C, H, W, *x4.stride(), *y4.stride(), fns, args, BH=bh, BW=bw, num_warps=4)
+    return out
+
+
+def _vector(v, name):
+    t = torch.as_tensor(v, dtype=torch.float64).flatten().cpu()
+    if t.numel() == 0 or not torch.isfinite(t).all():
+        raise ValueError(f"{name} must hold finite numbers, got {v!r}")
+    return t
+
+
+def _per_channel(v, x):
+    return v.to(x.device, x.dtype).reshape(-1, 1, 1)

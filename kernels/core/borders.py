@@ -1,0 +1,58 @@
+"""Border index remapping, shared by every filter kernel.
+
+A filter reads pixels outside the image; these functions map such an index back into
+``[0, n)``. The modes and their peers:
+
+=============  ==========================  ==================  ===================
+mode           pattern for ``abcd``        numpy.pad mode      OpenCV
+=============  ==========================  ==================  ===================
+``reflect``    ``dcb|abcd|cba``            ``reflect``         BORDER_REFLECT_101
+``symmetric``  ``cba|abcd|dcb``            ``symmetric``       BORDER_REFLECT
+``replicate``  ``aaa|abcd|ddd``            ``edge``            BORDER_REPLICATE
+``constant``   ``vvv|abcd|vvv``            ``constant``        BORDER_CONSTANT
+=============  ==========================  ==================  ===================
+
+When the filter reaches further than the image is wide, the reflection repeats (the
+index is folded with the mode's period) as in OpenCV and ``numpy.pad``, so no index is
+ever out of bounds whatever the radius.
+"""
+import triton
+import triton.language as tl
+
+BORDERS = ("reflect", "symmetric", "replicate", "constant")
+REFLECT: tl.constexpr = tl.constexpr(0)
+SYMMETRIC: tl.constexpr = tl.constexpr(1)
+REPLICATE: tl.constexpr = tl.constexpr(2)
+CONSTANT: tl.constexpr = tl.constexpr(3)
+
+
+def border_code(name: str) -> int:
+    """The constexpr code of a border mode name (validated by the caller)."""
+    return BORDERS.index(name)
+
+
+@triton.jit
+def remap(i, n, BORDER: tl.constexpr):
+    """Map integer indices ``i`` (any sign, any distance) into ``[0, n)``.
+
+    For ``constant`` the index is clamped so that the load stays in bounds; the caller
+    replaces those pixels with the border value (see ``inside``).
+    """
+    if BORDER == 0:
+        # reflect-101 has period 2n - 2 and is even about 0; n == 1 gives period 1 -> 0.
+        period = tl.maximum(2 * n - 2, 1)
+        j = tl.abs(i) % period
+        j = tl.where(j >= n, period - j, j)
+    elif BORDER == 1:
+        # symmetric is even about -0.5: fold negatives with -1 - i, then period 2n.
+        j = tl.where(i < 0, -1 - i, i) % (2 * n)
+        j = tl.where(j >= n, 2 * n - 1 - j, j)
+    else:
+        j = tl.minimum(tl.maximum(i, 0), n - 1)
+    return j
+
+
+@triton.jit
+def inside(i, n):
+    """True where an index lies in the image (used by the constant border)."""
+    return (i >= 0) & (i < n)

@@ -1,0 +1,60 @@
+"""Typed pixel access: every supported dtype to float32 in unit scale, and back.
+
+Integer images are read as value / max (255 for uint8, 65535 for uint16) and written by
+scaling, rounding half to even and saturating, so integer results match
+``torch.round(...).clamp(...)`` on the float result (torchvision's convention). Floating
+images are read and written as they are; float16/bfloat16 round to nearest even.
+"""
+import triton
+import triton.language as tl
+
+# Adding and subtracting 1.5 * 2**23 rounds a float32 in [0, 2**22) to the nearest integer,
+# ties to even, in two exact additions: cheaper than libdevice rint and identical on the
+# GPU and in the interpreter (Triton does not reassociate float arithmetic).
+_ROUNDER: tl.constexpr = tl.constexpr(12582912.0)
+
+
+@triton.jit
+def unit_scale(dtype: tl.constexpr):
+    """The factor from stored value to unit scale (1 / max for integers, 1 for floats)."""
+    if dtype == tl.uint8:
+        return 1.0 / 255.0
+    elif dtype == tl.uint16:
+        return 1.0 / 65535.0
+    else:
+        return 1.0
+
+
+@triton.jit
+def to_float(v):
+    """Loaded values of any supported dtype -> float32 in unit scale."""
+    if v.dtype == tl.uint8 or v.dtype == tl.uint16:
+        return v.to(tl.float32) * unit_scale(v.dtype)
+    else:
+        return v.to(tl.float32)
+
+
+@triton.jit
+def from_float(y, dtype: tl.constexpr):
+    """float32 in unit scale -> ``dtype``: integers are rounded half to even and saturated."""
+    if dtype == tl.uint8:
+        y = tl.minimum(tl.maximum(y * 255.0, 0.0), 255.0)
+        return ((y + _ROUNDER) - _ROUNDER).to(tl.uint8)
+    elif dtype == tl.uint16:
+        y = tl.minimum(tl.maximum(y * 65535.0, 0.0), 65535.0)
+        return ((y + _ROUNDER) - _ROUNDER).to(tl.uint16)
+    else:
+        return y.to(dtype)
+
+
+@triton.jit
+def load(ptrs, mask=None):
+    """Load pixels of any supported dtype as float32 in unit scale (masked-off lanes are
+    undefined: callers never use them)."""
+    return to_float(tl.load(ptrs, mask=mask))
+
+
+@triton.jit
+def store(ptrs, y, mask=None):
+    """Store float32 unit-scale values into a tensor of any supported dtype."""
+    tl.store(ptrs, from_float(y, ptrs.dtype.element_ty), mask=mask)

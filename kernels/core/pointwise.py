@@ -1,0 +1,103 @@
+"""The elementwise / fusion core.
+
+A pointwise *step* is a ``@triton.jit`` function ``step(x, channel, *args) -> x`` on float32
+unit-scale values; ``channel`` is the channel index of the tile (for per-channel steps such
+as Normalize). A *chain* is a tuple of steps passed as one ``tl.constexpr`` together with a
+tuple holding each step's argument tuple; every filter kernel applies one chain as its
+prologue (after loading) and one as its epilogue (before storing), so pointwise work around
+a filter costs no extra pass over memory. ``elementwise_kernel`` applies a chain on its own.
+
+Epilogue steps also receive the input pixel at the output position (``x_in``) as an extra
+first argument, so that a step such as unsharp masking can combine the filtered and the
+original value; the compiler drops that load when no step uses it.
+"""
+import triton
+import triton.language as tl
+
+from . import pixels
+from .tiling import tile_origin
+
+
+@triton.jit
+def apply_chain(x, channel, STEPS: tl.constexpr, args):
+    """Apply prologue steps in order: ``x = step(x, channel, *step_args)``."""
+    for i in tl.static_range(len(STEPS)):
+        x = STEPS[i](x, channel, *args[i])
+    return x
+
+
+@triton.jit
+def apply_epilogue(y, x_in, channel, STEPS: tl.constexpr, args):
+    """Apply epilogue steps in order: ``y = step(y, x_in, channel, *step_args)``."""
+    for i in tl.static_range(len(STEPS)):
+        y = STEPS[i](y, x_in, channel, *args[i])
+    return y
+
+
+# ---- prologue / plain steps: step(x, channel, *args) ------------------------------------
+
+@triton.jit
+def scale(x, channel, factor):
+    """x * factor (e.g. ToDtype without value scaling: unit scale -> 0..255)."""
+    return x * factor
+
+
+@triton.jit
+def channel_affine(x, channel, SCALE, SHIFT):
+    """x * SCALE[channel] + SHIFT[channel]; Normalize is scale 1/std, shift -mean/std."""
+    return x * tl.load(SCALE + channel) + tl.load(SHIFT + channel)
+
+
+@triton.jit
+def clamp(x, channel, lo, hi):
+    """min(max(x, lo), hi)."""
+    return tl.minimum(tl.maximum(x, lo), hi)
+
+
+@triton.jit
+def gamma(x, channel, g):
+    """max(x, 0) ** g, as exp2(g * log2(x)); 0 stays 0 (log2 never sees 0)."""
+    positive = x > 0.0
+    return tl.where(positive, tl.exp2(g * tl.log2(tl.where(positive, x, 1.0))), 0.0)
+
+
+@triton.jit
+def srgb_to_linear(x, channel):
+    """IEC 61966-2-1 sRGB decoding (inputs clamped at 0)."""
+    x = tl.maximum(x, 0.0)
+    return tl.where(x <= 0.04045, x / 12.92, tl.exp2(2.4 * tl.log2((x + 0.055) / 1.055)))
+
+
+@triton.jit
+def linear_to_srgb(x, channel):
+    """IEC 61966-2-1 sRGB encoding (inputs clamped at 0)."""
+    x = tl.maximum(x, 0.0)
+    power = 1.055 * tl.exp2(tl.log2(tl.maximum(x, 0.0031308)) / 2.4) - 0.055
+    return tl.where(x <= 0.0031308, x * 12.92, power)
+
+
+# ---- epilogue adaptor ----------------------------------------------------------------------
+
+@triton.jit
+def on_output(y, x_in, channel, STEP: tl.constexpr, args):
+    """Use a plain step in an epilogue: it sees only the filtered value."""
+    return STEP(y, channel, *args)
+
+
+# ---- the generic elementwise kernel -------------------------------------------------------
+
+@triton.jit
+def elementwise_kernel(X, Y, C, H, W,
+                       sxb, sxc, sxh, sxw, syb, syc, syh, syw,
+                       STEPS: tl.constexpr, args,
+                       BH: tl.constexpr, BW: tl.constexpr):
+    """Y = chain(X) over (B, C, H, W) tensors of any strides and supported dtypes."""
+    b, c, h0, w0 = tile_origin(tl.program_id(0), C, H, W, BH, BW)
+    rows = h0 + tl.arange(0, BH)
+    cols = w0 + tl.arange(0, BW)
+    mask = (rows < H)[:, None] & (cols < W)[None, :]
+    rows64 = rows.to(tl.int64)
+    x_ptrs = X + b * sxb + c * sxc + (rows64 * sxh)[:, None] + (cols * sxw)[None, :]
+    y_ptrs = Y + b * syb + c * syc + (rows64 * syh)[:, None] + (cols * syw)[None, :]
+    x = pixels.load(x_ptrs, mask)
+    pixels.store(y_ptrs, apply_chain(x, c, STEPS, args), mask)

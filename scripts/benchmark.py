@@ -1,0 +1,156 @@
+"""GPU benchmark of imgfilters against its peers (DESIGN section 6).
+
+    python scripts/benchmark.py [family ...] [--markdown] [--plot out.png] [--quick]
+
+Times every case with ``triton.testing.do_bench`` (median, ms) after a warm-up that also
+runs the autotuner, and prints one row per case: op, shape, dtype, ms, GB/s (the fewest
+bytes the op must move: input read once, output written once), % of the measured
+device-to-device copy bandwidth, extra GPU memory beyond the output, and the speed-up
+over each installed peer (torchvision, torch, kornia, CV-CUDA).
+"""
+import argparse
+import sys
+
+import torch
+import triton
+
+import imgfilters
+import imgfilters.reference.separable
+
+FAMILIES = {}
+
+
+def family(name):
+    def register(fn):
+        FAMILIES[name] = fn
+        return fn
+    return register
+
+
+def optional(module):
+    try:
+        return __import__(module)
+    except Exception:
+        return None
+
+
+def image(shape, dtype, seed=0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    x = torch.rand(shape, generator=g, device="cuda")
+    return (x * 255).round().to(dtype) if dtype == torch.uint8 else x.to(dtype)
+
+
+@family("separable")
+def separable_cases():
+    import torchvision.transforms.v2.functional as tvf
+    kornia = optional("kornia")
+    cvcuda = optional("cvcuda")
+    cases = []
+    k4 = (1, 3, 2160, 3840)
+    for shape, dtype, k, sigma in [(k4, torch.float32, 15, 3.0), (k4, torch.uint8, 15, 3.0),
+                                   (k4, torch.float32, 5, 1.0), (k4, torch.float16, 15, 3.0),
+                                   (k4, torch.float32, 31, 6.0), ((16, 3, 1080, 1920), torch.float32, 15, 3.0)]:
+        x = image(shape, dtype)
+        peers = {"torchvision": lambda x=x, k=k, s=sigma: tvf.gaussian_blur(x, [k, k], [s, s])}
+        if dtype != torch.uint8:
+            taps = imgfilters.reference.separable.gaussian_taps(k, sigma).to("cuda", dtype)
+            wx = taps.view(1, 1, 1, k).expand(shape[1], 1, 1, k)
+            wy = taps.view(1, 1, k, 1).expand(shape[1], 1, k, 1)
+            def two_conv(x=x, wx=wx, wy=wy, k=k):
+                p = torch.nn.functional.pad(x, (k // 2,) * 4, mode="reflect")
+                p = torch.nn.functional.conv2d(p, wy, groups=x.shape[1])
+                return torch.nn.functional.conv2d(p, wx, groups=x.shape[1])
+            peers["torch conv2d x2"] = two_conv
+            if kornia is not None:
+                peers["kornia"] = lambda x=x, k=k, s=sigma: kornia.filters.gaussian_blur2d(
+                    x, (k, k), (s, s), border_type="reflect")
+        cases.append((f"gaussian_blur {k}x{k}", x, lambda x=x, k=k, s=sigma: imgfilters.gaussian_blur(x, k, s), peers))
+    x = image(k4, torch.float32)
+    cases.append(("box_blur 9x9", x, lambda x=x: imgfilters.box_blur(x, 9),
+                  {"kornia": lambda x=x: kornia.filters.box_blur(x, (9, 9), border_type="reflect")} if kornia else {}))
+    cases.append(("unsharp_mask s=2", x, lambda x=x: imgfilters.unsharp_mask(x, 2.0, 1.0), {}))
+    xg = x.clone().requires_grad_()
+    y = imgfilters.gaussian_blur(xg, 15, 3.0)
+    g = torch.rand_like(y)
+    cases.append(("gaussian_blur 15x15 backward", x,
+                  lambda: torch.autograd.grad(y, xg, g, retain_graph=True), {}))
+    return cases
+
+
+def copy_bandwidth():
+    """Device-to-device copy of 1 GiB: bytes read + written per second."""
+    a = torch.empty(2 ** 28, dtype=torch.float32, device="cuda")
+    b = torch.empty_like(a)
+    ms = triton.testing.do_bench(lambda: b.copy_(a), return_mode="median")
+    return 2 * a.numel() * 4 / ms / 1e6
+
+
+def extra_memory(fn, out_bytes):
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    r = fn()
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated() - base
+    del r
+    return max(0, peak - out_bytes)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("families", nargs="*", help=f"families to run (default all: {', '.join(FAMILIES)})")
+    ap.add_argument("--markdown", action="store_true", help="print a README table")
+    ap.add_argument("--plot", metavar="PNG", help="save a bar chart of the speed-ups")
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        sys.exit("benchmark.py needs a CUDA GPU (timings on the CPU interpreter mean nothing)")
+    names = args.families or list(FAMILIES)
+    for n in names:
+        if n not in FAMILIES:
+            ap.error(f"unknown family {n!r}; known: {', '.join(FAMILIES)}")
+    bw = copy_bandwidth()
+    print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}, "
+          f"copy bandwidth {bw:.0f} GB/s")
+    rows = []
+    for n in names:
+        for op, x, fn, peers in FAMILIES[n]():
+            fn()  # compile + autotune
+            ms = triton.testing.do_bench(fn, return_mode="median")
+            out_bytes = x.numel() * x.element_size()
+            gbs = 2 * out_bytes / ms / 1e6
+            extra = extra_memory(fn, out_bytes) / 2 ** 20
+            ups = {}
+            for peer, pfn in peers.items():
+                try:
+                    pfn()
+                    ups[peer] = (triton.testing.do_bench(pfn, return_mode="median"), )
+                except Exception as e:  # a peer that cannot run this case is reported, not fatal
+                    ups[peer] = (float("nan"),)
+                    print(f"  ({peer} failed on {op}: {type(e).__name__})")
+            rows.append((op, "x".join(map(str, x.shape)), str(x.dtype).replace("torch.", ""), ms, gbs,
+                         100 * gbs / bw, extra, {p: t[0] for p, t in ups.items()}))
+            r = rows[-1]
+            peer_txt = "  ".join(f"{p} {t:.3f} ms ({t / ms:.1f}x)" for p, t in r[7].items())
+            print(f"{r[0]:30s} {r[1]:>14s} {r[2]:>8s} {r[3]:8.4f} ms {r[4]:7.0f} GB/s {r[5]:5.1f}% "
+                  f"extra {r[6]:6.1f} MiB  {peer_txt}", flush=True)
+    if args.markdown:
+        print("\n| op | shape | dtype | ms | GB/s | % copy bw | extra MiB | peers (ms, our speed-up) |")
+        print("|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            peer_txt = "; ".join(f"{p} {t:.3f} ({t / r[3]:.1f}x)" for p, t in r[7].items()) or "-"
+            print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]:.4f} | {r[4]:.0f} | {r[5]:.0f}% | {r[6]:.1f} | {peer_txt} |")
+    if args.plot:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        labels = [f"{r[0]}\n{r[2]} {r[1]}" for r in rows]
+        fig, ax = plt.subplots(figsize=(10, 0.5 * len(rows) + 1))
+        ax.barh(labels, [r[3] for r in rows], label="imgfilters")
+        ax.set_xlabel("ms (median, do_bench)")
+        ax.invert_yaxis()
+        fig.tight_layout()
+        fig.savefig(args.plot)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+"""Shared test helpers: random and sample images, per-dtype tolerances, comparisons."""
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+
+from imgfilters import _image
+
+SAMPLES = Path(__file__).resolve().parent.parent / "samples"
+SAMPLE_NAMES = ("astronaut", "camera", "coffee", "chelsea")
+KERNEL_DTYPES = _image.KERNEL_DTYPES
+
+# Allowed |kernel - float64 reference| per output dtype: floats in unit scale (relative to
+# max(1, |value|)), integers in levels. float16/bfloat16: one unit in the last place of 1.
+TOLERANCE = {torch.float32: 1e-5, torch.float16: 2 ** -10, torch.bfloat16: 2 ** -7,
+             torch.uint8: 1, torch.uint16: 1, torch.float64: 1e-12}
+
+
+def random_image(shape, dtype, gen, device="cpu"):
+    """Uniform random image over the dtype's full unit range."""
+    x = torch.rand(shape, generator=gen, dtype=torch.float64)
+    if dtype in _image.MAX_VALUE:
+        x = (x * _image.MAX_VALUE[dtype]).round().to(torch.int64).to(dtype)
+    else:
+        x = x.to(dtype)
+    return x.to(device)
+
+
+def sample(name):
+    """A sample photograph as a uint8 (C, H, W) tensor."""
+    arr = np.asarray(Image.open(SAMPLES / f"{name}.png"))
+    t = torch.from_numpy(arr.copy())
+    return t[None] if t.ndim == 2 else t.permute(2, 0, 1).contiguous()
+
+
+def assert_matches(out, ref_unit, dtype=None):
+    """``out`` (any dtype) equals the float64 unit-scale ``ref_unit`` within TOLERANCE."""
+    dtype = dtype or out.dtype
+    assert out.dtype == dtype
+    assert out.shape == ref_unit.shape, (out.shape, ref_unit.shape)
+    got = out.detach().cpu().to(torch.float64)
+    ref = ref_unit.detach().cpu().to(torch.float64)
+    if dtype in _image.MAX_VALUE:
+        expected = _image.from_unit(ref, dtype).to(torch.float64)
+        err = (got - expected).abs().max().item()
+        assert err <= TOLERANCE[dtype], f"{dtype}: max error {err} levels"
+    else:
+        err = ((got - ref).abs() / ref.abs().clamp(min=1)).max().item()
+        assert err <= TOLERANCE[dtype], f"{dtype}: max error {err}"

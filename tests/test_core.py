@@ -1,0 +1,137 @@
+"""The kernel core on its own: borders, typed load/store, pointwise chains."""
+import numpy as np
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import imgfilters
+from imgfilters import _image
+from imgfilters.kernels.core import borders
+from imgfilters.ops import pointwise as pw
+from imgfilters.reference.borders import border_indices, fold, pad
+
+from helpers import KERNEL_DTYPES, assert_matches, random_image
+
+NUMPY_MODE = {"reflect": "reflect", "symmetric": "symmetric", "replicate": "edge", "constant": "constant"}
+
+
+@triton.jit
+def _remap_kernel(I, O, n, count, BORDER: tl.constexpr, BLOCK: tl.constexpr):
+    k = tl.arange(0, BLOCK)
+    i = tl.load(I + k, mask=k < count)
+    tl.store(O + k, borders.remap(i, n, BORDER), mask=k < count)
+
+
+@pytest.mark.parametrize("border", borders.BORDERS)
+@pytest.mark.parametrize("n", [1, 2, 3, 7])
+def test_border_indices_match_numpy_pad(border, n):
+    # pads up to 5x the axis: the reflection must repeat exactly as numpy's does
+    before, after = 5 * n + 2, 4 * n + 3
+    a = np.arange(n) + 10
+    kw = {"constant_values": -1} if border == "constant" else {}
+    expected = np.pad(a, (before, after), mode=NUMPY_MODE[border], **kw)
+    idx = border_indices(n, before, after, border).numpy()
+    got = np.where(idx >= 0, a[np.clip(idx, 0, None)], -1)
+    np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("border", borders.BORDERS)
+@pytest.mark.parametrize("n", [1, 2, 5, 8])
+def test_kernel_remap_matches_reference(border, n, device):
+    i = torch.arange(-6 * n - 3, 7 * n + 4, dtype=torch.int32, device=device)
+    out = torch.empty_like(i)
+    _remap_kernel[(1,)](i, out, n, i.numel(), BORDER=borders.border_code(border),
+                        BLOCK=triton.next_power_of_2(i.numel()))
+    ref = border_indices(n, 6 * n + 3, 6 * n + 4, border)
+    inside = ref >= 0
+    # constant: the kernel clamps (the caller substitutes the value); elsewhere identical
+    assert torch.equal(out.cpu().long()[inside], ref[inside])
+    assert ((out >= 0) & (out < n)).all()
+
+
+def test_fold_is_the_adjoint_of_pad(gen):
+    x = torch.rand(2, 5, 4, generator=gen, dtype=torch.float64)
+    for border in borders.BORDERS:
+        z = torch.rand(2, 5 + 9, 4 + 13, generator=gen, dtype=torch.float64)
+        lhs = (pad(x, 4, 5, 6, 7, border) * z).sum()
+        rhs = (x * fold(z, 5, 4, 4, 6, border)).sum()
+        # constant adds no x-dependent term, so <pad x, z> = <x, fold z> for every mode
+        if border == "constant":
+            lhs = (pad(x, 4, 5, 6, 7, border, 0.0) * z).sum()
+        assert torch.allclose(lhs, rhs), border
+
+
+@pytest.mark.parametrize("dtype", KERNEL_DTYPES)
+def test_load_store_round_trip_is_exact(dtype, gen, device):
+    x = random_image((2, 3, 9, 33), dtype, gen, device)
+    x_before = x.clone()
+    y = imgfilters.pointwise(x, [])
+    assert torch.equal(y.cpu(), x_before.cpu())
+    assert torch.equal(x, x_before)
+
+
+@pytest.mark.parametrize("src", KERNEL_DTYPES)
+@pytest.mark.parametrize("dst", KERNEL_DTYPES)
+def test_dtype_conversion_scales_rounds_and_saturates(src, dst, gen, device):
+    x = random_image((1, 2, 5, 17), src, gen, device)
+    steps = [pw.scale(1.7)]  # pushes values out of range: integer outputs must saturate
+    y = imgfilters.pointwise(x, steps, dtype=dst)
+    assert_matches(y, pw.reference_chain(steps, _image.to_unit(x.cpu())), dst)
+
+
+def test_integer_store_rounds_half_to_even(device):
+    # 0.5 / 255 ... exact ties after scaling: 0.5, 1.5, 2.5 levels
+    levels = torch.tensor([0.5, 1.5, 2.5, 3.5, 254.5, 255.5, -0.5, 300.0], dtype=torch.float32)
+    y = imgfilters.pointwise((levels / 255).reshape(1, 1, 1, -1).to(device), [], dtype=torch.uint8)
+    assert y.flatten().tolist() == [0, 2, 2, 4, 254, 255, 0, 255]
+
+
+CHAINS = {
+    "normalize": [pw.normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])],
+    "clamp+gamma": [pw.scale(1.3), pw.clamp(0.1, 0.9), pw.gamma(2.2)],
+    "srgb round trip": [pw.srgb_to_linear(), pw.linear_to_srgb()],
+    "srgb decode": [pw.srgb_to_linear()],
+}
+
+
+@pytest.mark.parametrize("chain", CHAINS)
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
+def test_chain_matches_plain_torch(chain, dtype, gen, device):
+    x = random_image((2, 3, 11, 20), dtype, gen, device)
+    y = imgfilters.pointwise(x, CHAINS[chain], dtype=torch.float32)
+    assert_matches(y, pw.reference_chain(CHAINS[chain], _image.to_unit(x.cpu())), torch.float32)
+
+
+def test_step_references_match_torchvision(gen):
+    from torchvision.transforms.v2 import functional as F
+    x = torch.rand(2, 3, 6, 7, generator=gen, dtype=torch.float64)
+    mean, std = [0.2, 0.5, 0.7], [0.3, 0.1, 0.9]
+    assert torch.allclose(pw.normalize(mean, std).reference(x), F.normalize(x, mean, std))
+    assert torch.allclose(pw.gamma(0.7).reference(x), F.adjust_gamma(x, 0.7))
+    assert torch.allclose(pw.srgb_to_linear().reference(pw.linear_to_srgb().reference(x)), x)
+
+
+def test_chain_on_channels_last_and_views(gen, device):
+    x = random_image((2, 3, 12, 40), torch.uint8, gen, device).to(memory_format=torch.channels_last)
+    steps = CHAINS["normalize"]
+    y = imgfilters.pointwise(x, steps, dtype=torch.float32)
+    assert y.is_contiguous(memory_format=torch.channels_last)
+    assert_matches(y, pw.reference_chain(steps, _image.to_unit(x.cpu())), torch.float32)
+    view = x[:, :, 2:9, 5:31]
+    assert_matches(imgfilters.pointwise(view, steps, dtype=torch.float32),
+                   pw.reference_chain(steps, _image.to_unit(view.cpu())), torch.float32)
+
+
+def test_pointwise_rejects_bad_arguments(device):
+    x = torch.rand(3, 4, 4, device=device)
+    with pytest.raises(TypeError, match="steps"):
+        imgfilters.pointwise(x, [lambda v: v])
+    with pytest.raises(ValueError, match="channels"):
+        imgfilters.pointwise(x[:2], [pw.normalize([0.1, 0.2, 0.3], [1, 1, 1])])
+    with pytest.raises(ValueError, match="std"):
+        pw.normalize([0.1], [0.0])
+    with pytest.raises(ValueError, match="lo <= hi"):
+        pw.clamp(1.0, 0.0)
+    with pytest.raises(TypeError, match="dtype"):
+        imgfilters.pointwise(x, [], dtype=torch.int32)

@@ -1,0 +1,277 @@
+"""Separable family: kernels vs the float64 reference, and the reference vs its peers."""
+import math
+
+import cv2
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+from torchvision.transforms.v2 import functional as F
+
+import imgfilters
+from imgfilters import _image
+from imgfilters.kernels.core.borders import BORDERS
+from imgfilters.reference import separable as ref
+
+from helpers import KERNEL_DTYPES, SAMPLE_NAMES, assert_matches, random_image, sample
+
+CV_BORDER = {"reflect": cv2.BORDER_REFLECT_101, "symmetric": cv2.BORDER_REFLECT,
+             "replicate": cv2.BORDER_REPLICATE, "constant": cv2.BORDER_CONSTANT}
+
+
+def reference(x, tx, ty, border="reflect", value=0.0):
+    return ref.separable_filter(_image.to_unit(x.cpu()), tx, ty, border, value)
+
+
+# ---- kernels vs reference ------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", KERNEL_DTYPES)
+@pytest.mark.parametrize("border", BORDERS)
+def test_every_dtype_and_border(dtype, border, gen, device):
+    x = random_image((2, 3, 37, 53), dtype, gen, device)
+    tx, ty = ref.gaussian_taps(9, 2.0), torch.rand(5, generator=gen, dtype=torch.float64) - 0.3
+    y = imgfilters.separable_filter(x, tx, ty, border=border, border_value=0.25)
+    assert_matches(y, reference(x, tx, ty, border, 0.25))
+
+
+@pytest.mark.parametrize("shape,ksize", [((1, 1), 3), ((1, 1, 1, 1), 63), ((3, 37, 53), 1),
+                                         ((2, 5, 7), 31), ((1, 4, 3, 9), 15), ((6, 200), 7),
+                                         ((2, 2, 3, 11, 13), 5)])
+@pytest.mark.parametrize("border", BORDERS)
+def test_odd_shapes_and_kernels_larger_than_the_image(shape, ksize, border, gen, device):
+    x = random_image(shape, torch.float32, gen, device)
+    taps = torch.rand(ksize, generator=gen, dtype=torch.float64)
+    y = imgfilters.separable_filter(x, taps, border=border, border_value=0.5)
+    assert_matches(y, reference(x, taps, taps, border, 0.5))
+
+
+def test_longest_kernel(gen, device):
+    x = random_image((1, 2, 40, 70), torch.float32, gen, device)
+    tx = ref.gaussian_taps(127, 20.0)
+    ty = ref.gaussian_taps(101, 15.0)
+    assert_matches(imgfilters.separable_filter(x, tx, ty), reference(x, tx, ty))
+
+
+def test_tiles_across_a_larger_image(gen, device):
+    # several tiles in both directions, interior and border tiles, uint8 edge rounding
+    x = random_image((1, 2, 300, 600), torch.uint8, gen, device)
+    tx, ty = ref.gaussian_taps(15, 3.0), ref.gaussian_taps(21, 4.0)
+    assert_matches(imgfilters.separable_filter(x, tx, ty, border="constant", border_value=1.0),
+                   reference(x, tx, ty, "constant", 1.0))
+
+
+def test_channels_last_is_kept_without_copy(gen, device):
+    x = random_image((2, 3, 30, 41), torch.float16, gen, device).to(memory_format=torch.channels_last)
+    y = imgfilters.gaussian_blur(x, 7, 1.5)
+    assert y.is_contiguous(memory_format=torch.channels_last)
+    taps = ref.gaussian_taps(7, 1.5)
+    assert_matches(y, reference(x, taps, taps))
+
+
+def test_non_contiguous_views(gen, device):
+    base = random_image((3, 4, 50, 60), torch.float32, gen, device)
+    taps = ref.gaussian_taps(5, 1.0)
+    for view in (base[:, 1:3, 5:40, 7:52], base.transpose(-1, -2), base[::2, :, ::3, ::2]):
+        assert_matches(imgfilters.separable_filter(view, taps), reference(view, taps, taps))
+
+
+def test_input_is_not_modified(gen, device):
+    x = random_image((1, 3, 20, 20), torch.uint8, gen, device)
+    before = x.clone()
+    imgfilters.unsharp_mask(x, 1.0, 2.0)
+    imgfilters.gaussian_blur(x, 5)
+    assert torch.equal(x, before)
+
+
+@settings(max_examples=12, deadline=None)
+@given(h=st.integers(1, 40), w=st.integers(1, 70), kx=st.integers(0, 12), ky=st.integers(0, 12),
+       border=st.sampled_from(BORDERS), dtype=st.sampled_from(KERNEL_DTYPES), seed=st.integers(0, 2 ** 31))
+def test_hypothesis_sweep(h, w, kx, ky, border, dtype, seed):
+    from conftest import DEVICE
+    gen = torch.Generator().manual_seed(seed)
+    x = random_image((2, h, w), dtype, gen, DEVICE)
+    tx = torch.rand(2 * kx + 1, generator=gen, dtype=torch.float64)
+    ty = torch.rand(2 * ky + 1, generator=gen, dtype=torch.float64)
+    tx, ty = tx / tx.sum(), ty / ty.sum()
+    assert_matches(imgfilters.separable_filter(x, tx, ty, border=border, border_value=0.3),
+                   reference(x, tx, ty, border, 0.3))
+
+
+# ---- gaussian, box, unsharp: kernels vs peers ------------------------------------------------
+
+@pytest.mark.parametrize("name", SAMPLE_NAMES)
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
+def test_gaussian_blur_equals_torchvision_on_samples(name, dtype, device):
+    x = sample(name)
+    x = x if dtype == torch.uint8 else x.float() / 255
+    x = x.to(device)
+    for ksize, sigma in [(5, None), ([9, 3], [2.5, 0.7]), (15, 3.0)]:
+        ours = imgfilters.gaussian_blur(x, ksize, sigma)
+        theirs = F.gaussian_blur(x, ksize if isinstance(ksize, list) else [ksize, ksize], sigma)
+        if dtype == torch.uint8:
+            assert (ours.int() - theirs.int()).abs().max() <= 1
+            assert (ours != theirs).float().mean() < 0.01
+        else:
+            assert (ours - theirs).abs().max() <= 1e-5
+
+
+def test_gaussian_blur_equals_torchvision_on_random_batches(gen, device):
+    x = random_image((4, 3, 45, 61), torch.float32, gen, device)
+    for ksize in (3, 7, 11):
+        assert (imgfilters.gaussian_blur(x, ksize) - F.gaussian_blur(x, [ksize, ksize])).abs().max() <= 1e-5
+
+
+def test_reference_separable_equals_opencv(gen):
+    x = torch.rand(31, 47, generator=gen, dtype=torch.float64)
+    tx = torch.rand(7, generator=gen, dtype=torch.float64)
+    ty = torch.rand(11, generator=gen, dtype=torch.float64)
+    for border in BORDERS:
+        cv = cv2.sepFilter2D(x.numpy(), cv2.CV_64F, tx.numpy(), ty.numpy(), borderType=CV_BORDER[border])
+        np.testing.assert_allclose(ref.separable_filter(x, tx, ty, border).numpy(), cv, atol=1e-12)
+
+
+def test_reference_separable_equals_kornia(gen):
+    kornia = pytest.importorskip("kornia")
+    x = torch.rand(2, 3, 25, 33, generator=gen, dtype=torch.float64)
+    tx = torch.rand(7, generator=gen, dtype=torch.float64)
+    ty = torch.rand(5, generator=gen, dtype=torch.float64)
+    for border, kb in [("reflect", "reflect"), ("replicate", "replicate"), ("constant", "constant")]:
+        k = kornia.filters.filter2d_separable(x, tx[None], ty[None], border_type=kb)
+        assert torch.allclose(ref.separable_filter(x, tx, ty, border), k, atol=1e-12)
+
+
+def test_box_blur_equals_opencv(gen, device):
+    x = random_image((57, 43), torch.uint8, gen, device)
+    ours = imgfilters.box_blur(x, [7, 5])
+    cv = cv2.blur(x.cpu().numpy(), (7, 5), borderType=cv2.BORDER_REFLECT_101)
+    assert np.abs(ours.cpu().numpy().astype(int) - cv.astype(int)).max() <= 1
+    assert_matches(ours, reference(x, ref.box_taps(7), ref.box_taps(5)))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.uint8, torch.bfloat16])
+def test_unsharp_mask_matches_reference(dtype, gen, device):
+    x = random_image((2, 3, 33, 40), dtype, gen, device)
+    y = imgfilters.unsharp_mask(x, 1.5, 0.8, 0.05, border="symmetric")
+    assert_matches(y, ref.unsharp_mask(_image.to_unit(x.cpu()), 1.5, 0.8, 0.05, "symmetric"))
+
+
+def test_reference_unsharp_mask_is_torchvision_blur_plus_detail(gen):
+    x = torch.rand(3, 30, 30, generator=gen, dtype=torch.float64)
+    sigma, amount = 1.2, 1.5
+    k = 2 * math.ceil(3 * sigma) + 1
+    blur = F.gaussian_blur(x, [k, k], [sigma, sigma])
+    assert torch.allclose(ref.unsharp_mask(x, sigma, amount, 0.0), x + amount * (x - blur), atol=1e-12)
+    thresholded = ref.unsharp_mask(x, sigma, amount, 0.1)
+    small = (x - blur).abs() < 0.1
+    assert small.any() and (~small).any()
+    assert torch.equal(thresholded[small], x[small])
+
+
+# ---- autograd ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("border", BORDERS)
+def test_reference_gradcheck(border, gen):
+    x = torch.rand(1, 2, 6, 7, generator=gen, dtype=torch.float64, requires_grad=True)
+    tx, ty = torch.rand(5, generator=gen, dtype=torch.float64), torch.rand(9, generator=gen, dtype=torch.float64)
+    assert torch.autograd.gradcheck(lambda v: ref.separable_filter(v, tx, ty, border), (x,))
+
+
+@pytest.mark.parametrize("border", BORDERS)
+def test_kernel_backward_matches_reference(border, gen, device):
+    x = random_image((2, 3, 19, 26), torch.float32, gen, device).requires_grad_()
+    tx, ty = torch.rand(7, generator=gen, dtype=torch.float64), torch.rand(13, generator=gen, dtype=torch.float64)
+    y = imgfilters.separable_filter(x, tx, ty, border=border)
+    g = torch.randn(y.shape, generator=gen).to(device)
+    (gx,) = torch.autograd.grad(y, x, g)
+    xd = x.detach().cpu().double().requires_grad_()
+    (gr,) = torch.autograd.grad(ref.separable_filter(xd, tx, ty, border), xd, g.cpu().double())
+    assert (gx.cpu().double() - gr).abs().max() <= 1e-5 * gr.abs().max()
+
+
+def test_unsharp_backward_matches_reference(gen, device):
+    x = random_image((1, 2, 21, 17), torch.float32, gen, device).requires_grad_()
+    y = imgfilters.unsharp_mask(x, 1.0, 1.5, 0.02)
+    g = torch.randn(y.shape, generator=gen).to(device)
+    (gx,) = torch.autograd.grad(y, x, g)
+    xd = x.detach().cpu().double().requires_grad_()
+    (gr,) = torch.autograd.grad(ref.unsharp_mask(xd, 1.0, 1.5, 0.02), xd, g.cpu().double())
+    assert (gx.cpu().double() - gr).abs().max() <= 1e-5 * gr.abs().max()
+
+
+def test_half_precision_gradient_keeps_dtype(gen, device):
+    x = random_image((1, 1, 12, 12), torch.bfloat16, gen, device).requires_grad_()
+    (gx,) = torch.autograd.grad(imgfilters.gaussian_blur(x, 5).float().sum(), x)
+    assert gx.dtype == torch.bfloat16
+    xd = x.detach().cpu().double().requires_grad_()
+    taps = ref.gaussian_taps(5, 1.1)
+    (gr,) = torch.autograd.grad(ref.separable_filter(xd, taps, taps).sum(), xd)
+    assert gr.std() > 0.05  # reflect-101 weighs edge pixels differently: not a constant
+    assert_matches(gx, gr)
+
+
+# ---- bad arguments -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("call,error,match", [
+    (lambda x: imgfilters.gaussian_blur(x.numpy(), 3), TypeError, "img must be a torch.Tensor"),
+    (lambda x: imgfilters.gaussian_blur(x.int(), 3), TypeError, "dtype"),
+    (lambda x: imgfilters.gaussian_blur(x.bool(), 3), TypeError, "dtype"),
+    (lambda x: imgfilters.gaussian_blur(x[0, 0, 0], 3), ValueError, r"\(\.\.\., C, H, W\)"),
+    (lambda x: imgfilters.gaussian_blur(x[:, :0], 3), ValueError, "empty"),
+    (lambda x: imgfilters.gaussian_blur(x, 4), ValueError, "kernel_size"),
+    (lambda x: imgfilters.gaussian_blur(x, [3, 0]), ValueError, "kernel_size"),
+    (lambda x: imgfilters.gaussian_blur(x, 129), ValueError, "kernel_size"),
+    (lambda x: imgfilters.gaussian_blur(x, 3.0), TypeError, "kernel_size"),
+    (lambda x: imgfilters.gaussian_blur(x, [3, 3, 3]), ValueError, "kernel_size"),
+    (lambda x: imgfilters.gaussian_blur(x, 3, -1.0), ValueError, "sigma"),
+    (lambda x: imgfilters.gaussian_blur(x, 3, float("nan")), ValueError, "sigma"),
+    (lambda x: imgfilters.gaussian_blur(x, 3, "1"), TypeError, "sigma"),
+    (lambda x: imgfilters.gaussian_blur(x, 3, border="wrap"), ValueError, "border"),
+    (lambda x: imgfilters.gaussian_blur(x, 3, border="constant", border_value=float("inf")), ValueError, "border_value"),
+    (lambda x: imgfilters.separable_filter(x, [1.0, 2.0]), ValueError, "kernel_x"),
+    (lambda x: imgfilters.separable_filter(x, [[1.0]]), ValueError, "kernel_x"),
+    (lambda x: imgfilters.separable_filter(x, [1.0], [float("nan")] * 3), ValueError, "kernel_y"),
+    (lambda x: imgfilters.separable_filter(x, [1.0] * 129), ValueError, "kernel_x"),
+    (lambda x: imgfilters.box_blur(x, 2), ValueError, "kernel_size"),
+    (lambda x: imgfilters.unsharp_mask(x, 0.0), ValueError, "sigma"),
+    (lambda x: imgfilters.unsharp_mask(x, 1.0, 1.0, -0.1), ValueError, "threshold"),
+    (lambda x: imgfilters.unsharp_mask(x, 50.0), ValueError, "sigma"),
+])
+def test_bad_arguments_raise_before_launch(call, error, match):
+    x = torch.rand(1, 3, 8, 8)
+    with pytest.raises(error, match=match):
+        call(x)
+
+
+def test_float64_runs_the_reference(gen):
+    x = torch.rand(2, 3, 10, 12, generator=gen, dtype=torch.float64)
+    taps = ref.gaussian_taps(5, 1.0)
+    assert torch.equal(imgfilters.gaussian_blur(x, 5, 1.0), ref.separable_filter(x, taps, taps))
+
+
+# ---- GPU only ------------------------------------------------------------------------------
+
+gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
+
+@gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.uint8, torch.float16])
+def test_full_hd_batch_matches_reference_on_gpu(dtype, gen):
+    x = random_image((2, 3, 1080, 1920), dtype, gen, "cuda")
+    taps = ref.gaussian_taps(15, 3.0)
+    y = imgfilters.gaussian_blur(x, 15, 3.0)
+    expected = ref.separable_filter(_image.to_unit(x), taps.cuda(), taps.cuda())
+    assert_matches(y, expected)
+
+
+@gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.uint8])
+def test_peak_extra_memory_is_at_most_the_output(dtype, gen):
+    x = random_image((1, 3, 2160, 3840), dtype, gen, "cuda")
+    imgfilters.gaussian_blur(x, 15, 3.0)  # compile and tune first
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    y = imgfilters.gaussian_blur(x, 15, 3.0)
+    torch.cuda.synchronize()
+    out_bytes = y.numel() * y.element_size()
+    assert torch.cuda.max_memory_allocated() - base <= 2 * out_bytes  # the output + scratch <= output
