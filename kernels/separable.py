@@ -31,24 +31,40 @@ MAX_RADIUS = 63  # 127 taps
 def _row_pass(x_base, rows, in_col0, W, sxh, border_value, c, TX,
               PRO: tl.constexpr, pro_args, interior,
               RX: tl.constexpr, SXW: tl.constexpr, BORDER: tl.constexpr, BW: tl.constexpr):
-    """sum_v TX[v] * PRO(X~[rows, in_col0 + j + v - RX]) for j < BW; ``rows`` already
-    remapped (with ``row_ok`` folded into ``border_value`` handling by the caller)."""
+    """sum_v TX[v] * PRO(X~[rows, in_col0 + j + v - RX]) for j < BW (``rows`` already
+    remapped; rows outside the image are the caller's business)."""
     j = tl.arange(0, BW)
     row_ptrs = x_base + (rows.to(tl.int64) * sxh)[:, None]
     acc = tl.zeros((rows.shape[0], BW), dtype=tl.float32)
+    # Without a prologue the filter is linear in the stored values: scale the taps
+    # (a scalar per tap) rather than every pixel; a prologue needs unit-scale pixels.
+    if len(PRO) == 0:
+        scale = pixels.unit_scale(x_base.dtype.element_ty)
+    else:
+        scale = 1.0
     if interior:
         ptrs = row_ptrs + ((in_col0 - RX + j) * SXW)[None, :]
         for v in tl.static_range(2 * RX + 1):
-            x = pixels.load(ptrs + v * SXW)
-            acc += tl.load(TX + v) * pointwise.apply_chain(x, c, PRO, pro_args)
+            x = _pixels(ptrs + v * SXW, c, PRO, pro_args)
+            acc += (tl.load(TX + v) * scale) * x
     else:
         for v in tl.static_range(2 * RX + 1):
             cols = in_col0 + j + (v - RX)
-            x = pixels.load(row_ptrs + (borders.remap(cols, W, BORDER) * SXW)[None, :])
+            x = _pixels(row_ptrs + (borders.remap(cols, W, BORDER) * SXW)[None, :], c, PRO, pro_args)
             if BORDER == borders.CONSTANT:
-                x = tl.where(borders.inside(cols, W)[None, :], x, border_value)
-            acc += tl.load(TX + v) * pointwise.apply_chain(x, c, PRO, pro_args)
+                x = tl.where(borders.inside(cols, W)[None, :], x, border_value / scale)
+            acc += (tl.load(TX + v) * scale) * x
     return acc
+
+
+@triton.jit
+def _pixels(ptrs, c, PRO: tl.constexpr, pro_args):
+    """Pixels for the horizontal pass: stored values as float32 when there is no
+    prologue (the caller folds the unit scale into the taps), else PRO(unit scale)."""
+    if len(PRO) == 0:
+        return pixels.load_raw(ptrs)
+    else:
+        return pointwise.apply_chain(pixels.load(ptrs), c, PRO, pro_args)
 
 
 @triton.jit
@@ -157,16 +173,18 @@ separable_tuned = triton.autotune(
 PROGRAMS_PER_SM = 4
 
 
-def launch(x, y, tx, ty, oy=0, ox=0, border=0, border_value=0.0, pro=((), ()), epi=((), ())):
+def launch(x, y, tx, ty, oy=0, ox=0, border=0, border_value=0.0, pro=((), ()), epi=((), ()),
+           tile=None):
     """Run the filter from 4-D ``x`` (B, C, H, W) into 4-D ``y`` (B, C, HO, WO).
 
     ``tx``/``ty`` are float32 taps on the device (odd lengths), ``pro``/``epi`` are
-    (steps, args) chains, ``border`` a code from ``core.borders``. Allocates a scratch
-    buffer of at most the output's size (one slot per resident program).
+    (steps, args) chains, ``border`` a code from ``core.borders``; ``tile`` (one of
+    ``TILES``) bypasses autotuning. Allocates a scratch buffer of at most the output's
+    size (one slot per resident program).
     """
     import torch
 
-    from .core.tiling import interpreting, pow2_at_least, programs, size_class
+    from .core.tiling import autotuning, interpreting, pow2_at_least, programs, size_class
 
     B, C, H, W = x.shape
     HO, WO = y.shape[-2:]
@@ -176,7 +194,9 @@ def launch(x, y, tx, ty, oy=0, ox=0, border=0, border_value=0.0, pro=((), ()), e
         tiles = [dict(BH=pow2_at_least(HO, 16, 256), BW=pow2_at_least(WO, 16, 256))]
         resident = 1 << 30
     else:
-        tiles = TILES
+        if tile is None and not autotuning():
+            tile = TILES[2]
+        tiles = TILES if tile is None else [tile]
         resident = PROGRAMS_PER_SM * torch.cuda.get_device_properties(x.device).multi_processor_count
     slot = max((t["BH"] + halo) * t["BW"] for t in tiles)
     cap = min(resident, max(1, y.numel() * y.element_size() // (4 * slot)))
@@ -186,7 +206,7 @@ def launch(x, y, tx, ty, oy=0, ox=0, border=0, border_value=0.0, pro=((), ()), e
     meta = dict(RX=rx, RY=ry, HALO=halo, SXW=x.stride(3), SYW=y.stride(3), BORDER=border, SLOT=slot,
                 SIZE_CLASS=size_class(HO, WO))
     grid = lambda m: (min(cap, programs(B * C, HO, WO, m["BH"], m["BW"])),)
-    if interpreting():
+    if len(tiles) == 1:
         separable_kernel[grid(tiles[0])](*args, **meta, **tiles[0])
     else:
         separable_tuned[grid](*args, **meta)

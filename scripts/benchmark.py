@@ -48,8 +48,7 @@ def separable_cases():
     cases = []
     k4 = (1, 3, 2160, 3840)
     for shape, dtype, k, sigma in [(k4, torch.float32, 15, 3.0), (k4, torch.uint8, 15, 3.0),
-                                   (k4, torch.float32, 5, 1.0), (k4, torch.float16, 15, 3.0),
-                                   (k4, torch.float32, 31, 6.0), ((16, 3, 1080, 1920), torch.float32, 15, 3.0)]:
+                                   (k4, torch.float32, 5, 1.0)]:
         x = image(shape, dtype)
         peers = {"torchvision": lambda x=x, k=k, s=sigma: tvf.gaussian_blur(x, [k, k], [s, s])}
         if dtype != torch.uint8:

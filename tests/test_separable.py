@@ -255,7 +255,8 @@ gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
 @gpu
 @pytest.mark.parametrize("dtype", [torch.float32, torch.uint8, torch.float16])
-def test_full_hd_batch_matches_reference_on_gpu(dtype, gen):
+def test_full_hd_batch_matches_reference_on_gpu(dtype, gen, monkeypatch):
+    monkeypatch.setenv("IMGFILTERS_AUTOTUNE", "1")
     x = random_image((2, 3, 1080, 1920), dtype, gen, "cuda")
     taps = ref.gaussian_taps(15, 3.0)
     y = imgfilters.gaussian_blur(x, 15, 3.0)
@@ -275,3 +276,16 @@ def test_peak_extra_memory_is_at_most_the_output(dtype, gen):
     torch.cuda.synchronize()
     out_bytes = y.numel() * y.element_size()
     assert torch.cuda.max_memory_allocated() - base <= 2 * out_bytes  # the output + scratch <= output
+
+
+@gpu
+@pytest.mark.parametrize("tile", range(4))
+@pytest.mark.parametrize("ksize", [1, 15, 63])
+def test_every_tile_config(tile, ksize, gen):
+    from imgfilters.kernels import separable as kernels
+    x = random_image((2, 3, 301, 517), torch.float32, gen, "cuda")
+    tx = ref.gaussian_taps(ksize, ksize / 5 + 0.5)
+    ty = ref.gaussian_taps(ksize + 4 if ksize < 63 else 61, 3.0)
+    y = torch.empty_like(x)
+    kernels.launch(x, y, tx.float().cuda(), ty.float().cuda(), tile=kernels.TILES[tile])
+    assert_matches(y, ref.separable_filter(x.double(), tx.cuda(), ty.cuda()))

@@ -26,10 +26,25 @@ def unit_scale(dtype: tl.constexpr):
 
 
 @triton.jit
+def to_float_raw(v):
+    """Loaded values -> float32 of the stored value (integers not yet scaled).
+
+    Integers go through the exponent trick: the bits 0x4B000000 | u are the float
+    2**23 + u, so one OR and one subtraction convert exactly. I2F, the conversion
+    instruction, runs at an eighth of the FMA rate and dominated the uint8 filter loop.
+    """
+    if v.dtype == tl.uint8 or v.dtype == tl.uint16:
+        bits = v.to(tl.uint32) | 0x4B000000
+        return bits.to(tl.float32, bitcast=True) - 8388608.0
+    else:
+        return v.to(tl.float32)
+
+
+@triton.jit
 def to_float(v):
     """Loaded values of any supported dtype -> float32 in unit scale."""
     if v.dtype == tl.uint8 or v.dtype == tl.uint16:
-        return v.to(tl.float32) * unit_scale(v.dtype)
+        return to_float_raw(v) * unit_scale(v.dtype)
     else:
         return v.to(tl.float32)
 
@@ -45,6 +60,13 @@ def from_float(y, dtype: tl.constexpr):
         return ((y + _ROUNDER) - _ROUNDER).to(tl.uint16)
     else:
         return y.to(dtype)
+
+
+@triton.jit
+def load_raw(ptrs, mask=None):
+    """Load pixels as float32 of the stored value: a linear filter scales its result (or
+    its taps) by ``unit_scale`` once instead of scaling every loaded pixel."""
+    return to_float_raw(tl.load(ptrs, mask=mask))
 
 
 @triton.jit

@@ -17,6 +17,13 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
+def autotuning() -> bool:
+    """False when ``IMGFILTERS_AUTOTUNE=0``: kernels then use their family's default tile
+    instead of timing every candidate on the first call of each shape class (the tests
+    set this on the GPU, where tuning each of hundreds of variants would take minutes)."""
+    return os.environ.get("IMGFILTERS_AUTOTUNE", "1") != "0"
+
+
 def pow2_at_least(n: int, lo: int, hi: int) -> int:
     """The smallest power of two >= n, clamped to [lo, hi]."""
     return max(lo, min(hi, triton.next_power_of_2(max(int(n), 1))))
