@@ -29,12 +29,12 @@ MAX_RADIUS = 63  # 127 taps
 
 @triton.jit
 def _row_pass(x_base, rows, in_col0, W, sxh, border_value, c, TX,
-              PRO: tl.constexpr, pro_args, interior,
-              RX: tl.constexpr, SXW: tl.constexpr, BORDER: tl.constexpr, BW: tl.constexpr):
+              PRO: tl.constexpr, pro_args, interior, RX: tl.constexpr, SXW: tl.constexpr,
+              BORDER: tl.constexpr, OFF64: tl.constexpr, BW: tl.constexpr):
     """sum_v TX[v] * PRO(X~[rows, in_col0 + j + v - RX]) for j < BW (``rows`` already
     remapped; rows outside the image are the caller's business)."""
     j = tl.arange(0, BW)
-    row_ptrs = x_base + (rows.to(tl.int64) * sxh)[:, None]
+    row_off = _scaled(rows, sxh, OFF64)[:, None]
     acc = tl.zeros((rows.shape[0], BW), dtype=tl.float32)
     # Without a prologue the filter is linear in the stored values: scale the taps
     # (a scalar per tap) rather than every pixel; a prologue needs unit-scale pixels.
@@ -43,18 +43,28 @@ def _row_pass(x_base, rows, in_col0, W, sxh, border_value, c, TX,
     else:
         scale = 1.0
     if interior:
-        ptrs = row_ptrs + ((in_col0 - RX + j) * SXW)[None, :]
+        ptrs = x_base + (row_off + ((in_col0 - RX + j) * SXW)[None, :])
         for v in tl.static_range(2 * RX + 1):
             x = _pixels(ptrs + v * SXW, c, PRO, pro_args)
             acc += (tl.load(TX + v) * scale) * x
     else:
         for v in tl.static_range(2 * RX + 1):
             cols = in_col0 + j + (v - RX)
-            x = _pixels(row_ptrs + (borders.remap(cols, W, BORDER) * SXW)[None, :], c, PRO, pro_args)
+            x = _pixels(x_base + (row_off + (borders.remap(cols, W, BORDER) * SXW)[None, :]), c, PRO, pro_args)
             if BORDER == borders.CONSTANT:
                 x = tl.where(borders.inside(cols, W)[None, :], x, border_value / scale)
             acc += (tl.load(TX + v) * scale) * x
     return acc
+
+
+@triton.jit
+def _scaled(index, stride, OFF64: tl.constexpr):
+    """index * stride, in int64 only when an offset inside one plane can pass 2**31
+    (int32 offsets halve the registers that the unrolled tap loop keeps live)."""
+    if OFF64:
+        return index.to(tl.int64) * stride
+    else:
+        return index * stride
 
 
 @triton.jit
@@ -80,7 +90,7 @@ def separable_kernel(X, Y, S, TX, TY, B, C, H, W, HO, WO, OY, OX,
                      PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
                      RX: tl.constexpr, RY: tl.constexpr, HALO: tl.constexpr,
                      SXW: tl.constexpr, SYW: tl.constexpr, BORDER: tl.constexpr,
-                     SLOT: tl.constexpr, SIZE_CLASS,
+                     OFF64: tl.constexpr, SLOT: tl.constexpr, SIZE_CLASS,
                      BH: tl.constexpr, BW: tl.constexpr):
     """Y[b, c, i, j] = EPI(sum_{u,v} TY[u] TX[v] PRO(X~[b, c, i+OY+u-RY, j+OX+v-RX])),
     X~ being X extended by the border, for outputs (i, j) in [0, HO) x [0, WO).
@@ -98,14 +108,14 @@ def separable_kernel(X, Y, S, TX, TY, B, C, H, W, HO, WO, OY, OX,
         # 1. horizontal pass of rows h0+OY-RY .. +BH (+HALO) into the scratch slot
         r, ok = _rows(h0 + OY - RY, BH, H, BORDER)
         acc = _row_pass(x_base, r, in_col0, W, sxh, border_value, c, TX, PRO, pro_args,
-                        interior, RX, SXW, BORDER, BW)
+                        interior, RX, SXW, BORDER, OFF64, BW)
         if BORDER == borders.CONSTANT:
             acc = tl.where(ok[:, None], acc, border_value * _tap_sum(TX, RX))
         tl.store(slot + i[:, None] * BW + j[None, :], acc)
         if RY > 0:
             r, ok = _rows(h0 + OY - RY + BH, HALO, H, BORDER)
             acc = _row_pass(x_base, r, in_col0, W, sxh, border_value, c, TX, PRO, pro_args,
-                            interior, RX, SXW, BORDER, BW)
+                            interior, RX, SXW, BORDER, OFF64, BW)
             if BORDER == borders.CONSTANT:
                 acc = tl.where(ok[:, None], acc, border_value * _tap_sum(TX, RX))
             h = tl.arange(0, HALO)
@@ -123,11 +133,11 @@ def separable_kernel(X, Y, S, TX, TY, B, C, H, W, HO, WO, OY, OX,
         if len(EPI) > 0:
             xr = borders.remap(out_rows + OY, H, BORDER)
             xc = borders.remap(out_cols + OX, W, BORDER)
-            x_in = pixels.load(x_base + (xr.to(tl.int64) * sxh)[:, None] + (xc * SXW)[None, :])
+            x_in = pixels.load(x_base + (_scaled(xr, sxh, OFF64)[:, None] + (xc * SXW)[None, :]))
             x_in = pointwise.apply_chain(x_in, c, PRO, pro_args)
             y = pointwise.apply_epilogue(y, x_in, c, EPI, epi_args)
         mask = (out_rows < HO)[:, None] & (out_cols < WO)[None, :]
-        y_ptrs = Y + b * syb + c * syc + (out_rows.to(tl.int64) * syh)[:, None] + (out_cols * SYW)[None, :]
+        y_ptrs = Y + b * syb + c * syc + (_scaled(out_rows, syh, OFF64)[:, None] + (out_cols * SYW)[None, :])
         pixels.store(y_ptrs, y, mask)
 
 
@@ -159,18 +169,19 @@ def _prune(configs_, named_args, **kwargs):
     return kept or [max(configs_, key=lambda c: c.kwargs["BH"])]
 
 
-# Tall tiles amortise the 2*RY halo rows of the horizontal pass; wide ones give long
-# contiguous rows. At most 8K float32 accumulators per program keeps registers unspilled.
-TILES = [dict(BH=32, BW=128, num_warps=4), dict(BH=64, BW=64, num_warps=4),
-         dict(BH=64, BW=128, num_warps=8), dict(BH=128, BW=64, num_warps=8)]
+# Candidate tiles, and how many programs of each fit on one SM: the register count
+# (sm_90, 15 taps; read from the compiled cubin) bounds residency, and the persistent grid
+# must not be larger than what is resident, or the surplus programs run as a second wave.
+# About 7-8 registers per output pixel of a thread: 16 pixels a thread is the most that
+# keeps two 8-warp or four 4-warp programs resident (64 x 64 at 8 warps took 159).
+TILES = [dict(BH=32, BW=64, num_warps=4), dict(BH=16, BW=128, num_warps=4),
+         dict(BH=32, BW=128, num_warps=8), dict(BH=64, BW=32, num_warps=4)]
+RESIDENT_PER_SM = {(32, 64): 4, (16, 128): 4, (32, 128): 2, (64, 32): 3}
 separable_tuned = triton.autotune(
     configs=[c for t in TILES for c in configs(**{k: [v] for k, v in t.items()})],
     key=["RX", "RY", "BORDER", "SXW", "SYW", "PRO", "EPI", "SIZE_CLASS"],
     prune_configs_by={"early_config_prune": _prune},
 )(separable_kernel)
-
-# Programs resident per SM in the persistent grid (each holds one scratch slot).
-PROGRAMS_PER_SM = 4
 
 
 def launch(x, y, tx, ty, oy=0, ox=0, border=0, border_value=0.0, pro=((), ()), epi=((), ()),
@@ -192,20 +203,24 @@ def launch(x, y, tx, ty, oy=0, ox=0, border=0, border_value=0.0, pro=((), ()), e
     halo = halo_rows(ry)
     if interpreting():
         tiles = [dict(BH=pow2_at_least(HO, 16, 256), BW=pow2_at_least(WO, 16, 256))]
-        resident = 1 << 30
+        sms, per_sm = 1, lambda m: 1 << 30
     else:
         if tile is None and not autotuning():
             tile = TILES[2]
         tiles = TILES if tile is None else [tile]
-        resident = PROGRAMS_PER_SM * torch.cuda.get_device_properties(x.device).multi_processor_count
+        sms = torch.cuda.get_device_properties(x.device).multi_processor_count
+        per_sm = lambda m: RESIDENT_PER_SM.get((m["BH"], m["BW"]), 2)
     slot = max((t["BH"] + halo) * t["BW"] for t in tiles)
-    cap = min(resident, max(1, y.numel() * y.element_size() // (4 * slot)))
-    scratch = torch.empty(cap * slot, dtype=torch.float32, device=x.device)
+    # scratch: at most one slot per resident program, and never more than the output
+    slots = min(sms * max(per_sm(t) for t in tiles), max(1, y.numel() * y.element_size() // (4 * slot)))
+    scratch = torch.empty(slots * slot, dtype=torch.float32, device=x.device)
     args = (x, y, scratch, tx, ty, B, C, H, W, HO, WO, oy, ox, x.stride(0), x.stride(1), x.stride(2),
             y.stride(0), y.stride(1), y.stride(2), float(border_value), pro[0], pro[1], epi[0], epi[1])
-    meta = dict(RX=rx, RY=ry, HALO=halo, SXW=x.stride(3), SYW=y.stride(3), BORDER=border, SLOT=slot,
+    in_plane = max((H - 1) * x.stride(2) + (W - 1) * x.stride(3), (HO - 1) * y.stride(2) + (WO - 1) * y.stride(3))
+    meta = dict(RX=rx, RY=ry, HALO=halo, SXW=x.stride(3), SYW=y.stride(3), BORDER=border,
+                OFF64=in_plane + 2 * (rx + ry) * max(x.stride(2), 1) >= 2 ** 31, SLOT=slot,
                 SIZE_CLASS=size_class(HO, WO))
-    grid = lambda m: (min(cap, programs(B * C, HO, WO, m["BH"], m["BW"])),)
+    grid = lambda m: (min(slots, sms * per_sm(m), programs(B * C, HO, WO, m["BH"], m["BW"])),)
     if len(tiles) == 1:
         separable_kernel[grid(tiles[0])](*args, **meta, **tiles[0])
     else:
