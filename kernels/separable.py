@@ -18,11 +18,13 @@ For each tile:
 The output grid may be larger than the input and start before it (``OY``, ``OX``): the
 adjoint used by autograd evaluates the transposed filter on the zero-extended gradient.
 """
+import torch
 import triton
 import triton.language as tl
 
 from .core import borders, pixels, pointwise
-from .core.tiling import configs, tile_origin
+from .core.tiling import (autotuning, configs, interpreting, pow2_at_least, programs, size_class,
+                          sm_count, tile_origin)
 
 MAX_RADIUS = 63  # 127 taps
 
@@ -193,10 +195,6 @@ def launch(x, y, tx, ty, oy=0, ox=0, border=0, border_value=0.0, pro=((), ()), e
     ``TILES``) bypasses autotuning. Allocates a scratch buffer of at most the output's
     size (one slot per resident program).
     """
-    import torch
-
-    from .core.tiling import autotuning, interpreting, pow2_at_least, programs, size_class
-
     B, C, H, W = x.shape
     HO, WO = y.shape[-2:]
     rx, ry = (tx.numel() - 1) // 2, (ty.numel() - 1) // 2
@@ -208,7 +206,7 @@ def launch(x, y, tx, ty, oy=0, ox=0, border=0, border_value=0.0, pro=((), ()), e
         if tile is None and not autotuning():
             tile = TILES[2]
         tiles = TILES if tile is None else [tile]
-        sms = torch.cuda.get_device_properties(x.device).multi_processor_count
+        sms = sm_count(x.device)
         per_sm = lambda m: RESIDENT_PER_SM.get((m["BH"], m["BW"]), 2)
     slot = max((t["BH"] + halo) * t["BW"] for t in tiles)
     # scratch: at most one slot per resident program, and never more than the output
@@ -216,10 +214,10 @@ def launch(x, y, tx, ty, oy=0, ox=0, border=0, border_value=0.0, pro=((), ()), e
     scratch = torch.empty(slots * slot, dtype=torch.float32, device=x.device)
     args = (x, y, scratch, tx, ty, B, C, H, W, HO, WO, oy, ox, x.stride(0), x.stride(1), x.stride(2),
             y.stride(0), y.stride(1), y.stride(2), float(border_value), pro[0], pro[1], epi[0], epi[1])
+    # every index is remapped into the image, so this bounds every in-plane offset
     in_plane = max((H - 1) * x.stride(2) + (W - 1) * x.stride(3), (HO - 1) * y.stride(2) + (WO - 1) * y.stride(3))
     meta = dict(RX=rx, RY=ry, HALO=halo, SXW=x.stride(3), SYW=y.stride(3), BORDER=border,
-                OFF64=in_plane + 2 * (rx + ry) * max(x.stride(2), 1) >= 2 ** 31, SLOT=slot,
-                SIZE_CLASS=size_class(HO, WO))
+                OFF64=in_plane >= 2 ** 31, SLOT=slot, SIZE_CLASS=size_class(HO, WO))
     grid = lambda m: (min(slots, sms * per_sm(m), programs(B * C, HO, WO, m["BH"], m["BW"])),)
     if len(tiles) == 1:
         separable_kernel[grid(tiles[0])](*args, **meta, **tiles[0])

@@ -1,12 +1,13 @@
 """GPU benchmark of imgfilters against its peers (DESIGN section 6).
 
-    python scripts/benchmark.py [family ...] [--markdown] [--plot out.png] [--quick]
+    python scripts/benchmark.py [family ...] [--markdown] [--plot out.png]
 
 Times every case with ``triton.testing.do_bench`` (median, ms) after a warm-up that also
-runs the autotuner, and prints one row per case: op, shape, dtype, ms, GB/s (the fewest
-bytes the op must move: input read once, output written once), % of the measured
-device-to-device copy bandwidth, extra GPU memory beyond the output, and the speed-up
-over each installed peer (torchvision, torch, kornia, CV-CUDA).
+runs the autotuner, and prints one row per case: op, shape, dtype, ms, the same call
+replayed from a CUDA graph (no Python or launch overhead: the kernel's own time), GB/s
+(the fewest bytes the op must move: input read once, output written once), % of the
+measured device-to-device copy bandwidth, extra GPU memory beyond the output, the tile the
+autotuner chose, and the speed-up over each installed peer (torchvision, torch, kornia).
 """
 import argparse
 import sys
@@ -44,7 +45,6 @@ def image(shape, dtype, seed=0):
 def separable_cases():
     import torchvision.transforms.v2.functional as tvf
     kornia = optional("kornia")
-    cvcuda = optional("cvcuda")
     cases = []
     k4 = (1, 3, 2160, 3840)
     for shape, dtype, k, sigma in [(k4, torch.float32, 15, 3.0), (k4, torch.uint8, 15, 3.0),
@@ -74,6 +74,13 @@ def separable_cases():
     cases.append(("gaussian_blur 15x15 backward", x,
                   lambda: torch.autograd.grad(y, xg, g, retain_graph=True), {}))
     return cases
+
+
+def tuned_tile():
+    """The tile the separable autotuner used last, for the notes (None when untuned)."""
+    from imgfilters.kernels import separable
+    cfg = getattr(separable.separable_tuned, "best_config", None)
+    return None if cfg is None else f"{cfg.kwargs['BH']}x{cfg.kwargs['BW']}/{cfg.num_warps}w"
 
 
 def copy_bandwidth():
@@ -115,6 +122,12 @@ def main(argv=None):
         for op, x, fn, peers in FAMILIES[n]():
             fn()  # compile + autotune
             ms = triton.testing.do_bench(fn, return_mode="median")
+            tile = tuned_tile()
+            try:
+                graph_ms = triton.testing.do_bench_cudagraph(fn, return_mode="median")
+            except Exception as e:  # e.g. an op that cannot be captured: report, go on
+                graph_ms = float("nan")
+                print(f"  (graph capture failed on {op}: {type(e).__name__}: {e})")
             out_bytes = x.numel() * x.element_size()
             gbs = 2 * out_bytes / ms / 1e6
             extra = extra_memory(fn, out_bytes) / 2 ** 20
@@ -127,17 +140,18 @@ def main(argv=None):
                     ups[peer] = (float("nan"),)
                     print(f"  ({peer} failed on {op}: {type(e).__name__})")
             rows.append((op, "x".join(map(str, x.shape)), str(x.dtype).replace("torch.", ""), ms, gbs,
-                         100 * gbs / bw, extra, {p: t[0] for p, t in ups.items()}))
+                         100 * gbs / bw, extra, {p: t[0] for p, t in ups.items()}, graph_ms, tile))
             r = rows[-1]
             peer_txt = "  ".join(f"{p} {t:.3f} ms ({t / ms:.1f}x)" for p, t in r[7].items())
-            print(f"{r[0]:30s} {r[1]:>14s} {r[2]:>8s} {r[3]:8.4f} ms {r[4]:7.0f} GB/s {r[5]:5.1f}% "
-                  f"extra {r[6]:6.1f} MiB  {peer_txt}", flush=True)
+            print(f"{r[0]:30s} {r[1]:>14s} {r[2]:>8s} {r[3]:8.4f} ms (graph {r[8]:.4f}) {r[4]:7.0f} GB/s "
+                  f"{r[5]:5.1f}% extra {r[6]:6.1f} MiB  [{r[9]}]  {peer_txt}", flush=True)
     if args.markdown:
-        print("\n| op | shape | dtype | ms | GB/s | % copy bw | extra MiB | peers (ms, our speed-up) |")
-        print("|---|---|---|---|---|---|---|---|")
+        print("\n| op | shape | dtype | ms | graph ms | GB/s | % copy bw | extra MiB | peers (ms, our speed-up) |")
+        print("|---|---|---|---|---|---|---|---|---|")
         for r in rows:
             peer_txt = "; ".join(f"{p} {t:.3f} ({t / r[3]:.1f}x)" for p, t in r[7].items()) or "-"
-            print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]:.4f} | {r[4]:.0f} | {r[5]:.0f}% | {r[6]:.1f} | {peer_txt} |")
+            print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]:.4f} | {r[8]:.4f} | {r[4]:.0f} | {r[5]:.0f}% | {r[6]:.1f} "
+                  f"| {peer_txt} |")
     if args.plot:
         import matplotlib
         matplotlib.use("Agg")

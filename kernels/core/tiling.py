@@ -5,6 +5,7 @@ Kernels launch a 1-D grid of ``planes * tiles_per_plane`` programs, tiles of one
 halo in L2. Under ``TRITON_INTERPRET=1`` the interpreter's cost is per program and per
 operation, not per element, so each family uses one large tile there and no tuning.
 """
+import functools
 import itertools
 import os
 
@@ -22,6 +23,13 @@ def autotuning() -> bool:
     instead of timing every candidate on the first call of each shape class (the tests
     set this on the GPU, where tuning each of hundreds of variants would take minutes)."""
     return os.environ.get("IMGFILTERS_AUTOTUNE", "1") != "0"
+
+
+@functools.lru_cache(maxsize=None)
+def sm_count(device) -> int:
+    """Multiprocessors of a CUDA device (cached: the query costs microseconds per call)."""
+    import torch
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def pow2_at_least(n: int, lo: int, hi: int) -> int:
