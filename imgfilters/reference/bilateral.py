@@ -1,0 +1,63 @@
+"""Float64 definition of the bilateral family.
+
+``bilateral(x, guide, sigma_color, sigma_space, radius, window, color_distance, border)``::
+
+    out[b, :, p] = sum_q w(p, q) X~[b, :, q] / sum_q w(p, q)
+    w(p, q) = exp(-|p - q|^2 / (2 sigma_space^2)) * exp(-D(p, q)^2 / (2 sigma_color^2))
+
+over the window around p: ``"square"``, all (2r+1)^2 offsets, or ``"disk"``, the offsets
+with dx^2 + dy^2 <= r^2. ``D`` is the distance between the guide's pixel vectors over all
+channels jointly: Euclidean for ``"l2"``, the sum of absolute channel differences for
+``"l1"``. ``X~`` and the guide are extended by the border (``reference.borders``); a
+constant border supplies ``border_value`` in every channel of both. The plain bilateral
+filter is ``guide = x``.
+
+Peers: with ``"l1"``, a square window and the reflect border this is
+``kornia.filters.bilateral_blur`` / ``joint_bilateral_blur`` (kornia normalises its
+spatial gaussian, which cancels in the ratio); with ``"l1"``, a disk window and reflect
+it is ``cv2.bilateralFilter(..., borderType=BORDER_REFLECT_101)`` with
+``sigmaColor = 255 * sigma_color`` for uint8 images (OpenCV rounds through lookup tables,
+so agreement is within one grey level).
+
+``sigma_color`` and ``sigma_space`` are floats or 1-D tensors with one value per image of
+the batch. Inputs are float64 (B, C, H, W) in unit scale; the guide's batch is B or 1.
+"""
+import math
+
+import torch
+
+from .borders import pad
+
+
+def default_radius(sigma_space: float) -> int:
+    """``radius=None``: ceil(2 * sigma_space), at least 1."""
+    return max(1, math.ceil(2.0 * sigma_space))
+
+
+def window_offsets(radius: int, window: str):
+    """The (dy, dx) offsets of the window, row-major."""
+    return [(dy, dx) for dy in range(-radius, radius + 1) for dx in range(-radius, radius + 1)
+            if window == "square" or dy * dy + dx * dx <= radius * radius]
+
+
+def bilateral(x, guide, sigma_color, sigma_space, radius, window="square", color_distance="l2",
+              border="reflect", border_value=0.0):
+    B, _, H, W = x.shape
+    per_image = lambda s: torch.as_tensor(s, dtype=torch.float64, device=x.device).reshape(-1, 1, 1, 1)
+    color_coeff = -0.5 / per_image(sigma_color) ** 2
+    space_coeff = -0.5 / per_image(sigma_space) ** 2
+    r = radius
+    xp = pad(x, r, r, r, r, border, border_value)
+    gp = pad(guide, r, r, r, r, border, border_value)
+    num = torch.zeros_like(x)
+    den = torch.zeros(B, 1, H, W, dtype=x.dtype, device=x.device)
+    for dy, dx in window_offsets(r, window):
+        diff = gp[..., r + dy:r + dy + H, r + dx:r + dx + W] - guide
+        if color_distance == "l1":
+            dist2 = diff.abs().sum(-3, keepdim=True) ** 2
+        else:
+            dist2 = (diff ** 2).sum(-3, keepdim=True)
+        w = torch.exp(space_coeff * (dy * dy + dx * dx) + color_coeff * dist2)
+        num = num + w * xp[..., r + dy:r + dy + H, r + dx:r + dx + W]
+        den = den + w
+    return num / den
