@@ -23,8 +23,8 @@ import triton
 import triton.language as tl
 
 from .core import borders, pixels, pointwise
-from .core.tiling import (autotuning, configs, interpreting, pow2_at_least, programs, size_class,
-                          sm_count, tile_origin)
+from .core.tiling import (autotuning, interpreting, needs_int64, offset, pow2_at_least,
+                          programs, size_class, sm_count, tile_configs, tile_origin)
 
 MAX_RADIUS = 63  # 127 taps
 
@@ -36,7 +36,7 @@ def _row_pass(x_base, rows, in_col0, W, sxh, border_value, c, TX,
     """sum_v TX[v] * PRO(X~[rows, in_col0 + j + v - RX]) for j < BW (``rows`` already
     remapped; rows outside the image are the caller's business)."""
     j = tl.arange(0, BW)
-    row_off = _scaled(rows, sxh, OFF64)[:, None]
+    row_off = offset(rows, sxh, OFF64)[:, None]
     acc = tl.zeros((rows.shape[0], BW), dtype=tl.float32)
     # Without a prologue the filter is linear in the stored values: scale the taps
     # (a scalar per tap) rather than every pixel; a prologue needs unit-scale pixels.
@@ -57,16 +57,6 @@ def _row_pass(x_base, rows, in_col0, W, sxh, border_value, c, TX,
                 x = tl.where(borders.inside(cols, W)[None, :], x, border_value / scale)
             acc += (tl.load(TX + v) * scale) * x
     return acc
-
-
-@triton.jit
-def _scaled(index, stride, OFF64: tl.constexpr):
-    """index * stride, in int64 only when an offset inside one plane can pass 2**31
-    (int32 offsets halve the registers that the unrolled tap loop keeps live)."""
-    if OFF64:
-        return index.to(tl.int64) * stride
-    else:
-        return index * stride
 
 
 @triton.jit
@@ -135,11 +125,11 @@ def separable_kernel(X, Y, S, TX, TY, B, C, H, W, HO, WO, OY, OX,
         if len(EPI) > 0:
             xr = borders.remap(out_rows + OY, H, BORDER)
             xc = borders.remap(out_cols + OX, W, BORDER)
-            x_in = pixels.load(x_base + (_scaled(xr, sxh, OFF64)[:, None] + (xc * SXW)[None, :]))
+            x_in = pixels.load(x_base + (offset(xr, sxh, OFF64)[:, None] + (xc * SXW)[None, :]))
             x_in = pointwise.apply_chain(x_in, c, PRO, pro_args)
             y = pointwise.apply_epilogue(y, x_in, c, EPI, epi_args)
         mask = (out_rows < HO)[:, None] & (out_cols < WO)[None, :]
-        y_ptrs = Y + b * syb + c * syc + (_scaled(out_rows, syh, OFF64)[:, None] + (out_cols * SYW)[None, :])
+        y_ptrs = Y + b * syb + c * syc + (offset(out_rows, syh, OFF64)[:, None] + (out_cols * SYW)[None, :])
         pixels.store(y_ptrs, y, mask)
 
 
@@ -180,7 +170,7 @@ TILES = [dict(BH=32, BW=64, num_warps=4), dict(BH=16, BW=128, num_warps=4),
          dict(BH=32, BW=128, num_warps=8), dict(BH=64, BW=32, num_warps=4)]
 RESIDENT_PER_SM = {(32, 64): 4, (16, 128): 4, (32, 128): 2, (64, 32): 3}
 separable_tuned = triton.autotune(
-    configs=[c for t in TILES for c in configs(**{k: [v] for k, v in t.items()})],
+    configs=tile_configs(TILES),
     key=["RX", "RY", "BORDER", "SXW", "SYW", "PRO", "EPI", "SIZE_CLASS"],
     prune_configs_by={"early_config_prune": _prune},
 )(separable_kernel)
@@ -214,10 +204,8 @@ def launch(x, y, tx, ty, oy=0, ox=0, border=0, border_value=0.0, pro=((), ()), e
     scratch = torch.empty(slots * slot, dtype=torch.float32, device=x.device)
     args = (x, y, scratch, tx, ty, B, C, H, W, HO, WO, oy, ox, x.stride(0), x.stride(1), x.stride(2),
             y.stride(0), y.stride(1), y.stride(2), float(border_value), pro[0], pro[1], epi[0], epi[1])
-    # every index is remapped into the image, so this bounds every in-plane offset
-    in_plane = max((H - 1) * x.stride(2) + (W - 1) * x.stride(3), (HO - 1) * y.stride(2) + (WO - 1) * y.stride(3))
     meta = dict(RX=rx, RY=ry, HALO=halo, SXW=x.stride(3), SYW=y.stride(3), BORDER=border,
-                OFF64=in_plane >= 2 ** 31, SLOT=slot, SIZE_CLASS=size_class(HO, WO))
+                OFF64=needs_int64(x, y), SLOT=slot, SIZE_CLASS=size_class(HO, WO))
     grid = lambda m: (min(slots, sms * per_sm(m), programs(B * C, HO, WO, m["BH"], m["BW"])),)
     if len(tiles) == 1:
         separable_kernel[grid(tiles[0])](*args, **meta, **tiles[0])

@@ -58,3 +58,137 @@ def test_reference_gradcheck_image_and_guide(gen):
     x = torch.rand(1, 2, 6, 7, generator=gen, dtype=torch.float64, requires_grad=True)
     g = torch.rand(1, 1, 6, 7, generator=gen, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda a, b: ref.bilateral(a, b, 0.3, 1.5, 2, "disk", "l2", "symmetric"), (x, g))
+
+
+# ---- kernels vs reference ------------------------------------------------------------------
+
+import imgfilters  # noqa: E402
+from hypothesis import given, settings, strategies as st  # noqa: E402
+from imgfilters import _image  # noqa: E402
+from imgfilters.kernels.core.borders import BORDERS  # noqa: E402
+
+from helpers import KERNEL_DTYPES, assert_matches, random_image  # noqa: E402
+
+
+def reference(x, guide, sc, ss, radius, window="square", dist="l2", border="reflect", value=0.0):
+    x4 = _image.as_planes(x.cpu())
+    g4 = x4 if guide is None else _image.as_planes(guide.cpu())
+    y = ref.bilateral(_image.to_unit(x4), _image.to_unit(g4).expand(x4.shape[0], -1, -1, -1), sc, ss, radius,
+                      window, dist, border, value)
+    return y.reshape(x.shape)
+
+
+@pytest.mark.parametrize("dtype", KERNEL_DTYPES)
+@pytest.mark.parametrize("window,dist", [("square", "l2"), ("disk", "l1")])
+def test_every_dtype(dtype, window, dist, gen, device):
+    x = random_image((2, 3, 29, 41), dtype, gen, device)
+    y = imgfilters.bilateral(x, 0.15, 1.2, window=window, color_distance=dist)
+    assert_matches(y, reference(x, None, 0.15, 1.2, 3, window, dist))
+
+
+@pytest.mark.parametrize("border", BORDERS)
+@pytest.mark.parametrize("window,dist", [("square", "l1"), ("disk", "l2")])
+def test_every_border(border, window, dist, gen, device):
+    x = random_image((1, 2, 23, 31), torch.float32, gen, device)
+    y = imgfilters.bilateral(x, 0.2, 2.0, radius=3, window=window, color_distance=dist, border=border,
+                             border_value=0.4)
+    assert_matches(y, reference(x, None, 0.2, 2.0, 3, window, dist, border, 0.4))
+
+
+@pytest.mark.parametrize("shape,radius", [((1, 1), 2), ((3, 1, 1), 0), ((2, 5, 7), 6), ((4, 3, 9), 1),
+                                          ((2, 2, 1, 6, 5), 2)])
+def test_odd_shapes_and_radius_larger_than_the_image(shape, radius, gen, device):
+    x = random_image(shape, torch.float32, gen, device)
+    y = imgfilters.bilateral(x, 0.3, 1.0, radius=radius)
+    assert_matches(y, reference(x, None, 0.3, 1.0, radius))
+
+
+def test_joint_with_shared_guide_and_per_image_sigmas(gen, device):
+    x = random_image((3, 3, 20, 26), torch.uint8, gen, device)
+    guide = random_image((1, 1, 20, 26), torch.float16, gen, device)
+    sc = torch.tensor([0.05, 0.1, 0.4])
+    ss = torch.tensor([1.0, 1.5, 0.8])
+    y = imgfilters.joint_bilateral(x, guide, sc, ss, radius=3, color_distance="l1")
+    assert_matches(y, reference(x, guide, sc, ss, 3, "square", "l1"))
+
+
+def test_joint_with_many_guide_channels(gen, device):
+    x = random_image((2, 1, 19, 22), torch.float32, gen, device)
+    guide = random_image((2, 5, 19, 22), torch.float32, gen, device)
+    y = imgfilters.joint_bilateral(x, guide, 0.3, 1.5, window="disk")
+    assert_matches(y, reference(x, guide, 0.3, 1.5, 3, "disk"))
+
+
+def test_channels_last_and_views(gen, device):
+    x = random_image((2, 3, 24, 30), torch.float32, gen, device).to(memory_format=torch.channels_last)
+    y = imgfilters.bilateral(x, 0.1, 1.0)
+    assert y.is_contiguous(memory_format=torch.channels_last)
+    assert_matches(y, reference(x, None, 0.1, 1.0, 2))
+    view = x[:, :, 3:20, 1:29:2]
+    assert_matches(imgfilters.bilateral(view, 0.1, 1.0), reference(view, None, 0.1, 1.0, 2))
+
+
+def test_input_is_not_modified(gen, device):
+    x = random_image((1, 3, 16, 16), torch.uint8, gen, device)
+    before = x.clone()
+    imgfilters.bilateral(x)
+    assert torch.equal(x, before)
+
+
+@settings(max_examples=10, deadline=None)
+@given(h=st.integers(1, 24), w=st.integers(1, 40), c=st.integers(1, 4), radius=st.integers(0, 4),
+       window=st.sampled_from(["square", "disk"]), dist=st.sampled_from(["l1", "l2"]),
+       border=st.sampled_from(BORDERS), sc=st.floats(0.02, 1.0), seed=st.integers(0, 2 ** 31))
+def test_hypothesis_sweep(h, w, c, radius, window, dist, border, sc, seed):
+    from conftest import DEVICE
+    gen = torch.Generator().manual_seed(seed)
+    x = random_image((1, c, h, w), torch.float32, gen, DEVICE)
+    y = imgfilters.bilateral(x, sc, 1.3, radius=radius, window=window, color_distance=dist, border=border,
+                             border_value=0.2)
+    assert_matches(y, reference(x, None, sc, 1.3, radius, window, dist, border, 0.2))
+
+
+def test_float64_and_cpu_tensors_are_differentiable_through_the_reference(gen):
+    x = torch.rand(1, 2, 8, 9, generator=gen, dtype=torch.float64, requires_grad=True)
+    imgfilters.bilateral(x, 0.2, 1.0).sum().backward()
+    assert x.grad is not None and x.grad.abs().sum() > 0
+
+
+def test_kernel_path_refuses_gradients_clearly(gen, device):
+    x = random_image((1, 1, 8, 8), torch.float32, gen, device).requires_grad_()
+    with pytest.raises(NotImplementedError, match="gradients"):
+        imgfilters.bilateral(x)
+
+
+@pytest.mark.parametrize("call,error,match", [
+    (lambda x: imgfilters.bilateral(x, 0.0), ValueError, "sigma_color"),
+    (lambda x: imgfilters.bilateral(x, float("nan")), ValueError, "sigma_color"),
+    (lambda x: imgfilters.bilateral(x, 0.1, -1.0), ValueError, "sigma_space"),
+    (lambda x: imgfilters.bilateral(x, torch.tensor([0.1, 0.2, 0.3])), ValueError, "sigma_color"),
+    (lambda x: imgfilters.bilateral(x, radius=2.5), ValueError, "radius"),
+    (lambda x: imgfilters.bilateral(x, radius=33), ValueError, "radius"),
+    (lambda x: imgfilters.bilateral(x, window="circle"), ValueError, "window"),
+    (lambda x: imgfilters.bilateral(x, color_distance="l3"), ValueError, "color_distance"),
+    (lambda x: imgfilters.bilateral(x, border="wrap"), ValueError, "border"),
+    (lambda x: imgfilters.bilateral(torch.rand(1, 17, 4, 4)), ValueError, "channels"),
+    (lambda x: imgfilters.joint_bilateral(x, torch.rand(2, 1, 8, 9)), ValueError, "guide"),
+    (lambda x: imgfilters.joint_bilateral(x, torch.rand(3, 1, 8, 8)), ValueError, "guide"),
+    (lambda x: imgfilters.joint_bilateral(x, "guide"), TypeError, "guide"),
+])
+def test_bad_arguments_raise_before_launch(call, error, match):
+    x = torch.rand(2, 3, 8, 8)
+    with pytest.raises(error, match=match):
+        call(x)
+
+
+gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
+
+@gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.uint8])
+def test_full_hd_matches_reference_on_gpu(dtype, gen, monkeypatch):
+    monkeypatch.setenv("IMGFILTERS_AUTOTUNE", "1")
+    x = random_image((1, 3, 540, 960), dtype, gen, "cuda")
+    y = imgfilters.bilateral(x, 0.1, 2.0, radius=4)
+    x4 = _image.to_unit(x)
+    assert_matches(y, ref.bilateral(x4, x4, 0.1, 2.0, 4))

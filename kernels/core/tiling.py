@@ -6,7 +6,6 @@ halo in L2. Under ``TRITON_INTERPRET=1`` the interpreter's cost is per program a
 operation, not per element, so each family uses one large tile there and no tuning.
 """
 import functools
-import itertools
 import os
 
 import triton
@@ -43,19 +42,13 @@ def size_class(h: int, w: int) -> int:
     return (h * w).bit_length()
 
 
-def configs(**axes):
-    """Every combination of the given meta-parameter values as ``triton.Config`` objects.
-
-    ``num_warps`` and ``num_stages`` are taken out as launch options; the rest are
-    constexpr meta-parameters of the kernel.
-    """
-    names = list(axes)
+def tile_configs(tiles):
+    """Autotune configurations from tile dicts: ``num_warps``/``num_stages`` become launch
+    options, the other keys the kernel's constexpr meta-parameters."""
     out = []
-    for values in itertools.product(*(axes[n] for n in names)):
-        kw = dict(zip(names, values))
-        warps = kw.pop("num_warps", 4)
-        stages = kw.pop("num_stages", 1)
-        out.append(triton.Config(kw, num_warps=warps, num_stages=stages))
+    for t in tiles:
+        meta = {k: v for k, v in t.items() if k not in ("num_warps", "num_stages")}
+        out.append(triton.Config(meta, num_warps=t.get("num_warps", 4), num_stages=t.get("num_stages", 1)))
     return out
 
 
@@ -80,3 +73,20 @@ def tile_origin(pid, C, H, W, BH: tl.constexpr, BW: tl.constexpr):
     plane = plane.to(tl.int64)
     b = plane // C
     return b, plane - b * C, th * BH, tw * BW
+
+
+def needs_int64(*planes) -> bool:
+    """True when an offset inside one (C, H, W) image of these 4-D tensors can pass 2**31:
+    kernels then index in int64. Every index is remapped into the image first, so the
+    largest in-image offset bounds them all."""
+    return any(sum((n - 1) * st for n, st in zip(t.shape[1:], t.stride()[1:])) >= 2 ** 31 for t in planes)
+
+
+@triton.jit
+def offset(index, stride, OFF64: tl.constexpr):
+    """index * stride, in int64 only when ``needs_int64`` said so (int32 offsets halve the
+    registers that unrolled tap loops keep live)."""
+    if OFF64:
+        return index.to(tl.int64) * stride
+    else:
+        return index * stride

@@ -1,0 +1,114 @@
+"""Bilateral and joint bilateral filtering (edge-preserving smoothing).
+
+Inputs are ``(..., C, H, W)`` or ``(H, W)`` tensors of dtype uint8, uint16, float16,
+bfloat16 or float32 (float64 runs the float64 reference); the output keeps the dtype and
+memory format. CUDA tensors run one Triton launch; CPU tensors run the float64 reference,
+or the Triton kernel in Triton's interpreter under ``TRITON_INTERPRET=1``.
+
+Units: ``sigma_color`` is in unit intensity scale (integers are read as value / max), so
+the same value works for uint8 and float images: OpenCV's ``sigmaColor=25.5`` on a uint8
+image is ``sigma_color=0.1``. ``sigma_space`` and ``radius`` are in pixels.
+
+Gradients: the float64 reference path is differentiable; the Triton path does not have its
+backward kernels yet and raises ``NotImplementedError`` when a gradient is requested.
+"""
+import torch
+
+from imgfilters import _image
+from imgfilters.kernels import bilateral as kernels
+from imgfilters.reference import bilateral as reference
+
+__all__ = ["bilateral", "joint_bilateral"]
+
+WINDOWS = ("square", "disk")
+DISTANCES = ("l2", "l1")
+MAX_CHANNELS = 16
+
+
+def bilateral(img, sigma_color=0.1, sigma_space=1.5, *, radius=None, window="square", color_distance="l2",
+              border="reflect", border_value=0.0):
+    """Bilateral filter: each output pixel is the average of its window weighted by
+    ``exp(-|p-q|^2 / (2 sigma_space^2)) * exp(-D(p,q)^2 / (2 sigma_color^2))``.
+
+    Args:
+        img: ``(..., C, H, W)`` or ``(H, W)`` image, at most 16 channels.
+        sigma_color: range sigma in unit scale (0.1 on any dtype = 25.5 in OpenCV's uint8
+            units); a float, or a 1-D tensor with one value per image of the batch.
+        sigma_space: spatial sigma in pixels; a float or a per-image 1-D tensor.
+        radius: window radius; ``None`` means ``ceil(2 * max(sigma_space))``. At most 32.
+        window: ``"square"`` ((2r+1)^2 taps, as kornia) or ``"disk"`` (dx^2+dy^2 <= r^2,
+            as OpenCV and CV-CUDA).
+        color_distance: ``"l2"`` (Euclidean over the channels) or ``"l1"`` (sum of absolute
+            channel differences: OpenCV's and kornia's definition).
+        border, border_value: as in ``imgfilters.separable_filter``.
+
+    With ``color_distance="l1"``, a square window and reflect border this equals
+    ``kornia.filters.bilateral_blur``; with ``"l1"`` and ``"disk"`` it is
+    ``cv2.bilateralFilter(img, 2 * radius + 1, 255 * sigma_color, sigma_space,
+    borderType=cv2.BORDER_REFLECT_101)`` on uint8 within one grey level.
+    """
+    return _bilateral(img, None, sigma_color, sigma_space, radius, window, color_distance, border, border_value)
+
+
+def joint_bilateral(img, guide, sigma_color=0.1, sigma_space=1.5, *, radius=None, window="square",
+                    color_distance="l2", border="reflect", border_value=0.0):
+    """Joint (cross) bilateral filter: the range weight comes from ``guide``, the values
+    from ``img``. ``guide`` has the same H and W, any number of channels (up to 16) and a
+    batch equal to ``img``'s or 1 (shared by every image). Otherwise as ``bilateral``;
+    equals ``kornia.filters.joint_bilateral_blur`` with ``"l1"``, square window, reflect.
+    """
+    _image.check_image(guide, "guide")
+    return _bilateral(img, guide, sigma_color, sigma_space, radius, window, color_distance, border, border_value)
+
+
+def _bilateral(img, guide, sigma_color, sigma_space, radius, window, color_distance, border, border_value):
+    _image.check_image(img)
+    code = _image.check_border(border, border_value)
+    if window not in WINDOWS:
+        raise ValueError(f"window must be one of {WINDOWS}, got {window!r}")
+    if color_distance not in DISTANCES:
+        raise ValueError(f"color_distance must be one of {DISTANCES}, got {color_distance!r}")
+    x4 = _image.as_planes(img)
+    B, C, H, W = x4.shape
+    g4 = x4 if guide is None else _image.as_planes(guide)
+    if guide is not None:
+        if guide.device != img.device:
+            raise ValueError(f"guide is on {guide.device}, img on {img.device}")
+        if g4.shape[-2:] != (H, W) or g4.shape[0] not in (1, B):
+            raise ValueError(f"guide must have img's H and W and a batch of {B} or 1, "
+                             f"got shape {tuple(guide.shape)} for img {tuple(img.shape)}")
+    for name, t in (("img", x4), ("guide", g4)):
+        if t.shape[1] > MAX_CHANNELS:
+            raise ValueError(f"{name} has {t.shape[1]} channels; at most {MAX_CHANNELS} are supported")
+    sc = _per_image(sigma_color, "sigma_color", B)
+    ss = _per_image(sigma_space, "sigma_space", B)
+    if radius is None:
+        radius = reference.default_radius(float(ss.max()))
+    if isinstance(radius, bool) or not isinstance(radius, int) or not 0 <= radius <= kernels.MAX_RADIUS:
+        raise ValueError(f"radius must be an integer in [0, {kernels.MAX_RADIUS}], got {radius!r}")
+
+    if not _image.uses_kernels(img):
+        y = reference.bilateral(_image.to_unit(x4), _image.to_unit(g4).expand(B, -1, -1, -1), sc, ss, radius,
+                                window, color_distance, border, border_value)
+        return _image.from_unit(y, img.dtype).reshape(img.shape)
+    if torch.is_grad_enabled() and (img.requires_grad or (guide is not None and guide.requires_grad)):
+        raise NotImplementedError("gradients of the Triton bilateral kernels are not implemented yet; "
+                                  "a float64 CPU tensor runs the differentiable reference")
+    out = _image.empty_output(img)
+    coeff = lambda s: (-kernels.LOG2E / (2 * s * s)).to(device=img.device, dtype=torch.float32)
+    kernels.launch(x4, g4, _image.as_planes(out), coeff(sc), coeff(ss), radius, window == "disk",
+                   color_distance == "l1", guide is not None, code, border_value)
+    return out
+
+
+def _per_image(value, name, batch):
+    """A positive finite float or 1-D tensor of ``batch`` values -> float64 CPU tensor."""
+    if isinstance(value, torch.Tensor) and value.numel() != 1:
+        if value.ndim != 1 or value.numel() != batch:
+            raise ValueError(f"{name} as a tensor must be 1-D with one value per image ({batch}), "
+                             f"got shape {tuple(value.shape)}")
+        t = value.detach().to("cpu", torch.float64)
+        if not (torch.isfinite(t).all() and (t > 0).all()):
+            raise ValueError(f"{name} must be finite and > 0")
+        return t
+    return torch.full((batch,), _image.check_number(value, name, low=0.0, low_open=True), dtype=torch.float64)
