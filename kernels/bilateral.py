@@ -15,7 +15,7 @@ from .core import borders, pixels, pointwise
 from .core.tiling import (autotuning, interpreting, needs_int64, offset, pow2_at_least, programs,
                           size_class, tile_configs, tile_origin)
 
-LOG2E = 1.4426950408889634
+LOG2E: tl.constexpr = tl.constexpr(1.4426950408889634)
 MAX_RADIUS = 32
 
 
@@ -38,6 +38,26 @@ def _vectors(base, ch, n_ch, sc, rows, row_ok, cols, H, W, sh, sw, border_value,
 
 
 @triton.jit
+def _distance2(diff, L1: tl.constexpr):
+    """Squared colour distance of (C, BH, BW) differences: (sum |d|)^2 or sum d^2."""
+    if L1:
+        d = tl.sum(tl.abs(diff), axis=0)
+        return d * d
+    else:
+        return tl.sum(diff * diff, axis=0)
+
+
+@triton.jit
+def _distance2_grad(diff, L1: tl.constexpr):
+    """d(_distance2(a - b)) / da, per channel (sign(0) = 0, as torch's abs)."""
+    if L1:
+        d = tl.sum(tl.abs(diff), axis=0)
+        return 2.0 * d[None, :, :] * tl.where(diff > 0, 1.0, tl.where(diff < 0, -1.0, 0.0))
+    else:
+        return 2.0 * diff
+
+
+@triton.jit
 def _prologue(v, ch, n_ch, PRO: tl.constexpr, pro_args):
     """PRO on image vectors; padding channels stay zero (and index channel n_ch - 1, so
     per-channel steps never read past their vectors)."""
@@ -46,15 +66,16 @@ def _prologue(v, ch, n_ch, PRO: tl.constexpr, pro_args):
 
 
 @triton.jit
-def bilateral_kernel(X, G, Y, COLOR, SPACE, C, CG, H, W,
+def bilateral_kernel(X, G, Y, DEN, COLOR, SPACE, C, CG, H, W,
                      sxb, sxc, sxh, sxw, sgb, sgc, sgh, sgw, syb, syc, syh, syw, border_value,
                      PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
                      R: tl.constexpr, DISK: tl.constexpr, L1: tl.constexpr, JOINT: tl.constexpr,
                      BORDER: tl.constexpr, OFF64: tl.constexpr, CP: tl.constexpr, CGP: tl.constexpr,
-                     SIZE_CLASS, BH: tl.constexpr, BW: tl.constexpr):
+                     STORE_DEN: tl.constexpr, SIZE_CLASS, BH: tl.constexpr, BW: tl.constexpr):
     """Y = sum_q w X~[q] / sum_q w with w = exp2(SPACE[b] |p-q|^2 + COLOR[b] D^2), D the
     l1 or l2 distance of the guide vectors (G if JOINT, else PRO(X)). COLOR and SPACE hold
-    per-image coefficients already multiplied by -log2(e) / 2 / sigma^2."""
+    per-image coefficients already multiplied by -log2(e) / 2 / sigma^2. With STORE_DEN
+    the weight sums go to DEN (B, 1, H, W) float32, for the backward pass."""
     b, _, h0, w0 = tile_origin(tl.program_id(0), 1, H, W, BH, BW)
     color = tl.load(COLOR + b)
     space = tl.load(SPACE + b)
@@ -90,13 +111,7 @@ def bilateral_kernel(X, G, Y, COLOR, SPACE, C, CG, H, W,
                                  BORDER, OFF64)
                 else:
                     g = v
-                diff = g - g_in
-                if L1:
-                    d = tl.sum(tl.abs(diff), axis=0)
-                    d2 = d * d
-                else:
-                    d2 = tl.sum(diff * diff, axis=0)
-                w = tl.exp2(space * (dx * dx + dy * dy) + color * d2)
+                w = tl.exp2(space * (dx * dx + dy * dy) + color * _distance2(g - g_in, L1))
                 num += w[None, :, :] * v
                 den += w
 
@@ -106,6 +121,109 @@ def bilateral_kernel(X, G, Y, COLOR, SPACE, C, CG, H, W,
             + (cols * syw)[None, None, :])
     mask = (ch < C)[:, None, None] & ((rows < H)[:, None] & (cols < W)[None, :])[None, :, :]
     pixels.store(Y + b * syb + offs, y, mask)
+    if STORE_DEN:
+        den_offs = (b * H + rows)[:, None].to(tl.int64) * W + cols[None, :]
+        tl.store(DEN + den_offs, den, (rows < H)[:, None] & (cols < W)[None, :])
+
+
+@triton.jit
+def _adjoint_terms(GO, OUT, DEN, b, ch, C, rows, cols, H, W, mask):
+    """A = dL/dY / DEN and beta = A . Y at in-image pixels (rows, cols) (zero where not
+    ``mask``); GO and OUT are contiguous float32 (B, C, H, W), DEN (B, 1, H, W)."""
+    pix = rows[:, None].to(tl.int64) * W + cols[None, :]
+    cm = (ch < C)[:, None, None] & mask[None, :, :]
+    offs = (b * C + ch)[:, None, None].to(tl.int64) * H * W + pix[None, :, :]
+    den = tl.load(DEN + b * H * W + pix, mask, other=1.0)
+    a = tl.load(GO + offs, cm, other=0.0) / den[None, :, :]
+    beta = tl.sum(a * tl.load(OUT + offs, cm, other=0.0), axis=0)
+    return a, beta
+
+
+@triton.jit
+def bilateral_backward_kernel(X, G, GO, OUT, DEN, ZV, ZG, COLOR, SPACE, C, CG, H, W,
+                              sxb, sxc, sxh, sxw, sgb, sgc, sgh, sgw, border_value,
+                              R: tl.constexpr, DISK: tl.constexpr, L1: tl.constexpr, JOINT: tl.constexpr,
+                              BORDER: tl.constexpr, OFF64: tl.constexpr, CP: tl.constexpr, CGP: tl.constexpr,
+                              BH: tl.constexpr, BW: tl.constexpr):
+    """Gradients on the border-extended grid (H + 2R) x (W + 2R), by gathering (no atomics):
+
+    for every extended position t and window offset d, with p = t - d and q = t + d,
+        ZV[t] += w(p, t) A_p                                  (value path, p in the image)
+        ZG[t] += -e(p, t) dD2/dg_p(g_p - g_t) + e(t, q) dD2/dg_t(g_t - g_q)   (guide path)
+    where A_p = dL/dY_p / DEN_p, e(a, b) = (A_a . X~_b - A_a . Y_a) w(a, b) k, k the natural
+    colour coefficient; the window is symmetric, so these are exactly the transposes of the
+    forward's sums. Folding ZV (and ZG) back over the border gives the image (and guide)
+    gradients. ZV and ZG are contiguous float32."""
+    HE = H + 2 * R
+    WE = W + 2 * R
+    b, _, h0, w0 = tile_origin(tl.program_id(0), 1, HE, WE, BH, BW)
+    color = tl.load(COLOR + b)
+    space = tl.load(SPACE + b)
+    k = color / LOG2E
+    x_base = X + b * sxb
+    g_base = G + b * sgb
+    ch = tl.arange(0, CP)
+    chg = tl.arange(0, CGP)
+    t_rows = h0 - R + tl.arange(0, BH)
+    t_cols = w0 - R + tl.arange(0, BW)
+    t_row_ok = borders.inside(t_rows, H)
+    t_in = t_row_ok[:, None] & borders.inside(t_cols, W)[None, :]
+    tr = borders.remap(t_rows, H, BORDER)
+    v_t = _vectors(x_base, ch, C, sxc, tr, t_row_ok, t_cols, H, W, sxh, sxw, border_value, BORDER, OFF64)
+    if JOINT:
+        g_t = _vectors(g_base, chg, CG, sgc, tr, t_row_ok, t_cols, H, W, sgh, sgw, border_value, BORDER, OFF64)
+    else:
+        g_t = v_t
+    a_t, beta_t = _adjoint_terms(GO, OUT, DEN, b, ch, C, tl.minimum(tl.maximum(t_rows, 0), H - 1),
+                                 tl.minimum(tl.maximum(t_cols, 0), W - 1), H, W, t_in)
+
+    zv = tl.zeros((CP, BH, BW), dtype=tl.float32)
+    zg = tl.zeros((CGP, BH, BW), dtype=tl.float32)
+    for dy in range(-R, R + 1):
+        p_rows = t_rows - dy
+        p_row_ok = borders.inside(p_rows, H)
+        pr = tl.minimum(tl.maximum(p_rows, 0), H - 1)
+        q_rows = t_rows + dy
+        qr = borders.remap(q_rows, H, BORDER)
+        q_row_ok = borders.inside(q_rows, H)
+        for dx in tl.static_range(-R, R + 1):
+            if (not DISK) or (dx * dx + dy * dy <= R * R):
+                spatial = space * (dx * dx + dy * dy)
+                # value path and the neighbour side of the guide path: centres p = t - d
+                p_cols = t_cols - dx
+                p_in = p_row_ok[:, None] & borders.inside(p_cols, W)[None, :]
+                pc = tl.minimum(tl.maximum(p_cols, 0), W - 1)
+                if JOINT:
+                    g_p = _vectors(g_base, chg, CG, sgc, pr, p_row_ok, pc, H, W, sgh, sgw, 0.0, 0, OFF64)
+                else:
+                    g_p = _vectors(x_base, ch, C, sxc, pr, p_row_ok, pc, H, W, sxh, sxw, 0.0, 0, OFF64)
+                a_p, beta_p = _adjoint_terms(GO, OUT, DEN, b, ch, C, pr, pc, H, W, p_in)
+                diff = g_p - g_t
+                w = tl.where(p_in, tl.exp2(spatial + color * _distance2(diff, L1)), 0.0)
+                zv += w[None, :, :] * a_p
+                e = (tl.sum(a_p * v_t, axis=0) - beta_p) * w * k
+                zg -= e[None, :, :] * _distance2_grad(diff, L1)
+                # the centre side of the guide path: neighbours q = t + d of an in-image t
+                q_cols = t_cols + dx
+                v_q = _vectors(x_base, ch, C, sxc, qr, q_row_ok, q_cols, H, W, sxh, sxw, border_value, BORDER,
+                               OFF64)
+                if JOINT:
+                    g_q = _vectors(g_base, chg, CG, sgc, qr, q_row_ok, q_cols, H, W, sgh, sgw, border_value,
+                                   BORDER, OFF64)
+                else:
+                    g_q = v_q
+                diff = g_t - g_q
+                w = tl.where(t_in, tl.exp2(spatial + color * _distance2(diff, L1)), 0.0)
+                e = (tl.sum(a_t * v_q, axis=0) - beta_t) * w * k
+                zg += e[None, :, :] * _distance2_grad(diff, L1)
+
+    e_pix = (h0 + tl.arange(0, BH))[:, None].to(tl.int64) * WE + (w0 + tl.arange(0, BW))[None, :]
+    e_ok = ((h0 + tl.arange(0, BH)) < HE)[:, None] & ((w0 + tl.arange(0, BW)) < WE)[None, :]
+    tl.store(ZV + (b * C + ch)[:, None, None].to(tl.int64) * HE * WE + e_pix[None, :, :], zv,
+             (ch < C)[:, None, None] & e_ok[None, :, :])
+    n_g = CG if JOINT else C
+    tl.store(ZG + (b * n_g + chg)[:, None, None].to(tl.int64) * HE * WE + e_pix[None, :, :], zg,
+             (chg < n_g)[:, None, None] & e_ok[None, :, :])
 
 
 def _prune(configs_, named_args, **kwargs):
@@ -125,19 +243,27 @@ bilateral_tuned = triton.autotune(
 )(bilateral_kernel)
 
 
-def launch(x, guide, y, color, space, radius, disk, l1, joint, border=0, border_value=0.0,
-           pro=((), ()), epi=((), ())):
-    """Filter 4-D ``x`` (B, C, H, W) into ``y`` with the guide ``guide`` (batch B or 1;
-    ignored unless ``joint``). ``color``/``space`` are float32 per-image coefficients
-    (-log2(e) / (2 sigma^2)) on the device."""
+def _common(x, guide, joint, radius, disk, l1, border):
+    """Arguments shared by the forward and backward launches."""
     B, C, H, W = x.shape
     CG = guide.shape[1]
     sgb = guide.stride(0) if guide.shape[0] == B else 0
-    args = (x, guide, y, color, space, C, CG, H, W, *x.stride(), sgb, *guide.stride()[1:], *y.stride(),
-            float(border_value), pro[0], pro[1], epi[0], epi[1])
-    meta = dict(R=radius, DISK=disk, L1=l1, JOINT=joint, BORDER=border, OFF64=needs_int64(x, guide, y),
-                CP=triton.next_power_of_2(C), CGP=triton.next_power_of_2(CG) if joint else 1,
-                SIZE_CLASS=size_class(H, W))
+    meta = dict(R=radius, DISK=disk, L1=l1, JOINT=joint, BORDER=border, OFF64=needs_int64(x, guide),
+                CP=triton.next_power_of_2(C), CGP=triton.next_power_of_2(CG) if joint else 1)
+    return (C, CG, H, W, *x.stride(), sgb, *guide.stride()[1:]), meta
+
+
+def launch(x, guide, y, color, space, radius, disk, l1, joint, border=0, border_value=0.0,
+           pro=((), ()), epi=((), ()), den=None):
+    """Filter 4-D ``x`` (B, C, H, W) into ``y`` with the guide ``guide`` (batch B or 1;
+    ignored unless ``joint``). ``color``/``space`` are float32 per-image coefficients
+    (-log2(e) / (2 sigma^2)) on the device; ``den``, a float32 (B, 1, H, W) tensor,
+    receives the weight sums when given."""
+    B, C, H, W = x.shape
+    sizes, meta = _common(x, guide, joint, radius, disk, l1, border)
+    args = (x, guide, y, y if den is None else den, color, space, *sizes, *y.stride(), float(border_value),
+            pro[0], pro[1], epi[0], epi[1])
+    meta.update(OFF64=meta["OFF64"] or needs_int64(y), STORE_DEN=den is not None, SIZE_CLASS=size_class(H, W))
     grid = lambda m: (programs(B, H, W, m["BH"], m["BW"]),)
     if interpreting():
         tile = dict(BH=pow2_at_least(H, 1, 128), BW=pow2_at_least(W, 1, 128))
@@ -147,3 +273,21 @@ def launch(x, guide, y, color, space, radius, disk, l1, joint, border=0, border_
         bilateral_kernel[grid(cfg.kwargs)](*args, **meta, **cfg.kwargs, num_warps=cfg.num_warps)
     else:
         bilateral_tuned[grid](*args, **meta)
+
+
+def launch_backward(x, guide, grad, out, den, zv, zg, color, space, radius, disk, l1, joint, border=0,
+                    border_value=0.0):
+    """Gradients of ``launch`` on the extended grid: ``zv`` (B, C, H+2R, W+2R) for the
+    values, ``zg`` (B, C or CG, H+2R, W+2R) for the guide; ``grad``/``out``/``den`` are
+    contiguous float32 (the output gradient, the float32 output and the weight sums)."""
+    B, C, H, W = x.shape
+    sizes, meta = _common(x, guide, joint, radius, disk, l1, border)
+    if not joint:
+        meta["CGP"] = meta["CP"]
+    args = (x, guide, grad, out, den, zv, zg, color, space, *sizes, float(border_value))
+    he, we = H + 2 * radius, W + 2 * radius
+    # No tuning: the backward is run once per step, and 16 x 32 keeps the many live
+    # (C, BH, BW) blocks of the two gather paths in registers for C <= 4.
+    tile = (dict(BH=pow2_at_least(he, 1, 128), BW=pow2_at_least(we, 1, 128)) if interpreting()
+            else dict(BH=8 if max(meta["CP"], meta["CGP"]) > 4 else 16, BW=32))
+    bilateral_backward_kernel[(programs(B, he, we, tile["BH"], tile["BW"]),)](*args, **meta, **tile)

@@ -9,14 +9,16 @@ Units: ``sigma_color`` is in unit intensity scale (integers are read as value / 
 the same value works for uint8 and float images: OpenCV's ``sigmaColor=25.5`` on a uint8
 image is ``sigma_color=0.1``. ``sigma_space`` and ``radius`` are in pixels.
 
-Gradients: the float64 reference path is differentiable; the Triton path does not have its
-backward kernels yet and raises ``NotImplementedError`` when a gradient is requested.
+Gradients flow to ``img`` and ``guide`` for floating-point inputs: the backward pass
+recomputes the forward sums and gathers their transposes in two launches, saving only the
+inputs (no per-tap weights).
 """
 import torch
 
 from imgfilters import _image
 from imgfilters.kernels import bilateral as kernels
 from imgfilters.reference import bilateral as reference
+from imgfilters.reference.borders import fold
 
 __all__ = ["bilateral", "joint_bilateral"]
 
@@ -91,14 +93,60 @@ def _bilateral(img, guide, sigma_color, sigma_space, radius, window, color_dista
         y = reference.bilateral(_image.to_unit(x4), _image.to_unit(g4).expand(B, -1, -1, -1), sc, ss, radius,
                                 window, color_distance, border, border_value)
         return _image.from_unit(y, img.dtype).reshape(img.shape)
-    if torch.is_grad_enabled() and (img.requires_grad or (guide is not None and guide.requires_grad)):
-        raise NotImplementedError("gradients of the Triton bilateral kernels are not implemented yet; "
-                                  "a float64 CPU tensor runs the differentiable reference")
-    out = _image.empty_output(img)
-    coeff = lambda s: (-kernels.LOG2E / (2 * s * s)).to(device=img.device, dtype=torch.float32)
-    kernels.launch(x4, g4, _image.as_planes(out), coeff(sc), coeff(ss), radius, window == "disk",
-                   color_distance == "l1", guide is not None, code, border_value)
-    return out
+    params = (_coefficients(sc, img.device), _coefficients(ss, img.device), radius, window == "disk",
+              color_distance == "l1", code, border, float(border_value))
+    if guide is None:
+        return _Bilateral.apply(img, None, params)
+    return _Bilateral.apply(img, guide, params)
+
+
+def _coefficients(sigma, device):
+    """-log2(e) / (2 sigma^2) per image: the exponent's coefficient for exp2."""
+    return (-kernels.LOG2E.value / (2 * sigma * sigma)).to(device=device, dtype=torch.float32)
+
+
+class _Bilateral(torch.autograd.Function):
+    """Forward: one kernel launch. Backward (float inputs): recompute the output and the
+    weight sums (one launch), gather the transposed sums on the border-extended grid (one
+    launch, no atomics, no per-tap storage), fold the border back onto the pixels."""
+
+    @staticmethod
+    def forward(ctx, img, guide, params):
+        color, space, radius, disk, l1, code, border, border_value = params
+        ctx.save_for_backward(img, guide)
+        ctx.params = params
+        x4 = _image.as_planes(img)
+        out = _image.empty_output(img)
+        kernels.launch(x4, x4 if guide is None else _image.as_planes(guide), _image.as_planes(out), color, space,
+                       radius, disk, l1, guide is not None, code, border_value)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        img, guide = ctx.saved_tensors
+        color, space, radius, disk, l1, code, border, border_value = ctx.params
+        joint = guide is not None
+        x4 = _image.as_planes(img)
+        g4 = _image.as_planes(guide) if joint else x4
+        B, C, H, W = x4.shape
+        f32 = dict(dtype=torch.float32, device=img.device)
+        out = torch.empty(B, C, H, W, **f32)
+        den = torch.empty(B, 1, H, W, **f32)
+        kernels.launch(x4, g4, out, color, space, radius, disk, l1, joint, code, border_value, den=den)
+        extended = (H + 2 * radius, W + 2 * radius)
+        zv = torch.empty(B, C, *extended, **f32)
+        zg = torch.empty(B, g4.shape[1], *extended, **f32)
+        g = _image.as_planes(grad).float().contiguous()
+        kernels.launch_backward(x4, g4, g, out, den, zv, zg, color, space, radius, disk, l1, joint, code,
+                                border_value)
+        d_value = fold(zv, H, W, radius, radius, border)
+        d_guide = fold(zg, H, W, radius, radius, border)
+        if not joint:
+            return (d_value + d_guide).reshape(img.shape).to(img.dtype), None, None
+        if g4.shape[0] == 1 and B > 1:  # a guide shared by the batch collects every image's part
+            d_guide = d_guide.sum(0, keepdim=True)
+        d_guide = d_guide.reshape(guide.shape).to(guide.dtype) if guide.requires_grad else None
+        return d_value.reshape(img.shape).to(img.dtype), d_guide, None
 
 
 def _per_image(value, name, batch):
