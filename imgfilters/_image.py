@@ -8,13 +8,14 @@ import math
 import numbers
 
 import torch
+from torchvision import tv_tensors
 
 from imgfilters.kernels.core.borders import BORDERS, border_code
 from imgfilters.kernels.core.tiling import interpreting
 
 KERNEL_DTYPES = (torch.uint8, torch.uint16, torch.float16, torch.bfloat16, torch.float32)
 DTYPES = KERNEL_DTYPES + (torch.float64,)
-_DTYPE_NAMES = ", ".join(str(d).replace("torch.", "") for d in DTYPES)
+DTYPE_NAMES = ", ".join(str(d).replace("torch.", "") for d in DTYPES)
 MAX_VALUE = {torch.uint8: 255.0, torch.uint16: 65535.0}
 
 
@@ -24,7 +25,7 @@ def check_image(img, name="img"):
         raise TypeError(f"{name} must be a torch.Tensor of shape (..., C, H, W) or (H, W), "
                         f"got {type(img).__name__}")
     if img.dtype not in DTYPES:
-        raise TypeError(f"{name} has dtype {img.dtype}; supported dtypes: {_DTYPE_NAMES}")
+        raise TypeError(f"{name} has dtype {img.dtype}; supported dtypes: {DTYPE_NAMES}")
     if img.ndim < 2:
         raise ValueError(f"{name} must have shape (..., C, H, W) or (H, W), got {tuple(img.shape)}")
     if img.numel() == 0:
@@ -92,10 +93,23 @@ def from_unit(y, dtype):
     return (y * scale).round().clamp(0, scale).to(torch.int64).to(dtype)
 
 
-def empty_output(img, shape=None, dtype=None):
-    """The output tensor: ``img``'s memory format (channels-last stays channels-last)."""
-    if shape is None:
-        return torch.empty_like(img, dtype=dtype)
-    fmt = torch.channels_last if (img.ndim == 4 and img.is_contiguous(memory_format=torch.channels_last)
-                                  and not img.is_contiguous()) else torch.contiguous_format
-    return torch.empty(shape, dtype=dtype or img.dtype, device=img.device, memory_format=fmt)
+def is_channels_last(img) -> bool:
+    """A 4-D tensor laid out channels-last (and not also plain contiguous)."""
+    return img.ndim == 4 and not img.is_contiguous() and img.is_contiguous(memory_format=torch.channels_last)
+
+
+def new_planes(x4, dtype=None):
+    """A new output for the 4-D planes ``x4`` of an input, in their memory format. Writing
+    into it, never into a view of the user's output, keeps results right when
+    ``as_planes`` had to copy."""
+    return torch.empty_like(x4, dtype=dtype, memory_format=torch.preserve_format)
+
+
+def like_input(img, out):
+    """``out`` shaped as ``img``, in its memory format, and as its tv_tensors type."""
+    out = out.reshape(img.shape)
+    if is_channels_last(img) and not is_channels_last(out):
+        out = out.contiguous(memory_format=torch.channels_last)
+    if isinstance(img, tv_tensors.TVTensor):
+        out = tv_tensors.wrap(out, like=img)
+    return out

@@ -12,8 +12,8 @@ import triton
 import triton.language as tl
 
 from .core import borders, pixels, pointwise
-from .core.tiling import (autotuning, interpreting, needs_int64, offset, pow2_at_least, programs,
-                          size_class, tile_configs, tile_origin)
+from .core.tiling import (autotuning, interpreting, needs_int64, offset, on_device, pow2_at_least,
+                          programs, size_class, tile_configs, tile_origin)
 
 LOG2E: tl.constexpr = tl.constexpr(1.4426950408889634)
 MAX_RADIUS = 32
@@ -27,7 +27,7 @@ def _vectors(base, ch, n_ch, sc, rows, row_ok, cols, H, W, sh, sw, border_value,
     of them lay inside."""
     c_idx = borders.remap(cols, W, BORDER)
     offs = (offset(ch, sc, OFF64)[:, None, None] + offset(rows, sh, OFF64)[None, :, None]
-            + (c_idx * sw)[None, None, :])
+            + offset(c_idx, sw, OFF64)[None, None, :])
     valid = (ch < n_ch)[:, None, None]
     v = pixels.load(base + offs, valid)
     if BORDER == borders.CONSTANT:
@@ -118,7 +118,7 @@ def bilateral_kernel(X, G, Y, DEN, COLOR, SPACE, C, CG, H, W,
     y = num / den[None, :, :]
     y = pointwise.apply_epilogue(y, x_in, tl.minimum(ch, C - 1)[:, None, None], EPI, epi_args)
     offs = (offset(ch, syc, OFF64)[:, None, None] + offset(rows, syh, OFF64)[None, :, None]
-            + (cols * syw)[None, None, :])
+            + offset(cols, syw, OFF64)[None, None, :])
     mask = (ch < C)[:, None, None] & ((rows < H)[:, None] & (cols < W)[None, :])[None, :, :]
     pixels.store(Y + b * syb + offs, y, mask)
     if STORE_DEN:
@@ -265,14 +265,15 @@ def launch(x, guide, y, color, space, radius, disk, l1, joint, border=0, border_
             pro[0], pro[1], epi[0], epi[1])
     meta.update(OFF64=meta["OFF64"] or needs_int64(y), STORE_DEN=den is not None, SIZE_CLASS=size_class(H, W))
     grid = lambda m: (programs(B, H, W, m["BH"], m["BW"]),)
-    if interpreting():
-        tile = dict(BH=pow2_at_least(H, 1, 128), BW=pow2_at_least(W, 1, 128))
-        bilateral_kernel[grid(tile)](*args, **meta, **tile)
-    elif not autotuning():
-        cfg = _prune(CONFIGS, None, **meta)[0]
-        bilateral_kernel[grid(cfg.kwargs)](*args, **meta, **cfg.kwargs, num_warps=cfg.num_warps)
-    else:
-        bilateral_tuned[grid](*args, **meta)
+    with on_device(x):
+        if interpreting():
+            tile = dict(BH=pow2_at_least(H, 1, 128), BW=pow2_at_least(W, 1, 128))
+            bilateral_kernel[grid(tile)](*args, **meta, **tile)
+        elif not autotuning():
+            cfg = _prune(CONFIGS, None, **meta)[0]
+            bilateral_kernel[grid(cfg.kwargs)](*args, **meta, **cfg.kwargs, num_warps=cfg.num_warps)
+        else:
+            bilateral_tuned[grid](*args, **meta)
 
 
 def launch_backward(x, guide, grad, out, den, zv, zg, color, space, radius, disk, l1, joint, border=0,
@@ -290,4 +291,5 @@ def launch_backward(x, guide, grad, out, den, zv, zg, color, space, radius, disk
     # (C, BH, BW) blocks of the two gather paths in registers for C <= 4.
     tile = (dict(BH=pow2_at_least(he, 1, 128), BW=pow2_at_least(we, 1, 128)) if interpreting()
             else dict(BH=8 if max(meta["CP"], meta["CGP"]) > 4 else 16, BW=32))
-    bilateral_backward_kernel[(programs(B, he, we, tile["BH"], tile["BW"]),)](*args, **meta, **tile)
+    with on_device(x):
+        bilateral_backward_kernel[(programs(B, he, we, tile["BH"], tile["BW"]),)](*args, **meta, **tile)

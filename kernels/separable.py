@@ -23,7 +23,7 @@ import triton
 import triton.language as tl
 
 from .core import borders, pixels, pointwise
-from .core.tiling import (autotuning, interpreting, needs_int64, offset, pow2_at_least,
+from .core.tiling import (autotuning, interpreting, needs_int64, offset, on_device, pow2_at_least,
                           programs, size_class, sm_count, tile_configs, tile_origin)
 
 MAX_RADIUS = 63  # 127 taps
@@ -45,14 +45,15 @@ def _row_pass(x_base, rows, in_col0, W, sxh, border_value, c, TX,
     else:
         scale = 1.0
     if interior:
-        ptrs = x_base + (row_off + ((in_col0 - RX + j) * SXW)[None, :])
+        ptrs = x_base + (row_off + offset(in_col0 - RX + j, SXW, OFF64)[None, :])
         for v in tl.static_range(2 * RX + 1):
             x = _pixels(ptrs + v * SXW, c, PRO, pro_args)
             acc += (tl.load(TX + v) * scale) * x
     else:
         for v in tl.static_range(2 * RX + 1):
             cols = in_col0 + j + (v - RX)
-            x = _pixels(x_base + (row_off + (borders.remap(cols, W, BORDER) * SXW)[None, :]), c, PRO, pro_args)
+            x = _pixels(x_base + (row_off + offset(borders.remap(cols, W, BORDER), SXW, OFF64)[None, :]), c, PRO,
+                        pro_args)
             if BORDER == borders.CONSTANT:
                 x = tl.where(borders.inside(cols, W)[None, :], x, border_value / scale)
             acc += (tl.load(TX + v) * scale) * x
@@ -125,11 +126,11 @@ def separable_kernel(X, Y, S, TX, TY, B, C, H, W, HO, WO, OY, OX,
         if len(EPI) > 0:
             xr = borders.remap(out_rows + OY, H, BORDER)
             xc = borders.remap(out_cols + OX, W, BORDER)
-            x_in = pixels.load(x_base + (offset(xr, sxh, OFF64)[:, None] + (xc * SXW)[None, :]))
+            x_in = pixels.load(x_base + (offset(xr, sxh, OFF64)[:, None] + offset(xc, SXW, OFF64)[None, :]))
             x_in = pointwise.apply_chain(x_in, c, PRO, pro_args)
             y = pointwise.apply_epilogue(y, x_in, c, EPI, epi_args)
         mask = (out_rows < HO)[:, None] & (out_cols < WO)[None, :]
-        y_ptrs = Y + b * syb + c * syc + (offset(out_rows, syh, OFF64)[:, None] + (out_cols * SYW)[None, :])
+        y_ptrs = Y + b * syb + c * syc + (offset(out_rows, syh, OFF64)[:, None] + offset(out_cols, SYW, OFF64)[None, :])
         pixels.store(y_ptrs, y, mask)
 
 
@@ -207,7 +208,8 @@ def launch(x, y, tx, ty, oy=0, ox=0, border=0, border_value=0.0, pro=((), ()), e
     meta = dict(RX=rx, RY=ry, HALO=halo, SXW=x.stride(3), SYW=y.stride(3), BORDER=border,
                 OFF64=needs_int64(x, y), SLOT=slot, SIZE_CLASS=size_class(HO, WO))
     grid = lambda m: (min(slots, sms * per_sm(m), programs(B * C, HO, WO, m["BH"], m["BW"])),)
-    if len(tiles) == 1:
-        separable_kernel[grid(tiles[0])](*args, **meta, **tiles[0])
-    else:
-        separable_tuned[grid](*args, **meta)
+    with on_device(x):
+        if len(tiles) == 1:
+            separable_kernel[grid(tiles[0])](*args, **meta, **tiles[0])
+        else:
+            separable_tuned[grid](*args, **meta)

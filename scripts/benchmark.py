@@ -106,7 +106,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("families", nargs="*", help=f"families to run (default all: {', '.join(FAMILIES)})")
     ap.add_argument("--markdown", action="store_true", help="print a README table")
-    ap.add_argument("--plot", metavar="PNG", help="save a bar chart of the speed-ups")
+    ap.add_argument("--plot", metavar="PNG", help="save a bar chart of the times")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         sys.exit("benchmark.py needs a CUDA GPU (timings on the CPU interpreter mean nothing)")

@@ -154,10 +154,42 @@ def test_float64_and_cpu_tensors_are_differentiable_through_the_reference(gen):
     assert x.grad is not None and x.grad.abs().sum() > 0
 
 
-def test_kernel_path_refuses_gradients_clearly(gen, device):
-    x = random_image((1, 1, 8, 8), torch.float32, gen, device).requires_grad_()
-    with pytest.raises(NotImplementedError, match="gradients"):
-        imgfilters.bilateral(x)
+@pytest.mark.parametrize("border", BORDERS)
+@pytest.mark.parametrize("window,dist", [("square", "l2"), ("disk", "l1")])
+def test_kernel_backward_matches_reference(border, window, dist, gen, device):
+    x = random_image((2, 3, 13, 17), torch.float32, gen, device).requires_grad_()
+    sc = torch.tensor([0.2, 0.5])
+    y = imgfilters.bilateral(x, sc, 1.5, radius=2, window=window, color_distance=dist, border=border,
+                             border_value=0.3)
+    g = torch.randn(y.shape, generator=gen).to(device)
+    (gx,) = torch.autograd.grad(y, x, g)
+    xd = x.detach().cpu().double().requires_grad_()
+    yr = ref.bilateral(xd, xd, sc.double(), 1.5, 2, window, dist, border, 0.3)
+    (gr,) = torch.autograd.grad(yr, xd, g.cpu().double())
+    assert (gx.cpu().double() - gr).abs().max() <= 1e-5 * gr.abs().max()
+
+
+@pytest.mark.parametrize("dist", ["l1", "l2"])
+def test_joint_backward_with_shared_guide(dist, gen, device):
+    x = random_image((3, 2, 11, 14), torch.float32, gen, device).requires_grad_()
+    guide = random_image((1, 3, 11, 14), torch.float32, gen, device).requires_grad_()
+    y = imgfilters.joint_bilateral(x, guide, 0.3, 1.2, radius=2, window="disk", color_distance=dist)
+    g = torch.randn(y.shape, generator=gen).to(device)
+    gx, gg = torch.autograd.grad(y, [x, guide], g)
+    xd = x.detach().cpu().double().requires_grad_()
+    gd = guide.detach().cpu().double().requires_grad_()
+    yr = ref.bilateral(xd, gd.expand(3, -1, -1, -1), 0.3, 1.2, 2, "disk", dist)
+    rx, rg = torch.autograd.grad(yr, [xd, gd], g.cpu().double())
+    assert gg.shape == guide.shape
+    assert (gx.cpu().double() - rx).abs().max() <= 1e-5 * rx.abs().max()
+    assert (gg.cpu().double() - rg).abs().max() <= 1e-5 * rg.abs().max()
+
+
+def test_gradient_only_for_the_guide(gen, device):
+    x = random_image((1, 1, 9, 9), torch.float32, gen, device)
+    guide = random_image((1, 1, 9, 9), torch.float16, gen, device).requires_grad_()
+    (gg,) = torch.autograd.grad(imgfilters.joint_bilateral(x, guide, 0.2).sum(), guide)
+    assert gg.dtype == torch.float16 and torch.isfinite(gg).all() and gg.abs().sum() > 0
 
 
 @pytest.mark.parametrize("call,error,match", [

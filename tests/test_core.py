@@ -50,16 +50,15 @@ def test_kernel_remap_matches_reference(border, n, device):
     assert ((out >= 0) & (out < n)).all()
 
 
-def test_fold_is_the_adjoint_of_pad(gen):
+@pytest.mark.parametrize("border", borders.BORDERS)
+def test_fold_is_the_adjoint_of_pad(border, gen):
+    # <pad x, z> = <x, fold z>: pads wider than the image included (the constant border
+    # with value 0 is the linear part of constant padding)
     x = torch.rand(2, 5, 4, generator=gen, dtype=torch.float64)
-    for border in borders.BORDERS:
-        z = torch.rand(2, 5 + 9, 4 + 13, generator=gen, dtype=torch.float64)
-        lhs = (pad(x, 4, 5, 6, 7, border) * z).sum()
-        rhs = (x * fold(z, 5, 4, 4, 6, border)).sum()
-        # constant adds no x-dependent term, so <pad x, z> = <x, fold z> for every mode
-        if border == "constant":
-            lhs = (pad(x, 4, 5, 6, 7, border, 0.0) * z).sum()
-        assert torch.allclose(lhs, rhs), border
+    z = torch.rand(2, 5 + 9, 4 + 13, generator=gen, dtype=torch.float64)
+    lhs = (pad(x, 4, 5, 6, 7, border, 0.0) * z).sum()
+    rhs = (x * fold(z, 5, 4, 4, 6, border)).sum()
+    assert torch.allclose(lhs, rhs)
 
 
 @pytest.mark.parametrize("dtype", KERNEL_DTYPES)
@@ -123,6 +122,32 @@ def test_chain_on_channels_last_and_views(gen, device):
                    pw.reference_chain(steps, _image.to_unit(view.cpu())), torch.float32)
 
 
+def test_views_whose_leading_dims_cannot_merge(gen, device):
+    x = random_image((3, 2, 2, 5, 7), torch.uint8, gen, device).transpose(0, 1)
+    assert torch.equal(imgfilters.pointwise(x, []).cpu(), x.cpu())
+
+
+def test_large_strides_use_64_bit_offsets(device):
+    # a 2x4 view whose column stride puts its last pixels 2.25 * 2**30 elements in:
+    # int32 offsets would overflow there
+    s = 3 * 2 ** 28
+    buf = torch.zeros(3 * s + 2, dtype=torch.uint8, device=device)
+    view = buf.as_strided((1, 1, 2, 4), (0, 0, 1, s))
+    view_vals = torch.tensor([[10, 20, 30, 40], [50, 60, 70, 80]], dtype=torch.uint8, device=device)
+    for i in range(2):
+        for j in range(4):
+            buf[i + j * s] = view_vals[i, j]
+    assert torch.equal(imgfilters.pointwise(view, [pw.scale(2.0)])[0, 0].cpu(), 2 * view_vals.cpu())
+
+
+@pytest.mark.parametrize("bad", [[pw.normalize([0.1, 0.2, 0.3], [1, 1, 1])]])
+def test_reference_path_raises_like_the_kernels(bad, monkeypatch):
+    x = torch.rand(2, 4, 4)
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    with pytest.raises(ValueError, match="channels"):
+        imgfilters.pointwise(x, bad)
+
+
 def test_pointwise_rejects_bad_arguments(device):
     x = torch.rand(3, 4, 4, device=device)
     with pytest.raises(TypeError, match="steps"):
@@ -135,3 +160,5 @@ def test_pointwise_rejects_bad_arguments(device):
         pw.clamp(1.0, 0.0)
     with pytest.raises(TypeError, match="dtype"):
         imgfilters.pointwise(x, [], dtype=torch.int32)
+    with pytest.raises(TypeError, match="mean"):
+        pw.normalize(None, [1.0])

@@ -75,6 +75,39 @@ def test_non_contiguous_views(gen, device):
         assert_matches(imgfilters.separable_filter(view, taps), reference(view, taps, taps))
 
 
+def test_views_whose_leading_dims_cannot_merge(gen, device):
+    x = random_image((3, 2, 2, 9, 11), torch.float32, gen, device).transpose(0, 1)
+    taps = ref.gaussian_taps(5, 1.0)
+    assert_matches(imgfilters.gaussian_blur(x, 5, 1.0), reference(x, taps, taps))
+    assert_matches(imgfilters.unsharp_mask(x, 1.0), ref.unsharp_mask(_image.to_unit(x.cpu()), 1.0, 1.0, 0.0))
+
+
+def test_tv_tensors_keep_their_type(gen, device):
+    from torchvision import tv_tensors
+    x = tv_tensors.Image(random_image((3, 12, 14), torch.uint8, gen, device))
+    y = imgfilters.gaussian_blur(x, 3)
+    assert isinstance(y, tv_tensors.Image)
+
+
+def test_taps_changed_after_the_forward_do_not_change_the_gradient(gen, device):
+    x = random_image((1, 1, 10, 12), torch.float32, gen, device).requires_grad_()
+    taps = torch.tensor([0.25, 0.5, 0.25], dtype=torch.float64)
+    y = imgfilters.separable_filter(x, taps)
+    taps.mul_(10)
+    (gx,) = torch.autograd.grad(y.sum(), x)
+    (gr,) = torch.autograd.grad(imgfilters.separable_filter(x, [0.25, 0.5, 0.25]).sum(), x)
+    assert torch.allclose(gx, gr)
+
+
+def test_reference_path_keeps_layout_and_rounds_like_the_kernels(gen, monkeypatch):
+    x = random_image((2, 3, 20, 24), torch.uint8, gen).to(memory_format=torch.channels_last)
+    kernel = imgfilters.gaussian_blur(x, 7, 1.5)
+    monkeypatch.setenv("TRITON_INTERPRET", "0")  # CPU tensors now take the float64 reference
+    plain = imgfilters.gaussian_blur(x, 7, 1.5)
+    assert plain.is_contiguous(memory_format=torch.channels_last)
+    assert (plain.int() - kernel.int()).abs().max() <= 1
+
+
 def test_input_is_not_modified(gen, device):
     x = random_image((1, 3, 20, 20), torch.uint8, gen, device)
     before = x.clone()
@@ -119,10 +152,13 @@ def test_gaussian_blur_equals_torchvision_on_random_batches(gen, device):
     x = random_image((4, 3, 45, 61), torch.float32, gen, device)
     for ksize in (3, 7, 11):
         assert (imgfilters.gaussian_blur(x, ksize) - F.gaussian_blur(x, [ksize, ksize])).abs().max() <= 1e-5
+    # keyword call with torchvision's parameter name
+    assert torch.equal(imgfilters.gaussian_blur(inpt=x, kernel_size=3), imgfilters.gaussian_blur(x, 3))
 
 
-def test_reference_separable_equals_opencv(gen):
-    x = torch.rand(31, 47, generator=gen, dtype=torch.float64)
+@pytest.mark.parametrize("name", SAMPLE_NAMES)
+def test_reference_separable_equals_opencv_on_samples(name, gen):
+    x = sample(name)[0].to(torch.float64) / 255
     tx = torch.rand(7, generator=gen, dtype=torch.float64)
     ty = torch.rand(11, generator=gen, dtype=torch.float64)
     for border in BORDERS:
@@ -140,8 +176,9 @@ def test_reference_separable_equals_kornia(gen):
         assert torch.allclose(ref.separable_filter(x, tx, ty, border), k, atol=1e-12)
 
 
-def test_box_blur_equals_opencv(gen, device):
-    x = random_image((57, 43), torch.uint8, gen, device)
+@pytest.mark.parametrize("name", SAMPLE_NAMES)
+def test_box_blur_equals_opencv_on_samples(name, device):
+    x = sample(name)[0].to(device)
     ours = imgfilters.box_blur(x, [7, 5])
     cv = cv2.blur(x.cpu().numpy(), (7, 5), borderType=cv2.BORDER_REFLECT_101)
     assert np.abs(ours.cpu().numpy().astype(int) - cv.astype(int)).max() <= 1
@@ -222,6 +259,8 @@ def test_half_precision_gradient_keeps_dtype(gen, device):
     (lambda x: imgfilters.gaussian_blur(x, 129), ValueError, "kernel_size"),
     (lambda x: imgfilters.gaussian_blur(x, 3.0), TypeError, "kernel_size"),
     (lambda x: imgfilters.gaussian_blur(x, [3, 3, 3]), ValueError, "kernel_size"),
+    (lambda x: imgfilters.gaussian_blur(x, [3]), ValueError, "kernel_size"),
+    (lambda x: imgfilters.separable_filter(x, None), TypeError, "kernel_x"),
     (lambda x: imgfilters.gaussian_blur(x, 3, -1.0), ValueError, "sigma"),
     (lambda x: imgfilters.gaussian_blur(x, 3, float("nan")), ValueError, "sigma"),
     (lambda x: imgfilters.gaussian_blur(x, 3, "1"), TypeError, "sigma"),

@@ -92,12 +92,10 @@ def _bilateral(img, guide, sigma_color, sigma_space, radius, window, color_dista
     if not _image.uses_kernels(img):
         y = reference.bilateral(_image.to_unit(x4), _image.to_unit(g4).expand(B, -1, -1, -1), sc, ss, radius,
                                 window, color_distance, border, border_value)
-        return _image.from_unit(y, img.dtype).reshape(img.shape)
+        return _image.like_input(img, _image.from_unit(y, img.dtype))
     params = (_coefficients(sc, img.device), _coefficients(ss, img.device), radius, window == "disk",
               color_distance == "l1", code, border, float(border_value))
-    if guide is None:
-        return _Bilateral.apply(img, None, params)
-    return _Bilateral.apply(img, guide, params)
+    return _image.like_input(img, _Bilateral.apply(img, guide, params))
 
 
 def _coefficients(sigma, device):
@@ -116,10 +114,10 @@ class _Bilateral(torch.autograd.Function):
         ctx.save_for_backward(img, guide)
         ctx.params = params
         x4 = _image.as_planes(img)
-        out = _image.empty_output(img)
-        kernels.launch(x4, x4 if guide is None else _image.as_planes(guide), _image.as_planes(out), color, space,
-                       radius, disk, l1, guide is not None, code, border_value)
-        return out
+        y4 = _image.new_planes(x4)
+        kernels.launch(x4, x4 if guide is None else _image.as_planes(guide), y4, color, space, radius, disk, l1,
+                       guide is not None, code, border_value)
+        return y4.reshape(img.shape)
 
     @staticmethod
     def backward(ctx, grad):

@@ -2,7 +2,7 @@
 
 A step works on unit-scale float values; a chain (a sequence of steps) is applied in one
 pass, either on its own (``pointwise``) or as a filter kernel's prologue/epilogue
-(``imgfilters.fusion``, built on ``kernel_chain``). Each step also has its float64 torch
+(``imgfilters.fuse``, built on ``kernel_chain``). Each step also has its float64 torch
 definition, used by the reference path and the tests.
 """
 from dataclasses import dataclass
@@ -12,7 +12,7 @@ import torch
 
 from imgfilters import _image
 from imgfilters.kernels.core import pointwise as kernels
-from imgfilters.kernels.core.tiling import interpreting, pow2_at_least, programs
+from imgfilters.kernels.core.tiling import interpreting, needs_int64, on_device, pow2_at_least, programs
 
 __all__ = ["Step", "scale", "normalize", "clamp", "gamma", "srgb_to_linear", "linear_to_srgb",
            "pointwise"]
@@ -119,24 +119,28 @@ def pointwise(img, steps, *, dtype=None):
             raise TypeError(f"steps must be pointwise Steps, got {type(s).__name__}")
     dtype = dtype or img.dtype
     if dtype not in _image.DTYPES:
-        raise TypeError(f"dtype {dtype} is not supported")
+        raise TypeError(f"dtype must be one of {_image.DTYPE_NAMES}, got {dtype}")
     x4 = _image.as_planes(img)
+    B, C, H, W = x4.shape
+    fns, args = kernel_chain(steps, C, img.device)  # also checks per-channel lengths
     if not _image.uses_kernels(img) or dtype == torch.float64:
         y = reference_chain(steps, _image.to_unit(x4))
-        return _image.from_unit(y, dtype).reshape(img.shape)
-    out = _image.empty_output(img, dtype=dtype)
-    y4 = _image.as_planes(out)
-    B, C, H, W = x4.shape
-    fns, args = kernel_chain(steps, C, img.device)
+        return _image.like_input(img, _image.from_unit(y, dtype))
+    y4 = _image.new_planes(x4, dtype=dtype)
     # Memory-bound: 16 x 128 tiles of 4 warps keep 16-byte accesses on contiguous rows.
     bh, bw = (pow2_at_least(H, 1, 256), pow2_at_least(W, 16, 256)) if interpreting() else (16, 128)
-    kernels.elementwise_kernel[(programs(B * C, H, W, bh, bw),)](
-        x4, y4, C, H, W, *x4.stride(), *y4.stride(), fns, args, BH=bh, BW=bw, num_warps=4)
-    return out
+    with on_device(img):
+        kernels.elementwise_kernel[(programs(B * C, H, W, bh, bw),)](
+            x4, y4, C, H, W, *x4.stride(), *y4.stride(), fns, args, OFF64=needs_int64(x4, y4), BH=bh, BW=bw,
+            num_warps=4)
+    return _image.like_input(img, y4)
 
 
 def _vector(v, name):
-    t = torch.as_tensor(v, dtype=torch.float64).flatten().cpu()
+    try:
+        t = torch.as_tensor(v, dtype=torch.float64).flatten().cpu()
+    except (TypeError, ValueError, RuntimeError):
+        raise TypeError(f"{name} must be a number or a sequence of numbers, got {v!r}") from None
     if t.numel() == 0 or not torch.isfinite(t).all():
         raise ValueError(f"{name} must hold finite numbers, got {v!r}")
     return t

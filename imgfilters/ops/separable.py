@@ -49,43 +49,36 @@ def separable_filter(img, kernel_x, kernel_y=None, *, border="reflect", border_v
     return _filter(img, tx, ty, border, border_value)
 
 
-def gaussian_blur(img, kernel_size, sigma=None, *, border="reflect", border_value=0.0):
+def gaussian_blur(inpt, kernel_size, sigma=None, *, border="reflect", border_value=0.0):
     """Gaussian blur with the signature, defaults and results of
     ``torchvision.transforms.v2.functional.gaussian_blur``.
 
     Args:
-        img: ``(..., C, H, W)`` or ``(H, W)`` tensor.
-        kernel_size: odd positive int, or ``[kx, ky]`` (x first, as torchvision).
-        sigma: float or ``[sx, sy]``, > 0; ``None`` gives ``0.3 * ((k - 1) * 0.5 - 1) + 0.8``
-            per axis, torchvision's rule.
+        inpt: ``(..., C, H, W)`` or ``(H, W)`` tensor (torchvision's parameter name).
+        kernel_size: odd positive int, or ``[kx, ky]`` (x first, as torchvision), at most
+            127.
+        sigma: float or ``[sx, sy]`` (or ``[s]``), > 0; ``None`` gives
+            ``0.3 * ((k - 1) * 0.5 - 1) + 0.8`` per axis, torchvision's rule.
         border: as in ``separable_filter``; torchvision always uses ``"reflect"``.
 
     Taps are torchvision's sampled, normalised gaussian. Unlike torchvision the kernel may
     be larger than the image, and uint8 is filtered directly (no float copy); results
     agree within float32 rounding (uint8: within 1, almost always identical).
     """
-    kx, ky = _pair(kernel_size, "kernel_size", int)
-    for k in (kx, ky):
-        if k <= 0 or k % 2 == 0 or k > MAX_TAPS:
-            raise ValueError(f"kernel_size must hold odd positive integers <= {MAX_TAPS}, "
-                             f"got {kernel_size!r}")
+    kx, ky = _kernel_sizes(kernel_size)
     if sigma is None:
         sx, sy = (0.3 * ((k - 1) * 0.5 - 1) + 0.8 for k in (kx, ky))
     else:
         sx, sy = _pair(sigma, "sigma", float)
         for s in (sx, sy):
             _image.check_number(s, "sigma", low=0.0, low_open=True)
-    return _filter(img, _gaussian(kx, sx), _gaussian(ky, sy), border, border_value)
+    return _filter(inpt, _gaussian(kx, sx), _gaussian(ky, sy), border, border_value)
 
 
 def box_blur(img, kernel_size, *, border="reflect", border_value=0.0):
     """Mean over a ``ky x kx`` box (``kernel_size`` int or ``[kx, ky]``, odd), as
     ``cv2.blur`` with ``BORDER_REFLECT_101`` and ``kornia.filters.box_blur``."""
-    kx, ky = _pair(kernel_size, "kernel_size", int)
-    for k in (kx, ky):
-        if k <= 0 or k % 2 == 0 or k > MAX_TAPS:
-            raise ValueError(f"kernel_size must hold odd positive integers <= {MAX_TAPS}, "
-                             f"got {kernel_size!r}")
+    kx, ky = _kernel_sizes(kernel_size)
     return _filter(img, reference.box_taps(kx), reference.box_taps(ky), border, border_value)
 
 
@@ -109,11 +102,23 @@ def unsharp_mask(img, sigma=1.0, amount=1.0, threshold=0.0, *, border="reflect",
     code = _image.check_border(border, border_value)
     if not _image.uses_kernels(img):
         y = reference.unsharp_mask(_image.to_unit(img), sigma, amount, threshold, border, border_value)
-        return _image.from_unit(y, img.dtype)
-    return _UnsharpMask.apply(img, taps, code, border, float(border_value), amount, threshold)
+        return _image.like_input(img, _image.from_unit(y, img.dtype))
+    return _image.like_input(img, _UnsharpMask.apply(img, taps, code, border, float(border_value), amount,
+                                                     threshold))
 
 
 # ---- helpers -------------------------------------------------------------------------------
+
+def _kernel_sizes(kernel_size):
+    """(kx, ky) from an int or a 2-sequence of odd positive ints (torchvision's rule)."""
+    if isinstance(kernel_size, (list, tuple)) and len(kernel_size) != 2:
+        raise ValueError(f"kernel_size as a sequence must have length 2, got {kernel_size!r}")
+    kx, ky = _pair(kernel_size, "kernel_size", int)
+    for k in (kx, ky):
+        if k <= 0 or k % 2 == 0 or k > MAX_TAPS:
+            raise ValueError(f"kernel_size must hold odd positive integers <= {MAX_TAPS}, got {kernel_size!r}")
+    return kx, ky
+
 
 def _pair(value, name, kind):
     """An int/float or a 1- or 2-sequence -> (x, y), torchvision's convention."""
@@ -134,10 +139,15 @@ def _pair(value, name, kind):
 
 
 def _check_taps(taps, name):
-    t = torch.as_tensor(taps.detach() if isinstance(taps, torch.Tensor) else taps)
+    """A private float64 CPU copy of 1-D odd-length finite taps (a copy: the backward pass
+    must see the taps of the forward even if the caller changes theirs in between)."""
+    try:
+        t = torch.as_tensor(taps.detach() if isinstance(taps, torch.Tensor) else taps)
+    except (TypeError, ValueError, RuntimeError):
+        raise TypeError(f"{name} must be a sequence or tensor of numbers, got {type(taps).__name__}") from None
     if t.is_complex() or t.dtype == torch.bool:
         raise TypeError(f"{name} must hold real numbers, got dtype {t.dtype}")
-    t = t.to(torch.float64).cpu()
+    t = t.to("cpu", torch.float64, copy=True)
     if t.ndim != 1 or t.numel() % 2 == 0 or t.numel() > MAX_TAPS:
         raise ValueError(f"{name} must be 1-D with an odd length <= {MAX_TAPS}, got shape {tuple(t.shape)}")
     if not torch.isfinite(t).all():
@@ -165,16 +175,16 @@ def _filter(img, tx, ty, border, border_value):
     code = _image.check_border(border, border_value)
     if not _image.uses_kernels(img):
         y = reference.separable_filter(_image.to_unit(img), tx, ty, border, border_value)
-        return _image.from_unit(y, img.dtype)
-    return _Separable.apply(img, tx, ty, code, border, float(border_value))
+        return _image.like_input(img, _image.from_unit(y, img.dtype))
+    return _image.like_input(img, _Separable.apply(img, tx, ty, code, border, float(border_value)))
 
 
 def _run(img, tx, ty, code, border_value, epi=((), ())):
-    out = _image.empty_output(img)
-    x4, y4 = _image.as_planes(img), _image.as_planes(out)
+    x4 = _image.as_planes(img)
+    y4 = _image.new_planes(x4)
     kernels.launch(x4, y4, _on(tx, img.device), _on(ty, img.device), border=code,
                    border_value=border_value, epi=epi)
-    return out
+    return y4.reshape(img.shape)
 
 
 def _adjoint(grad, tx, ty, border, shape):

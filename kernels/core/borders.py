@@ -38,16 +38,16 @@ def remap(i, n, BORDER: tl.constexpr):
     For ``constant`` the index is clamped so that the load stays in bounds; the caller
     replaces those pixels with the border value (see ``inside``).
     """
-    if BORDER == 0:
+    if BORDER == REFLECT:
         # reflect-101 has period 2n - 2 and is even about 0; n == 1 gives period 1 -> 0.
         period = tl.maximum(2 * n - 2, 1)
         j = tl.abs(i) % period
         j = tl.where(j >= n, period - j, j)
-    elif BORDER == 1:
+    elif BORDER == SYMMETRIC:
         # symmetric is even about -0.5: fold negatives with -1 - i, then period 2n.
         j = tl.where(i < 0, -1 - i, i) % (2 * n)
         j = tl.where(j >= n, 2 * n - 1 - j, j)
-    else:
+    else:  # REPLICATE, and CONSTANT's in-bounds index
         j = tl.minimum(tl.maximum(i, 0), n - 1)
     return j
 

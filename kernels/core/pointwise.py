@@ -15,7 +15,7 @@ import triton
 import triton.language as tl
 
 from . import pixels
-from .tiling import tile_origin
+from .tiling import offset, tile_origin
 
 
 @triton.jit
@@ -76,28 +76,19 @@ def linear_to_srgb(x, channel):
     return tl.where(x <= 0.0031308, x * 12.92, power)
 
 
-# ---- epilogue adaptor ----------------------------------------------------------------------
-
-@triton.jit
-def on_output(y, x_in, channel, STEP: tl.constexpr, args):
-    """Use a plain step in an epilogue: it sees only the filtered value."""
-    return STEP(y, channel, *args)
-
-
 # ---- the generic elementwise kernel -------------------------------------------------------
 
 @triton.jit
 def elementwise_kernel(X, Y, C, H, W,
                        sxb, sxc, sxh, sxw, syb, syc, syh, syw,
-                       STEPS: tl.constexpr, args,
+                       STEPS: tl.constexpr, args, OFF64: tl.constexpr,
                        BH: tl.constexpr, BW: tl.constexpr):
     """Y = chain(X) over (B, C, H, W) tensors of any strides and supported dtypes."""
     b, c, h0, w0 = tile_origin(tl.program_id(0), C, H, W, BH, BW)
     rows = h0 + tl.arange(0, BH)
     cols = w0 + tl.arange(0, BW)
     mask = (rows < H)[:, None] & (cols < W)[None, :]
-    rows64 = rows.to(tl.int64)
-    x_ptrs = X + b * sxb + c * sxc + (rows64 * sxh)[:, None] + (cols * sxw)[None, :]
-    y_ptrs = Y + b * syb + c * syc + (rows64 * syh)[:, None] + (cols * syw)[None, :]
+    x_ptrs = X + b * sxb + c * sxc + (offset(rows, sxh, OFF64)[:, None] + offset(cols, sxw, OFF64)[None, :])
+    y_ptrs = Y + b * syb + c * syc + (offset(rows, syh, OFF64)[:, None] + offset(cols, syw, OFF64)[None, :])
     x = pixels.load(x_ptrs, mask)
     pixels.store(y_ptrs, apply_chain(x, c, STEPS, args), mask)

@@ -1,10 +1,13 @@
 """Tile geometry, launch grids and autotune configuration sets shared by every family.
 
-Kernels launch a 1-D grid of ``planes * tiles_per_plane`` programs, tiles of one plane
-(one channel of one image) being consecutive so that neighbouring programs share their
-halo in L2. Under ``TRITON_INTERPRET=1`` the interpreter's cost is per program and per
-operation, not per element, so each family uses one large tile there and no tuning.
+Tiles are numbered plane by plane (a plane is one channel of one image, or one image for
+kernels that need all its channels at once), so that neighbouring programs share their
+halo in L2; a kernel walks them with a 1-D grid of one program per tile or, when it keeps
+per-program scratch, a persistent grid. Under ``TRITON_INTERPRET=1`` the interpreter's
+cost is per program and per operation, not per element, so each family uses one large
+tile there and no tuning.
 """
+import contextlib
 import functools
 import os
 
@@ -22,6 +25,13 @@ def autotuning() -> bool:
     instead of timing every candidate on the first call of each shape class (the tests
     set this on the GPU, where tuning each of hundreds of variants would take minutes)."""
     return os.environ.get("IMGFILTERS_AUTOTUNE", "1") != "0"
+
+
+def on_device(t):
+    """Launch on ``t``'s GPU: Triton launches on the current CUDA device, which need not
+    be the tensor's."""
+    import torch
+    return torch.cuda.device(t.device) if t.is_cuda else contextlib.nullcontext()
 
 
 @functools.lru_cache(maxsize=None)
