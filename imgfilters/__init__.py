@@ -1,8 +1,9 @@
 """imgfilters: Triton GPU kernels for image filtering on PyTorch tensors."""
-from imgfilters.ops.bilateral import bilateral, joint_bilateral
+from imgfilters.ops.bilateral import bilateral, joint_bilateral, joint_bilateral_upsample
 from imgfilters.ops.pointwise import pointwise
 from imgfilters.ops.separable import box_blur, gaussian_blur, separable_filter, unsharp_mask
 
 __all__ = ["separable_filter", "gaussian_blur", "box_blur", "unsharp_mask", "bilateral", "joint_bilateral",
+           "joint_bilateral_upsample",
            "pointwise"]
 __version__ = "0.1.0"

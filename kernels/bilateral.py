@@ -226,6 +226,140 @@ def bilateral_backward_kernel(X, G, GO, OUT, DEN, ZV, ZG, COLOR, SPACE, C, CG, H
              (chg < n_g)[:, None, None] & e_ok[None, :, :])
 
 
+@triton.jit
+def _guide_sample(g_base, chg, n_ch, sgc, a, bcol, H, W, sgh, sgw, GY, GX, OFF64: tl.constexpr):
+    """The guide resampled at low-resolution samples (a, bcol) (in-range indices):
+    bilinear at (a + 0.5) * GY - 0.5 clamped at 0, exactly ``F.interpolate(...,
+    mode="bilinear", align_corners=False)``. Returns (CGP, BH, BW)."""
+    sy = tl.maximum((a.to(tl.float32) + 0.5) * GY - 0.5, 0.0)
+    sx = tl.maximum((bcol.to(tl.float32) + 0.5) * GX - 0.5, 0.0)
+    y0 = sy.to(tl.int32)
+    x0 = sx.to(tl.int32)
+    ly = (sy - y0.to(tl.float32))[None, :, None]
+    lx = (sx - x0.to(tl.float32))[None, None, :]
+    y1 = tl.minimum(y0 + 1, H - 1)
+    x1 = tl.minimum(x0 + 1, W - 1)
+    valid = (chg < n_ch)[:, None, None]
+    c_off = offset(chg, sgc, OFF64)[:, None, None]
+    r0 = offset(y0, sgh, OFF64)[None, :, None]
+    r1 = offset(y1, sgh, OFF64)[None, :, None]
+    k0 = offset(x0, sgw, OFF64)[None, None, :]
+    k1 = offset(x1, sgw, OFF64)[None, None, :]
+    top = (1.0 - lx) * pixels.load(g_base + (c_off + r0 + k0), valid) + lx * pixels.load(g_base + (c_off + r0 + k1), valid)
+    bot = (1.0 - lx) * pixels.load(g_base + (c_off + r1 + k0), valid) + lx * pixels.load(g_base + (c_off + r1 + k1), valid)
+    return tl.where(valid, (1.0 - ly) * top + ly * bot, 0.0)
+
+
+@triton.jit
+def _upsample_tap(l_base, g_base, ch, chg, C, CG, slc, sgc, a, a_ok, bcol, h, w, H, W, slh, slw, sgh, sgw,
+                  GY, GX, border_value, PRO: tl.constexpr, pro_args, BORDER: tl.constexpr,
+                  OFF64: tl.constexpr):
+    """Values and guide of the low-resolution samples (a, bcol), border applied."""
+    ar = borders.remap(a, h, BORDER)
+    vals = _prologue(_vectors(l_base, ch, C, slc, ar, a_ok, bcol, h, w, slh, slw, border_value, BORDER, OFF64),
+                     ch, C, PRO, pro_args)
+    g = _guide_sample(g_base, chg, CG, sgc, ar, borders.remap(bcol, w, BORDER), H, W, sgh, sgw, GY, GX, OFF64)
+    if BORDER == borders.CONSTANT:
+        ok = a_ok[:, None] & borders.inside(bcol, w)[None, :]
+        valid = (chg < CG)[:, None, None]
+        g = tl.where(ok[None, :, :] & valid, g, tl.where(valid, border_value, 0.0))
+    return vals, g
+
+
+@triton.jit
+def upsample_kernel(L, G, Y, GO, DL, DGL, DGH, COLOR, SPACE, C, CG, h, w, H, W, SY, SX, GY, GX,
+                    slb, slc, slh, slw, sgb, sgc, sgh, sgw, syb, syc, syh, syw, border_value,
+                    PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
+                    R: tl.constexpr, DISK: tl.constexpr, L1: tl.constexpr, BORDER: tl.constexpr,
+                    OFF64: tl.constexpr, CP: tl.constexpr, CGP: tl.constexpr, BACKWARD: tl.constexpr,
+                    SIZE_CLASS, BH: tl.constexpr, BW: tl.constexpr):
+    """Joint bilateral upsampling of L (B, C, h, w) to the guide's H x W (see
+    ``reference.bilateral.joint_bilateral_upsample``). SY = h / H and SX = w / W map output
+    centres to low-resolution units; GY = H / h and GX = W / w map samples back.
+
+    With BACKWARD, GO is dL/dY (contiguous float32) and, instead of Y, the program adds
+    dL/dL into DL (B, C, h, w) and dL/d(resampled guide) into DGL (B, CG, h, w) with
+    atomics (a low-resolution sample is shared by many outputs), and stores dL/dG at its
+    own pixels into DGH (B, CG, H, W); all contiguous float32. The forward sums are
+    recomputed first, so nothing per tap is ever stored."""
+    b, _, h0, w0 = tile_origin(tl.program_id(0), 1, H, W, BH, BW)
+    color = tl.load(COLOR + b)
+    space = tl.load(SPACE + b)
+    l_base = L + b * slb
+    g_base = G + b * sgb
+    ch = tl.arange(0, CP)
+    chg = tl.arange(0, CGP)
+    rows = h0 + tl.arange(0, BH)
+    cols = w0 + tl.arange(0, BW)
+    inside_out = (rows < H)[:, None] & (cols < W)[None, :]
+    u = (rows.to(tl.float32) + 0.5) * SY - 0.5
+    v = (cols.to(tl.float32) + 0.5) * SX - 0.5
+    a0 = tl.floor(u + 0.5).to(tl.int32)
+    b0 = tl.floor(v + 0.5).to(tl.int32)
+    g_p = _vectors(g_base, chg, CG, sgc, tl.minimum(rows, H - 1), rows < H, tl.minimum(cols, W - 1), H, W,
+                   sgh, sgw, 0.0, borders.REPLICATE, OFF64)
+
+    num = tl.zeros((CP, BH, BW), dtype=tl.float32)
+    den = tl.zeros((BH, BW), dtype=tl.float32)
+    for dy in range(-R, R + 1):
+        a = a0 + dy
+        a_ok = borders.inside(a, h)
+        du2 = (u - a.to(tl.float32)) * (u - a.to(tl.float32))
+        for dx in tl.static_range(-R, R + 1):
+            if (not DISK) or (dx * dx + dy * dy <= R * R):
+                bcol = b0 + dx
+                vals, g = _upsample_tap(l_base, g_base, ch, chg, C, CG, slc, sgc, a, a_ok, bcol, h, w, H, W, slh,
+                                        slw, sgh, sgw, GY, GX, border_value, PRO, pro_args, BORDER, OFF64)
+                dv2 = (v - bcol.to(tl.float32)) * (v - bcol.to(tl.float32))
+                wt = tl.exp2(space * (du2[:, None] + dv2[None, :]) + color * _distance2(g - g_p, L1))
+                num += wt[None, :, :] * vals
+                den += wt
+    y = num / den[None, :, :]
+    out_offs = ((b * C + ch)[:, None, None].to(tl.int64) * H * W
+                + (rows[:, None].to(tl.int64) * W + cols[None, :])[None, :, :])
+    out_mask = (ch < C)[:, None, None] & inside_out[None, :, :]
+    if not BACKWARD:
+        y = pointwise.apply_epilogue(y, y, tl.minimum(ch, C - 1)[:, None, None], EPI, epi_args)
+        offs = (offset(ch, syc, OFF64)[:, None, None] + offset(rows, syh, OFF64)[None, :, None]
+                + offset(cols, syw, OFF64)[None, None, :])
+        pixels.store(Y + b * syb + offs, y, out_mask)
+    else:
+        k = color / LOG2E
+        a_p = tl.load(GO + out_offs, out_mask, other=0.0) / den[None, :, :]
+        beta = tl.sum(a_p * y, axis=0)
+        dg_p = tl.zeros((CGP, BH, BW), dtype=tl.float32)
+        for dy in range(-R, R + 1):
+            a = a0 + dy
+            a_ok = borders.inside(a, h)
+            ar = borders.remap(a, h, BORDER)
+            du2 = (u - a.to(tl.float32)) * (u - a.to(tl.float32))
+            for dx in tl.static_range(-R, R + 1):
+                if (not DISK) or (dx * dx + dy * dy <= R * R):
+                    bcol = b0 + dx
+                    vals, g = _upsample_tap(l_base, g_base, ch, chg, C, CG, slc, sgc, a, a_ok, bcol, h, w, H, W,
+                                            slh, slw, sgh, sgw, GY, GX, border_value, PRO, pro_args, BORDER,
+                                            OFF64)
+                    dv2 = (v - bcol.to(tl.float32)) * (v - bcol.to(tl.float32))
+                    diff = g_p - g
+                    wt = tl.exp2(space * (du2[:, None] + dv2[None, :]) + color * _distance2(diff, L1))
+                    wt = tl.where(inside_out, wt, 0.0)
+                    e = (tl.sum(a_p * vals, axis=0) - beta) * wt * k
+                    jac = _distance2_grad(diff, L1)
+                    dg_p += e[None, :, :] * jac
+                    # scatter to the sample read (a constant border's samples are no pixel)
+                    src = (ar[:, None].to(tl.int64) * w + borders.remap(bcol, w, BORDER)[None, :])[None, :, :]
+                    ok = inside_out
+                    if BORDER == borders.CONSTANT:
+                        ok = ok & a_ok[:, None] & borders.inside(bcol, w)[None, :]
+                    tl.atomic_add(DL + (b * C + ch)[:, None, None].to(tl.int64) * h * w + src,
+                                  wt[None, :, :] * a_p, mask=(ch < C)[:, None, None] & ok[None, :, :])
+                    tl.atomic_add(DGL + (b * CG + chg)[:, None, None].to(tl.int64) * h * w + src,
+                                  -e[None, :, :] * jac, mask=(chg < CG)[:, None, None] & ok[None, :, :])
+        g_offs = ((b * CG + chg)[:, None, None].to(tl.int64) * H * W
+                  + (rows[:, None].to(tl.int64) * W + cols[None, :])[None, :, :])
+        tl.store(DGH + g_offs, dg_p, (chg < CG)[:, None, None] & inside_out[None, :, :])
+
+
 def _prune(configs_, named_args, **kwargs):
     """At most 4K pixel-channel accumulators a program: channels shrink the tile."""
     cp = max(kwargs["CP"], kwargs["CGP"])
@@ -241,6 +375,11 @@ bilateral_tuned = triton.autotune(
     key=["R", "DISK", "L1", "JOINT", "BORDER", "CP", "CGP", "PRO", "EPI", "SIZE_CLASS"],
     prune_configs_by={"early_config_prune": _prune},
 )(bilateral_kernel)
+upsample_tuned = triton.autotune(
+    configs=CONFIGS,
+    key=["R", "DISK", "L1", "BORDER", "CP", "CGP", "PRO", "EPI", "SIZE_CLASS"],
+    prune_configs_by={"early_config_prune": _prune},
+)(upsample_kernel)
 
 
 def _common(x, guide, joint, radius, disk, l1, border):
@@ -293,3 +432,31 @@ def launch_backward(x, guide, grad, out, den, zv, zg, color, space, radius, disk
             else dict(BH=8 if max(meta["CP"], meta["CGP"]) > 4 else 16, BW=32))
     with on_device(x):
         bilateral_backward_kernel[(programs(B, he, we, tile["BH"], tile["BW"]),)](*args, **meta, **tile)
+
+
+def launch_upsample(low, guide, y, color, space, radius, disk, l1, border=0, border_value=0.0,
+                    pro=((), ()), epi=((), ()), backward=None):
+    """Joint bilateral upsampling of 4-D ``low`` (B, C, h, w) into ``y`` (B, C, H, W) with
+    ``guide`` (batch B or 1, CG, H, W). ``backward=(grad, d_low, d_guide_low, d_guide)``
+    (contiguous float32; d_low and d_guide_low zeroed) runs the gradient pass instead."""
+    B, C, h, w = low.shape
+    CG, H, W = guide.shape[1:]
+    sgb = guide.stride(0) if guide.shape[0] == B else 0
+    grad, d_low, d_glow, d_g = backward if backward is not None else (y, y, y, y)
+    args = (low, guide, y, grad, d_low, d_glow, d_g, color, space, C, CG, h, w, H, W, h / H, w / W, H / h, W / w,
+            *low.stride(), sgb, *guide.stride()[1:], *y.stride(), float(border_value), pro[0], pro[1], epi[0],
+            epi[1])
+    meta = dict(R=radius, DISK=disk, L1=l1, BORDER=border, OFF64=needs_int64(low, guide, y),
+                CP=triton.next_power_of_2(C), CGP=triton.next_power_of_2(CG), BACKWARD=backward is not None,
+                SIZE_CLASS=size_class(H, W))
+    grid = lambda m: (programs(B, H, W, m["BH"], m["BW"]),)
+    with on_device(low):
+        if interpreting():
+            tile = dict(BH=pow2_at_least(H, 1, 128), BW=pow2_at_least(W, 1, 128))
+            upsample_kernel[grid(tile)](*args, **meta, **tile)
+        elif backward is not None or not autotuning():
+            # the backward runs once per step, not worth tuning; 8 x 32 keeps its blocks in registers
+            cfg = dict(BH=8, BW=32) if backward is not None else _prune(CONFIGS, None, **meta)[0].kwargs
+            upsample_kernel[grid(cfg)](*args, **meta, **cfg, num_warps=4)
+        else:
+            upsample_tuned[grid](*args, **meta)

@@ -224,3 +224,104 @@ def test_full_hd_matches_reference_on_gpu(dtype, gen, monkeypatch):
     y = imgfilters.bilateral(x, 0.1, 2.0, radius=4)
     x4 = _image.to_unit(x)
     assert_matches(y, ref.bilateral(x4, x4, 0.1, 2.0, 4))
+
+
+# ---- joint bilateral upsampling --------------------------------------------------------------
+
+def test_reference_upsample_at_scale_one_is_the_joint_filter(gen):
+    low = torch.rand(2, 3, 14, 19, generator=gen, dtype=torch.float64)
+    guide = torch.rand(2, 1, 14, 19, generator=gen, dtype=torch.float64)
+    for window, dist, border in [("square", "l2", "reflect"), ("disk", "l1", "constant")]:
+        up = ref.joint_bilateral_upsample(low, guide, 0.2, 1.3, 2, window, dist, border, 0.4)
+        assert torch.allclose(up, ref.bilateral(low, guide, 0.2, 1.3, 2, window, dist, border, 0.4))
+
+
+def test_reference_upsample_of_a_constant_image_is_constant(gen):
+    low = torch.full((1, 2, 5, 7), 0.3, dtype=torch.float64)
+    guide = torch.rand(1, 3, 20, 21, generator=gen, dtype=torch.float64)
+    up = ref.joint_bilateral_upsample(low, guide, 0.1, 1.0, 2)
+    assert up.shape == (1, 2, 20, 21) and torch.allclose(up, torch.full_like(up, 0.3))
+
+
+def test_reference_upsample_with_flat_guide_is_a_fractional_gaussian_interpolation(gen):
+    # a constant guide switches the range term off: each output is the normalised gaussian
+    # average of the low-resolution samples around its true fractional position
+    low = torch.rand(1, 1, 6, 6, generator=gen, dtype=torch.float64)
+    guide = torch.zeros(1, 1, 12, 12, dtype=torch.float64)
+    up = ref.joint_bilateral_upsample(low, guide, 0.1, 1.0, 3, border="replicate")
+    i, j = 5, 8
+    u, v = (i + 0.5) / 2 - 0.5, (j + 0.5) / 2 - 0.5  # 2.25, 3.75
+    a0, b0 = 2, 4
+    num = den = 0.0
+    for a in range(a0 - 3, a0 + 4):
+        for b in range(b0 - 3, b0 + 4):
+            wgt = np.exp(-((u - a) ** 2 + (v - b) ** 2) / 2)
+            num += wgt * low[0, 0, min(max(a, 0), 5), min(max(b, 0), 5)].item()
+            den += wgt
+    assert abs(up[0, 0, i, j].item() - num / den) < 1e-12
+
+
+def upsample_reference(low, guide, sc, ss, radius, window="square", dist="l2", border="reflect", value=0.0):
+    l4, g4 = _image.as_planes(low.cpu()), _image.as_planes(guide.cpu())
+    y = ref.joint_bilateral_upsample(_image.to_unit(l4), _image.to_unit(g4).expand(l4.shape[0], -1, -1, -1),
+                                     sc, ss, radius, window, dist, border, value)
+    return y.reshape(*low.shape[:-2], *guide.shape[-2:])
+
+
+@pytest.mark.parametrize("sizes", [(6, 7, 12, 14), (5, 9, 17, 23), (8, 8, 8, 8), (9, 8, 5, 6)])
+@pytest.mark.parametrize("window,dist,border", [("square", "l2", "reflect"), ("disk", "l1", "constant"),
+                                                ("square", "l1", "symmetric"), ("disk", "l2", "replicate")])
+def test_upsample_matches_reference(sizes, window, dist, border, gen, device):
+    h, w, H, W = sizes
+    low = random_image((2, 3, h, w), torch.float32, gen, device)
+    guide = random_image((2, 2, H, W), torch.float32, gen, device)
+    y = imgfilters.joint_bilateral_upsample(low, guide, 0.2, 1.0, radius=2, window=window, color_distance=dist,
+                                            border=border, border_value=0.3)
+    assert_matches(y, upsample_reference(low, guide, 0.2, 1.0, 2, window, dist, border, 0.3))
+
+
+@pytest.mark.parametrize("dtype", KERNEL_DTYPES)
+def test_upsample_every_dtype(dtype, gen, device):
+    low = random_image((1, 1, 9, 11), dtype, gen, device)  # e.g. a depth map
+    guide = random_image((1, 3, 36, 44), torch.uint8, gen, device)
+    sc = torch.tensor([0.1])
+    y = imgfilters.joint_bilateral_upsample(low, guide, sc, 1.5)
+    assert y.shape == (1, 1, 36, 44) and y.dtype == dtype
+    assert_matches(y, upsample_reference(low, guide, sc, 1.5, 3))
+
+
+@pytest.mark.parametrize("border", BORDERS)
+def test_upsample_backward_matches_reference(border, gen, device):
+    low = random_image((3, 2, 5, 6), torch.float32, gen, device).requires_grad_()
+    guide = random_image((1, 3, 13, 15), torch.float32, gen, device).requires_grad_()
+    y = imgfilters.joint_bilateral_upsample(low, guide, torch.tensor([0.2, 0.3, 0.5]), 1.0, radius=2,
+                                            border=border, border_value=0.6)
+    g = torch.randn(y.shape, generator=gen).to(device)
+    gl, gg = torch.autograd.grad(y, [low, guide], g)
+    ld = low.detach().cpu().double().requires_grad_()
+    gd = guide.detach().cpu().double().requires_grad_()
+    yr = ref.joint_bilateral_upsample(ld, gd.expand(3, -1, -1, -1), torch.tensor([0.2, 0.3, 0.5]), 1.0, 2,
+                                      "square", "l2", border, 0.6)
+    rl, rg = torch.autograd.grad(yr, [ld, gd], g.cpu().double())
+    assert (gl.cpu().double() - rl).abs().max() <= 1e-5 * rl.abs().max()
+    assert (gg.cpu().double() - rg).abs().max() <= 1e-5 * rg.abs().max()
+
+
+def test_upsample_reference_gradcheck(gen):
+    low = torch.rand(1, 1, 3, 4, generator=gen, dtype=torch.float64, requires_grad=True)
+    guide = torch.rand(1, 2, 7, 9, generator=gen, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(
+        lambda a, b: ref.joint_bilateral_upsample(a, b, 0.3, 1.0, 1, "disk", "l1", "reflect"), (low, guide))
+
+
+@pytest.mark.parametrize("call,error,match", [
+    (lambda lo, g: imgfilters.joint_bilateral_upsample(lo.numpy(), g), TypeError, "lowres"),
+    (lambda lo, g: imgfilters.joint_bilateral_upsample(lo, g[:, :, :, :0]), ValueError, "guide"),
+    (lambda lo, g: imgfilters.joint_bilateral_upsample(lo, torch.rand(3, 1, 8, 8)), ValueError, "guide"),
+    (lambda lo, g: imgfilters.joint_bilateral_upsample(lo, g, 0.1, 0.0), ValueError, "sigma_space"),
+    (lambda lo, g: imgfilters.joint_bilateral_upsample(lo, g, radius=-1), ValueError, "radius"),
+    (lambda lo, g: imgfilters.joint_bilateral_upsample(lo, g, window="hex"), ValueError, "window"),
+])
+def test_upsample_bad_arguments(call, error, match):
+    with pytest.raises(error, match=match):
+        call(torch.rand(2, 1, 4, 4), torch.rand(2, 3, 8, 8))

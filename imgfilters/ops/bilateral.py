@@ -20,7 +20,7 @@ from imgfilters.kernels import bilateral as kernels
 from imgfilters.reference import bilateral as reference
 from imgfilters.reference.borders import fold
 
-__all__ = ["bilateral", "joint_bilateral"]
+__all__ = ["bilateral", "joint_bilateral", "joint_bilateral_upsample"]
 
 WINDOWS = ("square", "disk")
 DISTANCES = ("l2", "l1")
@@ -63,31 +63,90 @@ def joint_bilateral(img, guide, sigma_color=0.1, sigma_space=1.5, *, radius=None
     return _bilateral(img, guide, sigma_color, sigma_space, radius, window, color_distance, border, border_value)
 
 
-def _bilateral(img, guide, sigma_color, sigma_space, radius, window, color_distance, border, border_value):
-    _image.check_image(img)
+def joint_bilateral_upsample(lowres, guide, sigma_color=0.1, sigma_space=1.0, *, radius=None, window="square",
+                             color_distance="l2", border="reflect", border_value=0.0):
+    """Joint bilateral upsampling (Kopf et al. 2007): upsample ``lowres`` (a depth map,
+    features, a low-resolution result) to the size of ``guide``, weighting each
+    low-resolution sample by its distance to the output pixel and by how much the guide
+    differs between them.
+
+    Args:
+        lowres: ``(..., C, h, w)`` tensor, up to 16 channels.
+        guide: ``(..., Cg, H, W)`` high-resolution guide, up to 16 channels, batch equal to
+            ``lowres``'s or 1.
+        sigma_color: range sigma in unit scale (as in ``bilateral``); float or per image.
+        sigma_space: spatial sigma in *low-resolution* pixels; float or per image.
+        radius: window radius in low-resolution pixels around the sample nearest to each
+            output pixel; ``None`` means ``ceil(2 * max(sigma_space))``.
+        window, color_distance, border, border_value: as in ``bilateral``; the border
+            extends the low-resolution grid.
+
+    Low-resolution samples sit at their true fractional positions (half-pixel centres,
+    as ``F.interpolate(align_corners=False)``), and the guide value of a sample is the
+    guide resampled bilinearly at its centre. The output has ``lowres``'s leading dims and
+    channels, the guide's H and W, and ``lowres``'s dtype. One launch, no memory beyond the
+    output, where ``unfold``-based versions need the window times the output.
+    """
+    _image.check_image(lowres, "lowres")
+    _image.check_image(guide, "guide")
     code = _image.check_border(border, border_value)
+    window, color_distance = _check_modes(window, color_distance)
+    low4, g4 = _image.as_planes(lowres), _image.as_planes(guide)
+    B, C, h, w = low4.shape
+    _check_guide(lowres, guide, low4, g4, "lowres", same_size=False)
+    sc = _per_image(sigma_color, "sigma_color", B)
+    ss = _per_image(sigma_space, "sigma_space", B)
+    radius = _check_radius(radius, ss)
+    H, W = g4.shape[-2:]
+    out_shape = (*lowres.shape[:-2], H, W)
+    if not _image.uses_kernels(lowres):
+        y = reference.joint_bilateral_upsample(_image.to_unit(low4), _image.to_unit(g4).expand(B, -1, -1, -1),
+                                               sc, ss, radius, window, color_distance, border, border_value)
+        return _image.from_unit(y, lowres.dtype).reshape(out_shape)
+    params = (_coefficients(sc, lowres.device), _coefficients(ss, lowres.device), radius, window == "disk",
+              color_distance == "l1", code, float(border_value))
+    return _Upsample.apply(lowres, guide, params).reshape(out_shape)
+
+
+def _check_modes(window, color_distance):
     if window not in WINDOWS:
         raise ValueError(f"window must be one of {WINDOWS}, got {window!r}")
     if color_distance not in DISTANCES:
         raise ValueError(f"color_distance must be one of {DISTANCES}, got {color_distance!r}")
-    x4 = _image.as_planes(img)
-    B, C, H, W = x4.shape
-    g4 = x4 if guide is None else _image.as_planes(guide)
-    if guide is not None:
-        if guide.device != img.device:
-            raise ValueError(f"guide is on {guide.device}, img on {img.device}")
-        if g4.shape[-2:] != (H, W) or g4.shape[0] not in (1, B):
-            raise ValueError(f"guide must have img's H and W and a batch of {B} or 1, "
-                             f"got shape {tuple(guide.shape)} for img {tuple(img.shape)}")
-    for name, t in (("img", x4), ("guide", g4)):
+    return window, color_distance
+
+
+def _check_guide(img, guide, x4, g4, name, same_size=True):
+    if guide.device != img.device:
+        raise ValueError(f"guide is on {guide.device}, {name} on {img.device}")
+    if (same_size and g4.shape[-2:] != x4.shape[-2:]) or g4.shape[0] not in (1, x4.shape[0]):
+        need = f"{name}'s H and W and " if same_size else ""
+        raise ValueError(f"guide must have {need}a batch of {x4.shape[0]} or 1, "
+                         f"got shape {tuple(guide.shape)} for {name} {tuple(img.shape)}")
+    for n, t in ((name, x4), ("guide", g4)):
         if t.shape[1] > MAX_CHANNELS:
-            raise ValueError(f"{name} has {t.shape[1]} channels; at most {MAX_CHANNELS} are supported")
-    sc = _per_image(sigma_color, "sigma_color", B)
-    ss = _per_image(sigma_space, "sigma_space", B)
+            raise ValueError(f"{n} has {t.shape[1]} channels; at most {MAX_CHANNELS} are supported")
+
+
+def _check_radius(radius, sigma_space):
     if radius is None:
-        radius = reference.default_radius(float(ss.max()))
+        radius = reference.default_radius(float(sigma_space.max()))
     if isinstance(radius, bool) or not isinstance(radius, int) or not 0 <= radius <= kernels.MAX_RADIUS:
         raise ValueError(f"radius must be an integer in [0, {kernels.MAX_RADIUS}], got {radius!r}")
+    return radius
+
+
+def _bilateral(img, guide, sigma_color, sigma_space, radius, window, color_distance, border, border_value):
+    _image.check_image(img)
+    code = _image.check_border(border, border_value)
+    window, color_distance = _check_modes(window, color_distance)
+    x4 = _image.as_planes(img)
+    B = x4.shape[0]
+    g4 = x4 if guide is None else _image.as_planes(guide)
+    _check_guide(img, x4 if guide is None else guide, x4, g4, "img")
+    sc = _per_image(sigma_color, "sigma_color", B)
+    ss = _per_image(sigma_space, "sigma_space", B)
+    radius = _check_radius(radius, ss)
 
     if not _image.uses_kernels(img):
         y = reference.bilateral(_image.to_unit(x4), _image.to_unit(g4).expand(B, -1, -1, -1), sc, ss, radius,
@@ -158,3 +217,44 @@ def _per_image(value, name, batch):
             raise ValueError(f"{name} must be finite and > 0")
         return t
     return torch.full((batch,), _image.check_number(value, name, low=0.0, low_open=True), dtype=torch.float64)
+
+
+class _Upsample(torch.autograd.Function):
+    """Backward in one launch: the forward sums are recomputed per output pixel, then the
+    transposed terms are scattered to the low-resolution samples with atomics (each is
+    shared by many outputs) and gathered at the guide pixels; the part that reaches the
+    guide through its bilinear resampling goes back through ``F.interpolate``'s adjoint."""
+
+    @staticmethod
+    def forward(ctx, low, guide, params):
+        color, space, radius, disk, l1, code, border_value = params
+        ctx.save_for_backward(low, guide)
+        ctx.params = params
+        low4, g4 = _image.as_planes(low), _image.as_planes(guide)
+        y4 = torch.empty(*low4.shape[:2], *g4.shape[-2:], dtype=low.dtype, device=low.device)
+        kernels.launch_upsample(low4, g4, y4, color, space, radius, disk, l1, code, border_value)
+        return y4
+
+    @staticmethod
+    def backward(ctx, grad):
+        low, guide = ctx.saved_tensors
+        color, space, radius, disk, l1, code, border_value = ctx.params
+        low4, g4 = _image.as_planes(low), _image.as_planes(guide)
+        B, C, h, w = low4.shape
+        CG, H, W = g4.shape[1:]
+        f32 = dict(dtype=torch.float32, device=low.device)
+        d_low = torch.zeros(B, C, h, w, **f32)
+        d_glow = torch.zeros(B, CG, h, w, **f32)
+        d_guide = torch.empty(B, CG, H, W, **f32)
+        go = grad.reshape(B, C, H, W).float().contiguous()
+        kernels.launch_upsample(low4, g4, go, color, space, radius, disk, l1, code, border_value,
+                                backward=(go, d_low, d_glow, d_guide))
+        with torch.enable_grad():  # the bilinear resampling is linear: its adjoint at any point
+            probe = torch.zeros(B, CG, H, W, **f32, requires_grad=True)
+            resampled = torch.nn.functional.interpolate(probe, size=(h, w), mode="bilinear", align_corners=False)
+            (through_samples,) = torch.autograd.grad(resampled, probe, d_glow)
+        d_guide = d_guide + through_samples
+        if g4.shape[0] == 1 and B > 1:
+            d_guide = d_guide.sum(0, keepdim=True)
+        d_guide = d_guide.reshape(guide.shape).to(guide.dtype) if ctx.needs_input_grad[1] else None
+        return d_low.reshape(low.shape).to(low.dtype), d_guide, None

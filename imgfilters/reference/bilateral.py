@@ -61,3 +61,57 @@ def bilateral(x, guide, sigma_color, sigma_space, radius, window="square", color
         num = num + w * xp[..., r + dy:r + dy + H, r + dx:r + dx + W]
         den = den + w
     return num / den
+
+
+def sample_positions(n_out: int, n_in: int) -> torch.Tensor:
+    """Where output pixel centres fall on an input axis of n_in pixels (half-pixel
+    centres, as ``F.interpolate(align_corners=False)``): (i + 0.5) * n_in / n_out - 0.5."""
+    return (torch.arange(n_out, dtype=torch.float64) + 0.5) * (n_in / n_out) - 0.5
+
+
+def joint_bilateral_upsample(low, guide, sigma_color, sigma_space, radius, window="square",
+                             color_distance="l2", border="reflect", border_value=0.0):
+    """Joint bilateral upsampling (Kopf et al. 2007) with fractional sample positions.
+
+    ``low`` is (B, C, h, w), ``guide`` (B, Cg, H, W); the output is (B, C, H, W)::
+
+        out[p] = sum_q w(p, q) L~[q] / sum_q w(p, q)
+        w(p, q) = exp(-|p' - q|^2 / (2 sigma_space^2)) * exp(-D(G[p], G_q)^2 / (2 sigma_color^2))
+
+    p' is the high-resolution pixel p's centre in low-resolution pixel units
+    (``sample_positions``), q runs over the window of radius r around the low-resolution
+    sample nearest to p', and the spatial distance is measured from p' itself, so samples
+    sit at their true fractional positions. G_q is the guide at q's centre: the guide
+    resampled bilinearly to (h, w) exactly as ``F.interpolate(guide, (h, w),
+    mode="bilinear", align_corners=False)``. L~ and the resampled guide are extended by the
+    border outside the low-resolution grid. With h = H and w = W this is ``bilateral``
+    with the guide.
+    """
+    B, C, h, w = low.shape
+    H, W = guide.shape[-2:]
+    r = radius
+    per_image = lambda s: torch.as_tensor(s, dtype=torch.float64, device=low.device).reshape(-1, 1, 1, 1)
+    color_coeff = -0.5 / per_image(sigma_color) ** 2
+    space_coeff = -0.5 / per_image(sigma_space) ** 2
+    u = sample_positions(H, h).to(low.device)
+    v = sample_positions(W, w).to(low.device)
+    a0 = torch.floor(u + 0.5).long()
+    b0 = torch.floor(v + 0.5).long()
+    g_low = torch.nn.functional.interpolate(guide, size=(h, w), mode="bilinear", align_corners=False)
+    lp = pad(low, r, r, r, r, border, border_value)
+    gp = pad(g_low, r, r, r, r, border, border_value)
+    num = torch.zeros(B, C, H, W, dtype=low.dtype, device=low.device)
+    den = torch.zeros(B, 1, H, W, dtype=low.dtype, device=low.device)
+    for dy, dx in window_offsets(r, window):
+        rows, cols = a0 + dy, b0 + dx
+        values = lp[..., rows + r, :][..., cols + r]
+        diff = gp[..., rows + r, :][..., cols + r] - guide
+        if color_distance == "l1":
+            dist2 = diff.abs().sum(-3, keepdim=True) ** 2
+        else:
+            dist2 = (diff ** 2).sum(-3, keepdim=True)
+        space2 = (u - rows)[:, None] ** 2 + (v - cols)[None, :] ** 2
+        wgt = torch.exp(space_coeff * space2 + color_coeff * dist2)
+        num = num + wgt * values
+        den = den + wgt
+    return num / den
