@@ -76,10 +76,38 @@ def separable_cases():
     return cases
 
 
-def tuned_tile():
-    """The tile the separable autotuner used last, for the notes (None when untuned)."""
-    from imgfilters.kernels import separable
-    cfg = getattr(separable.separable_tuned, "best_config", None)
+@family("bilateral")
+def bilateral_cases():
+    kornia = optional("kornia")
+    k4, hd16 = (1, 3, 2160, 3840), (16, 3, 1080, 1920)
+    cases = []
+    for shape, dtype, radius, window in [(k4, torch.float32, 2, "square"), (k4, torch.float32, 4, "square"),
+                                         (k4, torch.uint8, 7, "square"), (hd16, torch.float32, 4, "square"),
+                                         (k4, torch.float32, 4, "disk"), (k4, torch.uint8, 4, "disk")]:
+        x = image(shape, dtype)
+        peers = {}
+        if kornia is not None and dtype != torch.uint8 and window == "square" and shape == k4 and radius <= 2:
+            k = 2 * radius + 1
+            peers["kornia"] = lambda x=x, k=k: kornia.filters.bilateral_blur(x, k, 0.1, (1.5, 1.5))
+        op = f"bilateral {2 * radius + 1}x{2 * radius + 1} {window}"
+        cases.append((op, x, lambda x=x, r=radius, w=window: imgfilters.bilateral(x, 0.1, 1.5, radius=r, window=w),
+                      peers))
+    x = image(k4, torch.float32).requires_grad_()
+    y = imgfilters.bilateral(x, 0.1, 1.5, radius=4)
+    g = torch.rand_like(y)
+    cases.append(("bilateral 9x9 backward", x.detach(), lambda: torch.autograd.grad(y, x, g, retain_graph=True), {}))
+    low = image((1, 1, 540, 960), torch.float32)
+    guide = image(k4, torch.uint8)
+    cases.append(("joint_bilateral_upsample 4x, 5x5", guide,
+                  lambda: imgfilters.joint_bilateral_upsample(low, guide, 0.1, 1.0, radius=2), {}))
+    return cases
+
+
+def tuned_tile(family_name):
+    """The tile the family's autotuner used last, for the notes (None when untuned)."""
+    from imgfilters.kernels import bilateral, separable
+    tuner = {"separable": separable.separable_tuned, "bilateral": bilateral.bilateral_tuned}[family_name]
+    cfg = getattr(tuner, "best_config", None)
     return None if cfg is None else f"{cfg.kwargs['BH']}x{cfg.kwargs['BW']}/{cfg.num_warps}w"
 
 
@@ -122,7 +150,7 @@ def main(argv=None):
         for op, x, fn, peers in FAMILIES[n]():
             fn()  # compile + autotune
             ms = triton.testing.do_bench(fn, return_mode="median")
-            tile = tuned_tile()
+            tile = tuned_tile(n)
             try:
                 graph_ms = triton.testing.do_bench_cudagraph(fn, return_mode="median")
             except Exception as e:  # e.g. an op that cannot be captured: report, go on
