@@ -66,6 +66,15 @@ def _prologue(v, ch, n_ch, PRO: tl.constexpr, pro_args):
 
 
 @triton.jit
+def _output_tile(COLOR, SPACE, H, W, CP: tl.constexpr, CGP: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr):
+    """This program's image, its colour and space coefficients, the channel ranges and the
+    rows and columns of its output tile."""
+    b, _, h0, w0 = tile_origin(tl.program_id(0), 1, H, W, BH, BW)
+    return (b, tl.load(COLOR + b), tl.load(SPACE + b), tl.arange(0, CP), tl.arange(0, CGP),
+            h0 + tl.arange(0, BH), w0 + tl.arange(0, BW))
+
+
+@triton.jit
 def bilateral_kernel(X, G, Y, DEN, COLOR, SPACE, C, CG, H, W,
                      sxb, sxc, sxh, sxw, sgb, sgc, sgh, sgw, syb, syc, syh, syw, border_value,
                      PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
@@ -76,15 +85,9 @@ def bilateral_kernel(X, G, Y, DEN, COLOR, SPACE, C, CG, H, W,
     l1 or l2 distance of the guide vectors (G if JOINT, else PRO(X)). COLOR and SPACE hold
     per-image coefficients already multiplied by -log2(e) / 2 / sigma^2. With STORE_DEN
     the weight sums go to DEN (B, 1, H, W) float32, for the backward pass."""
-    b, _, h0, w0 = tile_origin(tl.program_id(0), 1, H, W, BH, BW)
-    color = tl.load(COLOR + b)
-    space = tl.load(SPACE + b)
+    b, color, space, ch, chg, rows, cols = _output_tile(COLOR, SPACE, H, W, CP, CGP, BH, BW)
     x_base = X + b * sxb
     g_base = G + b * sgb
-    ch = tl.arange(0, CP)
-    chg = tl.arange(0, CGP)
-    rows = h0 + tl.arange(0, BH)
-    cols = w0 + tl.arange(0, BW)
     centre_rows = borders.remap(rows, H, BORDER)
     x_in = _prologue(
         _vectors(x_base, ch, C, sxc, centre_rows, rows < H, cols, H, W, sxh, sxw, border_value, BORDER, OFF64),
@@ -282,15 +285,9 @@ def upsample_kernel(L, G, Y, GO, DL, DGL, DGH, COLOR, SPACE, C, CG, h, w, H, W, 
     atomics (a low-resolution sample is shared by many outputs), and stores dL/dG at its
     own pixels into DGH (B, CG, H, W); all contiguous float32. The forward sums are
     recomputed first, so nothing per tap is ever stored."""
-    b, _, h0, w0 = tile_origin(tl.program_id(0), 1, H, W, BH, BW)
-    color = tl.load(COLOR + b)
-    space = tl.load(SPACE + b)
+    b, color, space, ch, chg, rows, cols = _output_tile(COLOR, SPACE, H, W, CP, CGP, BH, BW)
     l_base = L + b * slb
     g_base = G + b * sgb
-    ch = tl.arange(0, CP)
-    chg = tl.arange(0, CGP)
-    rows = h0 + tl.arange(0, BH)
-    cols = w0 + tl.arange(0, BW)
     inside_out = (rows < H)[:, None] & (cols < W)[None, :]
     u = (rows.to(tl.float32) + 0.5) * SY - 0.5
     v = (cols.to(tl.float32) + 0.5) * SX - 0.5
