@@ -296,8 +296,12 @@ def upsample_kernel(L, G, Y, GO, DL, DGL, DGH, COLOR, SPACE, C, CG, h, w, H, W, 
     g_p = _vectors(g_base, chg, CG, sgc, tl.minimum(rows, H - 1), rows < H, tl.minimum(cols, W - 1), H, W,
                    sgh, sgw, 0.0, borders.REPLICATE, OFF64)
 
+    # Unlike the filter, no tap is certain to weigh 1 (the centre), and with a small
+    # sigma_color every weight can underflow: keep the sums relative to the largest
+    # exponent so far (the running-maximum rescaling of online softmax).
     num = tl.zeros((CP, BH, BW), dtype=tl.float32)
     den = tl.zeros((BH, BW), dtype=tl.float32)
+    top = tl.full((BH, BW), -float("inf"), dtype=tl.float32)
     for dy in range(-R, R + 1):
         a = a0 + dy
         a_ok = borders.inside(a, h)
@@ -308,9 +312,13 @@ def upsample_kernel(L, G, Y, GO, DL, DGL, DGH, COLOR, SPACE, C, CG, h, w, H, W, 
                 vals, g = _upsample_tap(l_base, g_base, ch, chg, C, CG, slc, sgc, a, a_ok, bcol, h, w, H, W, slh,
                                         slw, sgh, sgw, GY, GX, border_value, PRO, pro_args, BORDER, OFF64)
                 dv2 = (v - bcol.to(tl.float32)) * (v - bcol.to(tl.float32))
-                wt = tl.exp2(space * (du2[:, None] + dv2[None, :]) + color * _distance2(g - g_p, L1))
-                num += wt[None, :, :] * vals
-                den += wt
+                expo = space * (du2[:, None] + dv2[None, :]) + color * _distance2(g - g_p, L1)
+                new_top = tl.maximum(top, expo)
+                rescale = tl.exp2(top - new_top)
+                wt = tl.exp2(expo - new_top)
+                num = num * rescale[None, :, :] + wt[None, :, :] * vals
+                den = den * rescale + wt
+                top = new_top
     y = num / den[None, :, :]
     out_offs = ((b * C + ch)[:, None, None].to(tl.int64) * H * W
                 + (rows[:, None].to(tl.int64) * W + cols[None, :])[None, :, :])
@@ -338,7 +346,8 @@ def upsample_kernel(L, G, Y, GO, DL, DGL, DGH, COLOR, SPACE, C, CG, h, w, H, W, 
                                             OFF64)
                     dv2 = (v - bcol.to(tl.float32)) * (v - bcol.to(tl.float32))
                     diff = g_p - g
-                    wt = tl.exp2(space * (du2[:, None] + dv2[None, :]) + color * _distance2(diff, L1))
+                    # the same weights relative to the same maximum as ``den``
+                    wt = tl.exp2(space * (du2[:, None] + dv2[None, :]) + color * _distance2(diff, L1) - top)
                     wt = tl.where(inside_out, wt, 0.0)
                     e = (tl.sum(a_p * vals, axis=0) - beta) * wt * k
                     jac = _distance2_grad(diff, L1)

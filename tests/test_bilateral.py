@@ -325,3 +325,19 @@ def test_upsample_reference_gradcheck(gen):
 def test_upsample_bad_arguments(call, error, match):
     with pytest.raises(error, match=match):
         call(torch.rand(2, 1, 4, 4), torch.rand(2, 3, 8, 8))
+
+
+def test_upsample_with_tiny_sigma_color_stays_finite(gen, device):
+    # A pixel checkerboard resamples to exactly 0.5 at every 2x sample centre, so every
+    # sample differs from every pixel by 0.5: with sigma_color 1e-3 all weights underflow
+    # without rescaling (0/0). The range term is then equal for all taps and the result
+    # is the spatial-only interpolation, i.e. what a flat guide gives.
+    low = random_image((2, 1, 6, 7), torch.float32, gen, device)
+    i, j = torch.meshgrid(torch.arange(12), torch.arange(14), indexing="ij")
+    checker = ((i + j) % 2).to(torch.float32)[None, None].to(device)
+    y = imgfilters.joint_bilateral_upsample(low, checker, 1e-3, 1.0, radius=2)
+    flat = imgfilters.joint_bilateral_upsample(low, torch.zeros_like(checker), 1e-3, 1.0, radius=2)
+    assert torch.isfinite(y).all()
+    # float32 exponents near 1e5 resolve the spatial term to ~0.016: about 1e-3 of error
+    assert (y - flat).abs().max() <= 2e-3
+    assert (y.cpu().double() - upsample_reference(low, checker, 1e-3, 1.0, 2)).abs().max() <= 2e-3

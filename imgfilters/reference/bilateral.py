@@ -100,18 +100,19 @@ def joint_bilateral_upsample(low, guide, sigma_color, sigma_space, radius, windo
     g_low = torch.nn.functional.interpolate(guide, size=(h, w), mode="bilinear", align_corners=False)
     lp = pad(low, r, r, r, r, border, border_value)
     gp = pad(g_low, r, r, r, r, border, border_value)
-    num = torch.zeros(B, C, H, W, dtype=low.dtype, device=low.device)
-    den = torch.zeros(B, 1, H, W, dtype=low.dtype, device=low.device)
+    taps = []
     for dy, dx in window_offsets(r, window):
         rows, cols = a0 + dy, b0 + dx
-        values = lp[..., rows + r, :][..., cols + r]
         diff = gp[..., rows + r, :][..., cols + r] - guide
         if color_distance == "l1":
             dist2 = diff.abs().sum(-3, keepdim=True) ** 2
         else:
             dist2 = (diff ** 2).sum(-3, keepdim=True)
         space2 = (u - rows)[:, None] ** 2 + (v - cols)[None, :] ** 2
-        wgt = torch.exp(space_coeff * space2 + color_coeff * dist2)
-        num = num + wgt * values
-        den = den + wgt
+        taps.append((lp[..., rows + r, :][..., cols + r], space_coeff * space2 + color_coeff * dist2))
+    # No tap is certain to weigh 1 here (the filter has its centre): weights are taken
+    # relative to the largest, which leaves the ratio unchanged and never underflows to 0/0.
+    top = torch.stack([e for _, e in taps]).amax(0).detach()
+    num = sum(torch.exp(e - top) * values for values, e in taps)
+    den = sum(torch.exp(e - top) for _, e in taps)
     return num / den
