@@ -105,9 +105,10 @@ def new_planes(x4, dtype=None):
     return torch.empty_like(x4, dtype=dtype, memory_format=torch.preserve_format)
 
 
-def like_input(img, out):
-    """``out`` shaped as ``img``, in its memory format, and as its tv_tensors type."""
-    out = out.reshape(img.shape)
+def like_input(img, out, shape=None):
+    """``out`` shaped as ``img`` (or ``shape``), in its memory format, and as its
+    tv_tensors type."""
+    out = out.reshape(img.shape if shape is None else shape)
     if is_channels_last(img) and not is_channels_last(out):
         out = out.contiguous(memory_format=torch.channels_last)
     if isinstance(img, tv_tensors.TVTensor):

@@ -1,4 +1,5 @@
-"""Bilateral and joint bilateral filtering: one launch, no allocation beyond the output.
+"""Bilateral, joint bilateral filtering and joint bilateral upsampling, with their
+backward kernels. Each forward is one launch with no allocation beyond the output.
 
 Each program owns a ``BH x BW`` tile of one image, all channels at once: pixel vectors are
 ``(CP, BH, BW)`` blocks (CP, a power of two >= C, masked), because the range weight
@@ -230,16 +231,39 @@ def bilateral_backward_kernel(X, G, GO, OUT, DEN, ZV, ZG, COLOR, SPACE, C, CG, H
 
 
 @triton.jit
-def _guide_sample(g_base, chg, n_ch, sgc, a, bcol, H, W, sgh, sgw, GY, GX, OFF64: tl.constexpr):
+def _nearest_sample(i, n_low, n_high):
+    """The low-resolution sample nearest to output pixel i's centre, floor((i + 0.5) *
+    n_low / n_high), in exact integers: float32 ratios put ties on the wrong side."""
+    return (((2 * i + 1).to(tl.int64) * n_low) // (2 * n_high)).to(tl.int32)
+
+
+@triton.jit
+def _distance_to_sample2(i, a, n_low, n_high):
+    """(u_i - a)^2 in low-resolution pixels, u_i = (i + 0.5) n_low / n_high - 0.5 being
+    output i's centre, from the exact numerator ((2i + 1) n_low - (2a + 1) n_high): float32
+    positions lose ~1e-4 px at 2K, which a small sigma_color amplifies."""
+    d = ((2 * i + 1).to(tl.int64) * n_low - (2 * a + 1).to(tl.int64) * n_high).to(tl.float32) / (2.0 * n_high)
+    return d * d
+
+
+@triton.jit
+def _bilinear_source(a, n_low, n_high):
+    """Pixel and weight of the bilinear sample at low-resolution sample a's centre on the
+    high-resolution axis: (a + 0.5) n_high / n_low - 0.5, clamped at 0, in integers."""
+    num = tl.maximum((2 * a + 1).to(tl.int64) * n_high - n_low, 0)
+    i0 = num // (2 * n_low)
+    return i0.to(tl.int32), (num - i0 * 2 * n_low).to(tl.float32) / (2.0 * n_low)
+
+
+@triton.jit
+def _guide_sample(g_base, chg, n_ch, sgc, a, bcol, h, w, H, W, sgh, sgw, OFF64: tl.constexpr):
     """The guide resampled at low-resolution samples (a, bcol) (in-range indices):
-    bilinear at (a + 0.5) * GY - 0.5 clamped at 0, exactly ``F.interpolate(...,
+    bilinear at (a + 0.5) * H / h - 0.5 clamped at 0, as ``F.interpolate(...,
     mode="bilinear", align_corners=False)``. Returns (CGP, BH, BW)."""
-    sy = tl.maximum((a.to(tl.float32) + 0.5) * GY - 0.5, 0.0)
-    sx = tl.maximum((bcol.to(tl.float32) + 0.5) * GX - 0.5, 0.0)
-    y0 = sy.to(tl.int32)
-    x0 = sx.to(tl.int32)
-    ly = (sy - y0.to(tl.float32))[None, :, None]
-    lx = (sx - x0.to(tl.float32))[None, None, :]
+    y0, ly = _bilinear_source(a, h, H)
+    x0, lx = _bilinear_source(bcol, w, W)
+    ly = ly[None, :, None]
+    lx = lx[None, None, :]
     y1 = tl.minimum(y0 + 1, H - 1)
     x1 = tl.minimum(x0 + 1, W - 1)
     valid = (chg < n_ch)[:, None, None]
@@ -255,13 +279,13 @@ def _guide_sample(g_base, chg, n_ch, sgc, a, bcol, H, W, sgh, sgw, GY, GX, OFF64
 
 @triton.jit
 def _upsample_tap(l_base, g_base, ch, chg, C, CG, slc, sgc, a, a_ok, bcol, h, w, H, W, slh, slw, sgh, sgw,
-                  GY, GX, border_value, PRO: tl.constexpr, pro_args, BORDER: tl.constexpr,
+                  border_value, PRO: tl.constexpr, pro_args, BORDER: tl.constexpr,
                   OFF64: tl.constexpr):
     """Values and guide of the low-resolution samples (a, bcol), border applied."""
     ar = borders.remap(a, h, BORDER)
     vals = _prologue(_vectors(l_base, ch, C, slc, ar, a_ok, bcol, h, w, slh, slw, border_value, BORDER, OFF64),
                      ch, C, PRO, pro_args)
-    g = _guide_sample(g_base, chg, CG, sgc, ar, borders.remap(bcol, w, BORDER), H, W, sgh, sgw, GY, GX, OFF64)
+    g = _guide_sample(g_base, chg, CG, sgc, ar, borders.remap(bcol, w, BORDER), h, w, H, W, sgh, sgw, OFF64)
     if BORDER == borders.CONSTANT:
         ok = a_ok[:, None] & borders.inside(bcol, w)[None, :]
         valid = (chg < CG)[:, None, None]
@@ -270,15 +294,15 @@ def _upsample_tap(l_base, g_base, ch, chg, C, CG, slc, sgc, a, a_ok, bcol, h, w,
 
 
 @triton.jit
-def upsample_kernel(L, G, Y, GO, DL, DGL, DGH, COLOR, SPACE, C, CG, h, w, H, W, SY, SX, GY, GX,
+def upsample_kernel(L, G, Y, GO, DL, DGL, DGH, COLOR, SPACE, C, CG, h, w, H, W,
                     slb, slc, slh, slw, sgb, sgc, sgh, sgw, syb, syc, syh, syw, border_value,
                     PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
                     R: tl.constexpr, DISK: tl.constexpr, L1: tl.constexpr, BORDER: tl.constexpr,
                     OFF64: tl.constexpr, CP: tl.constexpr, CGP: tl.constexpr, BACKWARD: tl.constexpr,
                     SIZE_CLASS, BH: tl.constexpr, BW: tl.constexpr):
     """Joint bilateral upsampling of L (B, C, h, w) to the guide's H x W (see
-    ``reference.bilateral.joint_bilateral_upsample``). SY = h / H and SX = w / W map output
-    centres to low-resolution units; GY = H / h and GX = W / w map samples back.
+    ``reference.bilateral.joint_bilateral_upsample``). Positions are exact integer
+    ratios; the epilogue's input pixel is the nearest low-resolution sample.
 
     With BACKWARD, GO is dL/dY (contiguous float32) and, instead of Y, the program adds
     dL/dL into DL (B, C, h, w) and dL/d(resampled guide) into DGL (B, CG, h, w) with
@@ -289,10 +313,8 @@ def upsample_kernel(L, G, Y, GO, DL, DGL, DGH, COLOR, SPACE, C, CG, h, w, H, W, 
     l_base = L + b * slb
     g_base = G + b * sgb
     inside_out = (rows < H)[:, None] & (cols < W)[None, :]
-    u = (rows.to(tl.float32) + 0.5) * SY - 0.5
-    v = (cols.to(tl.float32) + 0.5) * SX - 0.5
-    a0 = tl.floor(u + 0.5).to(tl.int32)
-    b0 = tl.floor(v + 0.5).to(tl.int32)
+    a0 = _nearest_sample(rows, h, H)
+    b0 = _nearest_sample(cols, w, W)
     g_p = _vectors(g_base, chg, CG, sgc, tl.minimum(rows, H - 1), rows < H, tl.minimum(cols, W - 1), H, W,
                    sgh, sgw, 0.0, borders.REPLICATE, OFF64)
 
@@ -305,13 +327,13 @@ def upsample_kernel(L, G, Y, GO, DL, DGL, DGH, COLOR, SPACE, C, CG, h, w, H, W, 
     for dy in range(-R, R + 1):
         a = a0 + dy
         a_ok = borders.inside(a, h)
-        du2 = (u - a.to(tl.float32)) * (u - a.to(tl.float32))
+        du2 = _distance_to_sample2(rows, a, h, H)
         for dx in tl.static_range(-R, R + 1):
             if (not DISK) or (dx * dx + dy * dy <= R * R):
                 bcol = b0 + dx
                 vals, g = _upsample_tap(l_base, g_base, ch, chg, C, CG, slc, sgc, a, a_ok, bcol, h, w, H, W, slh,
-                                        slw, sgh, sgw, GY, GX, border_value, PRO, pro_args, BORDER, OFF64)
-                dv2 = (v - bcol.to(tl.float32)) * (v - bcol.to(tl.float32))
+                                        slw, sgh, sgw, border_value, PRO, pro_args, BORDER, OFF64)
+                dv2 = _distance_to_sample2(cols, bcol, w, W)
                 expo = space * (du2[:, None] + dv2[None, :]) + color * _distance2(g - g_p, L1)
                 new_top = tl.maximum(top, expo)
                 rescale = tl.exp2(top - new_top)
@@ -324,7 +346,10 @@ def upsample_kernel(L, G, Y, GO, DL, DGL, DGH, COLOR, SPACE, C, CG, h, w, H, W, 
                 + (rows[:, None].to(tl.int64) * W + cols[None, :])[None, :, :])
     out_mask = (ch < C)[:, None, None] & inside_out[None, :, :]
     if not BACKWARD:
-        y = pointwise.apply_epilogue(y, y, tl.minimum(ch, C - 1)[:, None, None], EPI, epi_args)
+        if len(EPI) > 0:
+            nearest = _prologue(_vectors(l_base, ch, C, slc, tl.minimum(a0, h - 1), a0 < h, b0, h, w, slh, slw,
+                                         border_value, BORDER, OFF64), ch, C, PRO, pro_args)
+            y = pointwise.apply_epilogue(y, nearest, tl.minimum(ch, C - 1)[:, None, None], EPI, epi_args)
         offs = (offset(ch, syc, OFF64)[:, None, None] + offset(rows, syh, OFF64)[None, :, None]
                 + offset(cols, syw, OFF64)[None, None, :])
         pixels.store(Y + b * syb + offs, y, out_mask)
@@ -337,14 +362,13 @@ def upsample_kernel(L, G, Y, GO, DL, DGL, DGH, COLOR, SPACE, C, CG, h, w, H, W, 
             a = a0 + dy
             a_ok = borders.inside(a, h)
             ar = borders.remap(a, h, BORDER)
-            du2 = (u - a.to(tl.float32)) * (u - a.to(tl.float32))
+            du2 = _distance_to_sample2(rows, a, h, H)
             for dx in tl.static_range(-R, R + 1):
                 if (not DISK) or (dx * dx + dy * dy <= R * R):
                     bcol = b0 + dx
                     vals, g = _upsample_tap(l_base, g_base, ch, chg, C, CG, slc, sgc, a, a_ok, bcol, h, w, H, W,
-                                            slh, slw, sgh, sgw, GY, GX, border_value, PRO, pro_args, BORDER,
-                                            OFF64)
-                    dv2 = (v - bcol.to(tl.float32)) * (v - bcol.to(tl.float32))
+                                            slh, slw, sgh, sgw, border_value, PRO, pro_args, BORDER, OFF64)
+                    dv2 = _distance_to_sample2(cols, bcol, w, W)
                     diff = g_p - g
                     # the same weights relative to the same maximum as ``den``
                     wt = tl.exp2(space * (du2[:, None] + dv2[None, :]) + color * _distance2(diff, L1) - top)
@@ -449,8 +473,7 @@ def launch_upsample(low, guide, y, color, space, radius, disk, l1, border=0, bor
     CG, H, W = guide.shape[1:]
     sgb = guide.stride(0) if guide.shape[0] == B else 0
     grad, d_low, d_glow, d_g = backward if backward is not None else (y, y, y, y)
-    args = (low, guide, y, grad, d_low, d_glow, d_g, color, space, C, CG, h, w, H, W, h / H, w / W, H / h, W / w,
-            *low.stride(), sgb, *guide.stride()[1:], *y.stride(), float(border_value), pro[0], pro[1], epi[0],
+    args = (low, guide, y, grad, d_low, d_glow, d_g, color, space, C, CG, h, w, H, W, *low.stride(), sgb, *guide.stride()[1:], *y.stride(), float(border_value), pro[0], pro[1], epi[0],
             epi[1])
     meta = dict(R=radius, DISK=disk, L1=l1, BORDER=border, OFF64=needs_int64(low, guide, y),
                 CP=triton.next_power_of_2(C), CGP=triton.next_power_of_2(CG), BACKWARD=backward is not None,

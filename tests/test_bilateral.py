@@ -341,3 +341,52 @@ def test_upsample_with_tiny_sigma_color_stays_finite(gen, device):
     # float32 exponents near 1e5 resolve the spatial term to ~0.016: about 1e-3 of error
     assert (y - flat).abs().max() <= 2e-3
     assert (y.cpu().double() - upsample_reference(low, checker, 1e-3, 1.0, 2)).abs().max() <= 2e-3
+
+
+@pytest.mark.parametrize("sizes", [(2, 4, 41, 7), (26, 5, 11, 3), (52, 3, 22, 4)])
+def test_upsample_nearest_sample_ties(sizes, gen, device):
+    # these output centres fall exactly halfway between two samples
+    h, w, H, W = sizes
+    low = random_image((1, 2, h, w), torch.float32, gen, device)
+    guide = random_image((1, 3, H, W), torch.float32, gen, device)
+    y = imgfilters.joint_bilateral_upsample(low, guide, 0.3, 1.0, radius=2)
+    assert_matches(y, upsample_reference(low, guide, 0.3, 1.0, 2))
+
+
+def test_upsample_positions_stay_exact_on_wide_images(gen, device):
+    low = random_image((1, 1, 2, 560), torch.float32, gen, device)
+    guide = random_image((1, 1, 3, 2080), torch.float32, gen, device)
+    y = imgfilters.joint_bilateral_upsample(low, guide, 0.05, 1.0, radius=1)
+    assert_matches(y, upsample_reference(low, guide, 0.05, 1.0, 1))
+
+
+def test_upsample_keeps_layout_and_tv_tensors(gen, device):
+    from torchvision import tv_tensors
+    low = random_image((2, 3, 5, 6), torch.uint8, gen, device).to(memory_format=torch.channels_last)
+    guide = random_image((2, 1, 10, 12), torch.uint8, gen, device)
+    y = imgfilters.joint_bilateral_upsample(low, guide)
+    assert y.shape == (2, 3, 10, 12) and y.is_contiguous(memory_format=torch.channels_last)
+    assert isinstance(imgfilters.joint_bilateral_upsample(tv_tensors.Image(low[0]), guide[0]), tv_tensors.Image)
+
+
+def test_second_order_gradients_refuse_instead_of_being_wrong(gen, device):
+    x = random_image((1, 1, 8, 8), torch.float32, gen, device).requires_grad_()
+    (g,) = torch.autograd.grad(imgfilters.bilateral(x, 0.2).sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError):
+        g.sum().backward()
+
+
+def test_extreme_sigmas_stay_finite(gen, device):
+    x = random_image((1, 3, 9, 9), torch.float32, gen, device)
+    for sc, ss in [(1e-20, 1.0), (0.1, 1e-20), (1e-4, 1.0)]:
+        y = imgfilters.bilateral(x, sc, ss, radius=2)
+        assert torch.isfinite(y).all()
+        assert_matches(y, reference(x, None, sc, ss, 2))
+
+
+def test_radius_accepts_integer_types_and_explains_large_defaults():
+    x = torch.rand(1, 1, 6, 6)
+    assert imgfilters.bilateral(x, radius=np.int64(1)).shape == x.shape
+    assert imgfilters.bilateral(x, radius=torch.tensor(1)).shape == x.shape
+    with pytest.raises(ValueError, match="pass radius"):
+        imgfilters.bilateral(x, 0.1, 20.0)

@@ -13,6 +13,8 @@ Gradients flow to ``img`` and ``guide`` for floating-point inputs: the backward 
 recomputes the forward sums and gathers their transposes in two launches, saving only the
 inputs (no per-tap weights).
 """
+import operator
+
 import torch
 
 from imgfilters import _image
@@ -37,7 +39,8 @@ def bilateral(img, sigma_color=0.1, sigma_space=1.5, *, radius=None, window="squ
         sigma_color: range sigma in unit scale (0.1 on any dtype = 25.5 in OpenCV's uint8
             units); a float, or a 1-D tensor with one value per image of the batch.
         sigma_space: spatial sigma in pixels; a float or a per-image 1-D tensor.
-        radius: window radius; ``None`` means ``ceil(2 * max(sigma_space))``. At most 32.
+        radius: window radius; ``None`` means ``ceil(2 * max(sigma_space))`` (OpenCV's
+            default for ``d <= 0`` is ``round(1.5 * sigma_space)``). At most 32.
         window: ``"square"`` ((2r+1)^2 taps, as kornia) or ``"disk"`` (dx^2+dy^2 <= r^2,
             as OpenCV and CV-CUDA).
         color_distance: ``"l2"`` (Euclidean over the channels) or ``"l1"`` (sum of absolute
@@ -102,10 +105,10 @@ def joint_bilateral_upsample(lowres, guide, sigma_color=0.1, sigma_space=1.0, *,
     if not _image.uses_kernels(lowres):
         y = reference.joint_bilateral_upsample(_image.to_unit(low4), _image.to_unit(g4).expand(B, -1, -1, -1),
                                                sc, ss, radius, window, color_distance, border, border_value)
-        return _image.from_unit(y, lowres.dtype).reshape(out_shape)
+        return _image.like_input(lowres, _image.from_unit(y, lowres.dtype), out_shape)
     params = (_coefficients(sc, lowres.device), _coefficients(ss, lowres.device), radius, window == "disk",
               color_distance == "l1", code, float(border_value))
-    return _Upsample.apply(lowres, guide, params).reshape(out_shape)
+    return _image.like_input(lowres, _Upsample.apply(lowres, guide, params), out_shape)
 
 
 def _check_modes(window, color_distance):
@@ -121,8 +124,9 @@ def _check_guide(img, guide, x4, g4, name, same_size=True):
         raise ValueError(f"guide is on {guide.device}, {name} on {img.device}")
     if (same_size and g4.shape[-2:] != x4.shape[-2:]) or g4.shape[0] not in (1, x4.shape[0]):
         need = f"{name}'s H and W and " if same_size else ""
-        raise ValueError(f"guide must have {need}a batch of {x4.shape[0]} or 1, "
-                         f"got shape {tuple(guide.shape)} for {name} {tuple(img.shape)}")
+        batch = "a batch of 1" if x4.shape[0] == 1 else f"a batch of {x4.shape[0]} or 1"
+        raise ValueError(f"guide must have {need}{batch}, got shape {tuple(guide.shape)} for {name} "
+                         f"{tuple(img.shape)}")
     for n, t in ((name, x4), ("guide", g4)):
         if t.shape[1] > MAX_CHANNELS:
             raise ValueError(f"{n} has {t.shape[1]} channels; at most {MAX_CHANNELS} are supported")
@@ -131,8 +135,15 @@ def _check_guide(img, guide, x4, g4, name, same_size=True):
 def _check_radius(radius, sigma_space):
     if radius is None:
         radius = reference.default_radius(float(sigma_space.max()))
-    if isinstance(radius, bool) or not isinstance(radius, int) or not 0 <= radius <= kernels.MAX_RADIUS:
-        raise ValueError(f"radius must be an integer in [0, {kernels.MAX_RADIUS}], got {radius!r}")
+        if radius > kernels.MAX_RADIUS:
+            raise ValueError(f"sigma_space={float(sigma_space.max()):g} gives a default radius of {radius} "
+                             f"(ceil(2 * sigma_space)), above the maximum {kernels.MAX_RADIUS}: pass radius")
+    try:
+        radius = operator.index(radius)  # ints, numpy and 0-d torch integers; not floats or bools
+    except TypeError:
+        radius = None
+    if radius is None or isinstance(radius, bool) or not 0 <= radius <= kernels.MAX_RADIUS:
+        raise ValueError(f"radius must be an integer in [0, {kernels.MAX_RADIUS}]")
     return radius
 
 
@@ -158,8 +169,9 @@ def _bilateral(img, guide, sigma_color, sigma_space, radius, window, color_dista
 
 
 def _coefficients(sigma, device):
-    """-log2(e) / (2 sigma^2) per image: the exponent's coefficient for exp2."""
-    return (-kernels.LOG2E.value / (2 * sigma * sigma)).to(device=device, dtype=torch.float32)
+    """-log2(e) / (2 sigma^2) per image: the exponent's coefficient for exp2, kept finite in
+    float32 (an infinite one would give -inf * 0 = NaN at the centre tap)."""
+    return (-kernels.LOG2E.value / (2 * sigma * sigma)).clamp(min=-1e30).to(device=device, dtype=torch.float32)
 
 
 class _Bilateral(torch.autograd.Function):
@@ -179,6 +191,7 @@ class _Bilateral(torch.autograd.Function):
         return y4.reshape(img.shape)
 
     @staticmethod
+    @torch.autograd.function.once_differentiable
     def backward(ctx, grad):
         img, guide = ctx.saved_tensors
         color, space, radius, disk, l1, code, border, border_value = ctx.params
@@ -207,7 +220,10 @@ class _Bilateral(torch.autograd.Function):
 
 
 def _per_image(value, name, batch):
-    """A positive finite float or 1-D tensor of ``batch`` values -> float64 CPU tensor."""
+    """A positive finite float or 1-D tensor of ``batch`` values -> float64 CPU tensor
+    (sigmas are parameters, not differentiable inputs: a tensor's graph is not followed)."""
+    if isinstance(value, torch.Tensor) and (value.is_complex() or value.dtype == torch.bool):
+        raise TypeError(f"{name} must hold real numbers, got dtype {value.dtype}")
     if isinstance(value, torch.Tensor) and value.numel() != 1:
         if value.ndim != 1 or value.numel() != batch:
             raise ValueError(f"{name} as a tensor must be 1-D with one value per image ({batch}), "
@@ -231,11 +247,13 @@ class _Upsample(torch.autograd.Function):
         ctx.save_for_backward(low, guide)
         ctx.params = params
         low4, g4 = _image.as_planes(low), _image.as_planes(guide)
-        y4 = torch.empty(*low4.shape[:2], *g4.shape[-2:], dtype=low.dtype, device=low.device)
+        layout = torch.channels_last if _image.is_channels_last(low4) else torch.contiguous_format
+        y4 = torch.empty(*low4.shape[:2], *g4.shape[-2:], dtype=low.dtype, device=low.device, memory_format=layout)
         kernels.launch_upsample(low4, g4, y4, color, space, radius, disk, l1, code, border_value)
         return y4
 
     @staticmethod
+    @torch.autograd.function.once_differentiable
     def backward(ctx, grad):
         low, guide = ctx.saved_tensors
         color, space, radius, disk, l1, code, border_value = ctx.params

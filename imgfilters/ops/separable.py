@@ -207,6 +207,7 @@ class _Separable(torch.autograd.Function):
         return _run(img, tx, ty, code, border_value)
 
     @staticmethod
+    @torch.autograd.function.once_differentiable
     def backward(ctx, grad):
         tx, ty = ctx.taps
         return _adjoint(grad, tx, ty, ctx.border, ctx.shape), None, None, None, None, None
@@ -224,6 +225,7 @@ class _UnsharpMask(torch.autograd.Function):
                     epi=((kernels.unsharp,), ((amount, threshold),)))
 
     @staticmethod
+    @torch.autograd.function.once_differentiable
     def backward(ctx, grad):
         (img,) = ctx.saved_tensors
         taps, code, border, border_value, amount, threshold = ctx.params

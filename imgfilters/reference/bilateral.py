@@ -95,8 +95,9 @@ def joint_bilateral_upsample(low, guide, sigma_color, sigma_space, radius, windo
     space_coeff = -0.5 / per_image(sigma_space) ** 2
     u = sample_positions(H, h).to(low.device)
     v = sample_positions(W, w).to(low.device)
-    a0 = torch.floor(u + 0.5).long()
-    b0 = torch.floor(v + 0.5).long()
+    # nearest sample, floor(u + 0.5), in exact integers (ties are common: 2 -> 41 rows)
+    a0 = ((2 * torch.arange(H, device=low.device) + 1) * h) // (2 * H)
+    b0 = ((2 * torch.arange(W, device=low.device) + 1) * w) // (2 * W)
     g_low = torch.nn.functional.interpolate(guide, size=(h, w), mode="bilinear", align_corners=False)
     lp = pad(low, r, r, r, r, border, border_value)
     gp = pad(g_low, r, r, r, r, border, border_value)
