@@ -162,14 +162,15 @@ def _prune(configs_, named_args, **kwargs):
     return kept or [max(configs_, key=lambda c: c.kwargs["BH"])]
 
 
-# Candidate tiles, and how many programs of each fit on one SM: the register count
-# (sm_90, 15 taps; read from the compiled cubin) bounds residency, and the persistent grid
-# must not be larger than what is resident, or the surplus programs run as a second wave.
-# About 7-8 registers per output pixel of a thread: 16 pixels a thread is the most that
-# keeps two 8-warp or four 4-warp programs resident (64 x 64 at 8 warps took 159).
+# Candidate tiles, and how many programs of each fit on one SM: the register count bounds
+# residency, and a persistent grid larger than what is resident runs as extra waves.
+# Registers as ptxas reports them for sm_90 with the JIT's specialisation (aligned
+# pointers), 15 taps, the worse of float32 and uint8: 166/255, 120/255, 194/255, 96/255.
+# They vary with the tap count and dtype (the unrolled tap loop hoists its loads);
+# PERFORMANCE.md has the table and the smaller tiles that stay near 80-128.
 TILES = [dict(BH=32, BW=64, num_warps=4), dict(BH=16, BW=128, num_warps=4),
          dict(BH=32, BW=128, num_warps=8), dict(BH=64, BW=32, num_warps=4)]
-RESIDENT_PER_SM = {(32, 64): 4, (16, 128): 4, (32, 128): 2, (64, 32): 3}
+RESIDENT_PER_SM = {(32, 64): 2, (16, 128): 2, (32, 128): 1, (64, 32): 2}
 separable_tuned = triton.autotune(
     configs=tile_configs(TILES),
     key=["RX", "RY", "BORDER", "SXW", "SYW", "PRO", "EPI", "SIZE_CLASS"],
