@@ -165,12 +165,12 @@ def _prune(configs_, named_args, **kwargs):
 # Candidate tiles, and how many programs of each fit on one SM: the register count bounds
 # residency, and a persistent grid larger than what is resident runs as extra waves.
 # Registers as ptxas reports them for sm_90 with the JIT's specialisation (aligned
-# pointers), 15 taps, the worse of float32 and uint8: 166/255, 120/255, 194/255, 96/255.
-# They vary with the tap count and dtype (the unrolled tap loop hoists its loads);
-# PERFORMANCE.md has the table and the smaller tiles that stay near 80-128.
-TILES = [dict(BH=32, BW=64, num_warps=4), dict(BH=16, BW=128, num_warps=4),
-         dict(BH=32, BW=128, num_warps=8), dict(BH=64, BW=32, num_warps=4)]
-RESIDENT_PER_SM = {(32, 64): 2, (16, 128): 2, (32, 128): 1, (64, 32): 2}
+# pointers), the worse of float32 and uint8, 15 taps: 255, 80 and 105 (31 taps: 255, 128,
+# 163). The unrolled tap loop hoists its loads, so 8 pixels a thread is what keeps a tile
+# near 100 registers; 16 (the 970f89a set, measured in PERFORMANCE.md) reached 166-255.
+TILES = [dict(BH=64, BW=32, num_warps=8), dict(BH=32, BW=64, num_warps=8), dict(BH=16, BW=128, num_warps=4)]
+RESIDENT_PER_SM = {(64, 32): 3, (32, 64): 2, (16, 128): 2}
+DEFAULT_TILE = TILES[0]  # lowest registers at every tap count measured; 1.25x halo rows at 15 taps
 separable_tuned = triton.autotune(
     configs=tile_configs(TILES),
     key=["RX", "RY", "BORDER", "SXW", "SYW", "PRO", "EPI", "SIZE_CLASS"],
@@ -196,7 +196,7 @@ def launch(x, y, tx, ty, oy=0, ox=0, border=0, border_value=0.0, pro=((), ()), e
         sms, per_sm = 1, lambda m: 1 << 30
     else:
         if tile is None and not autotuning():
-            tile = TILES[2]
+            tile = DEFAULT_TILE
         tiles = TILES if tile is None else [tile]
         sms = sm_count(x.device)
         per_sm = lambda m: RESIDENT_PER_SM.get((m["BH"], m["BW"]), 2)

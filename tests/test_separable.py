@@ -318,10 +318,11 @@ def test_peak_extra_memory_is_at_most_the_output(dtype, gen):
 
 
 @gpu
-@pytest.mark.parametrize("tile", range(4))
+@pytest.mark.parametrize("tile", range(3))
 @pytest.mark.parametrize("ksize", [1, 15, 63])
 def test_every_tile_config(tile, ksize, gen):
     from imgfilters.kernels import separable as kernels
+    assert len(kernels.TILES) == 3
     x = random_image((2, 3, 301, 517), torch.float32, gen, "cuda")
     tx = ref.gaussian_taps(ksize, ksize / 5 + 0.5)
     ty = ref.gaussian_taps(ksize + 4 if ksize < 63 else 61, 3.0)
