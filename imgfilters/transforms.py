@@ -1,0 +1,151 @@
+"""torchvision.transforms.v2 transforms for imgfilters' filters.
+
+Each class is a ``v2.Transform``: it works inside ``v2.Compose``, ``v2.RandomApply`` and
+``v2.RandomChoice``, filters ``tv_tensors.Image``, ``tv_tensors.Video``, plain tensors
+and PIL images (a PIL image comes back as a PIL image of the same mode), and passes
+bounding boxes, masks and other tv_tensors through unchanged.
+
+``GaussianBlur`` takes exactly the arguments of ``v2.GaussianBlur`` (it is one, with
+imgfilters' kernel), so swapping the import is enough. The other transforms take the
+arguments of their functional op; a float parameter may also be a ``(low, high)`` range,
+sampled uniformly with torch's RNG on every call, and with ``per_sample=True`` the
+bilateral transform draws one value per image of a batch and filters the batch in one
+launch.
+"""
+import numbers
+
+import PIL.Image
+import torch
+from torchvision import tv_tensors
+from torchvision.transforms import v2
+from torchvision.transforms.v2 import functional as F
+
+from imgfilters.ops import bilateral as _bilateral
+from imgfilters.ops import separable as _separable
+
+__all__ = ["GaussianBlur", "BoxBlur", "SeparableFilter", "UnsharpMask", "Bilateral"]
+
+_PASSED_THROUGH = (tv_tensors.BoundingBoxes, tv_tensors.Mask)
+
+
+def _filter_images(inpt, fn):
+    """Apply ``fn`` to image-like inputs (tensors, Image, Video, PIL); pass others through."""
+    if isinstance(inpt, _PASSED_THROUGH):
+        return inpt
+    if isinstance(inpt, PIL.Image.Image):
+        if inpt.mode not in ("L", "LA", "RGB", "RGBA"):
+            raise TypeError(f"PIL images of mode {inpt.mode!r} are not supported; use L, LA, RGB or RGBA")
+        return F.to_pil_image(fn(F.pil_to_tensor(inpt)), mode=inpt.mode)
+    if isinstance(inpt, torch.Tensor):
+        return fn(inpt)
+    return inpt
+
+
+def _range(value, name, low=None):
+    """A number, or a (low, high) range to sample from, validated."""
+    if isinstance(value, (tuple, list)):
+        if len(value) != 2 or not all(isinstance(v, numbers.Real) for v in value) or value[0] > value[1]:
+            raise ValueError(f"{name} must be a number or a (low, high) range, got {value!r}")
+        lo, hi = float(value[0]), float(value[1])
+    elif isinstance(value, numbers.Real) and not isinstance(value, bool):
+        lo = hi = float(value)
+    else:
+        raise TypeError(f"{name} must be a number or a (low, high) range, got {type(value).__name__}")
+    if low is not None and lo <= low:
+        raise ValueError(f"{name} must be > {low}, got {value!r}")
+    return (lo, hi)
+
+
+def _sample(bounds, count=None):
+    """A float from the range, or ``count`` of them as a tensor (torch's RNG)."""
+    lo, hi = bounds
+    if count is None:
+        return lo if lo == hi else torch.empty(1).uniform_(lo, hi).item()
+    return torch.empty(count, dtype=torch.float64).uniform_(lo, hi)
+
+
+def _batch_size(flat_inputs):
+    """Images in the first image-like input: the product of its leading dims."""
+    for inpt in flat_inputs:
+        if isinstance(inpt, torch.Tensor) and not isinstance(inpt, _PASSED_THROUGH) and inpt.ndim >= 3:
+            return max(1, inpt[..., 0, 0, 0].numel())
+    return 1
+
+
+class GaussianBlur(v2.GaussianBlur):
+    """``v2.GaussianBlur`` computed by ``imgfilters.gaussian_blur``: the same arguments,
+    sigma sampling, repr and results (float32 within 1e-5, uint8 within 1)."""
+
+    def transform(self, inpt, params):
+        return _filter_images(inpt, lambda t: _separable.gaussian_blur(t, self.kernel_size, params["sigma"]))
+
+
+class BoxBlur(v2.Transform):
+    """``imgfilters.box_blur`` as a transform."""
+
+    def __init__(self, kernel_size, *, border="reflect", border_value=0.0):
+        super().__init__()
+        self.kernel_size = list(_separable._kernel_sizes(kernel_size))
+        self.border, self.border_value = border, border_value
+
+    def transform(self, inpt, params):
+        return _filter_images(inpt, lambda t: _separable.box_blur(t, self.kernel_size, border=self.border,
+                                                                  border_value=self.border_value))
+
+
+class SeparableFilter(v2.Transform):
+    """``imgfilters.separable_filter`` as a transform (fixed taps)."""
+
+    def __init__(self, kernel_x, kernel_y=None, *, border="reflect", border_value=0.0):
+        super().__init__()
+        self.kernel_x = _separable._check_taps(kernel_x, "kernel_x").tolist()
+        self.kernel_y = None if kernel_y is None else _separable._check_taps(kernel_y, "kernel_y").tolist()
+        self.border, self.border_value = border, border_value
+
+    def transform(self, inpt, params):
+        return _filter_images(inpt, lambda t: _separable.separable_filter(
+            t, self.kernel_x, self.kernel_y, border=self.border, border_value=self.border_value))
+
+
+class UnsharpMask(v2.Transform):
+    """``imgfilters.unsharp_mask`` as a transform; ``sigma`` and ``amount`` may be
+    ``(low, high)`` ranges."""
+
+    def __init__(self, sigma=1.0, amount=1.0, threshold=0.0, *, border="reflect", border_value=0.0):
+        super().__init__()
+        self.sigma = _range(sigma, "sigma", low=0.0)
+        self.amount = _range(amount, "amount")
+        self.threshold, self.border, self.border_value = threshold, border, border_value
+
+    def make_params(self, flat_inputs):
+        return dict(sigma=_sample(self.sigma), amount=_sample(self.amount))
+
+    def transform(self, inpt, params):
+        return _filter_images(inpt, lambda t: _separable.unsharp_mask(
+            t, params["sigma"], params["amount"], self.threshold, border=self.border, border_value=self.border_value))
+
+
+class Bilateral(v2.Transform):
+    """``imgfilters.bilateral`` as a transform. ``sigma_color`` and ``sigma_space`` may be
+    ``(low, high)`` ranges; with ``per_sample=True`` each image of a batch gets its own
+    draw (one launch: the op takes per-image sigmas)."""
+
+    def __init__(self, sigma_color=0.1, sigma_space=1.5, *, radius=None, window="square", color_distance="l2",
+                 border="reflect", border_value=0.0, per_sample=False):
+        super().__init__()
+        self.sigma_color = _range(sigma_color, "sigma_color", low=0.0)
+        self.sigma_space = _range(sigma_space, "sigma_space", low=0.0)
+        self.radius, self.window, self.color_distance = radius, window, color_distance
+        self.border, self.border_value, self.per_sample = border, border_value, per_sample
+
+    def make_params(self, flat_inputs):
+        count = _batch_size(flat_inputs) if self.per_sample else None
+        return dict(sigma_color=_sample(self.sigma_color, count), sigma_space=_sample(self.sigma_space, count))
+
+    def transform(self, inpt, params):
+        if (self.per_sample and isinstance(inpt, torch.Tensor) and inpt.ndim >= 3
+                and inpt[..., 0, 0, 0].numel() != params["sigma_color"].numel()):
+            raise ValueError("per_sample=True needs every image input of a call to have the same batch size")
+        return _filter_images(inpt, lambda t: _bilateral.bilateral(
+            t, params["sigma_color"], params["sigma_space"], radius=self.radius, window=self.window,
+            color_distance=self.color_distance, border=self.border, border_value=self.border_value))

@@ -1,0 +1,94 @@
+"""torchvision v2 transforms: module == functional, pipelines, input types, randomness."""
+import PIL.Image
+import pytest
+import torch
+from torchvision import tv_tensors
+from torchvision.transforms import v2
+
+import imgfilters
+from imgfilters import transforms as T
+
+from helpers import random_image, sample
+
+
+def test_gaussian_blur_is_torchvisions_with_our_kernel(gen, device):
+    x = random_image((2, 3, 20, 24), torch.float32, gen, device)
+    ours, theirs = T.GaussianBlur(7, sigma=(0.5, 2.0)), v2.GaussianBlur(7, sigma=(0.5, 2.0))
+    torch.manual_seed(3)
+    a = ours(x)
+    torch.manual_seed(3)
+    b = theirs(x)
+    assert (a - b).abs().max() <= 1e-5
+    assert repr(ours) == repr(theirs)
+    with pytest.raises(ValueError):
+        T.GaussianBlur(4)
+
+
+@pytest.mark.parametrize("transform,functional", [
+    (T.BoxBlur(5), lambda x: imgfilters.box_blur(x, 5)),
+    (T.SeparableFilter([1, 2, 1], [1, 0, -1]), lambda x: imgfilters.separable_filter(x, [1, 2, 1], [1, 0, -1])),
+    (T.UnsharpMask(1.2, 0.7), lambda x: imgfilters.unsharp_mask(x, 1.2, 0.7)),
+    (T.Bilateral(0.2, 1.0, window="disk"), lambda x: imgfilters.bilateral(x, 0.2, 1.0, window="disk")),
+])
+def test_module_equals_functional(transform, functional, gen, device):
+    x = random_image((2, 3, 17, 19), torch.uint8, gen, device)
+    assert torch.equal(transform(x), functional(x))
+
+
+def test_inside_compose_random_apply_and_choice(gen, device):
+    x = random_image((3, 16, 16), torch.uint8, gen, device)
+    pipe = v2.Compose([v2.RandomApply([T.BoxBlur(3)], p=1.0),
+                       v2.RandomChoice([T.Bilateral(0.1), T.UnsharpMask()]),
+                       v2.ToDtype(torch.float32, scale=True)])
+    y = pipe(x)
+    assert y.shape == x.shape and y.dtype == torch.float32
+
+
+def test_pil_images_come_back_as_pil_of_the_same_mode():
+    img = PIL.Image.fromarray(sample("astronaut").permute(1, 2, 0).numpy()).convert("RGBA")
+    out = T.Bilateral(0.1, 1.0)(img)
+    assert isinstance(out, PIL.Image.Image) and out.mode == "RGBA" and out.size == img.size
+    grey = PIL.Image.fromarray(sample("camera")[0].numpy())
+    assert T.BoxBlur(3)(grey).mode == "L"
+
+
+def test_boxes_and_masks_pass_through(gen, device):
+    img = tv_tensors.Image(random_image((3, 12, 14), torch.uint8, gen, device))
+    boxes = tv_tensors.BoundingBoxes([[1, 2, 5, 6]], format="XYXY", canvas_size=(12, 14))
+    mask = tv_tensors.Mask(torch.ones(12, 14, dtype=torch.uint8))
+    out_img, out_boxes, out_mask = T.UnsharpMask(1.0, 2.0)(img, boxes, mask)
+    assert isinstance(out_img, tv_tensors.Image) and not torch.equal(out_img, img)
+    assert out_boxes is boxes and out_mask is mask
+
+
+def test_video_is_filtered_frame_by_frame(gen, device):
+    video = tv_tensors.Video(random_image((4, 3, 10, 11), torch.uint8, gen, device))
+    out = T.BoxBlur(3)(video)
+    assert isinstance(out, tv_tensors.Video)
+    assert torch.equal(out[2], imgfilters.box_blur(video[2].as_subclass(torch.Tensor), 3))
+
+
+def test_ranges_are_sampled_and_per_sample_draws_one_value_per_image(gen, device):
+    x = random_image((4, 3, 12, 12), torch.float32, gen, device)
+    t = T.Bilateral(sigma_color=(0.05, 0.5), sigma_space=(0.5, 2.0), radius=2, per_sample=True)
+    torch.manual_seed(0)
+    params = t.make_params([x])
+    assert params["sigma_color"].shape == (4,) and len(set(params["sigma_color"].tolist())) == 4
+    assert ((params["sigma_color"] >= 0.05) & (params["sigma_color"] <= 0.5)).all()
+    torch.manual_seed(0)
+    y = t(x)
+    expected = torch.cat([imgfilters.bilateral(x[i:i + 1], float(params["sigma_color"][i]),
+                                               float(params["sigma_space"][i]), radius=2) for i in range(4)])
+    assert (y - expected).abs().max() <= 1e-5
+
+
+def test_repr_and_bad_arguments():
+    assert "sigma_color=(0.05, 0.2)" in repr(T.Bilateral(sigma_color=(0.05, 0.2)))
+    with pytest.raises(ValueError, match="sigma"):
+        T.UnsharpMask(sigma=(2.0, 1.0))
+    with pytest.raises(ValueError, match="sigma_color"):
+        T.Bilateral(sigma_color=0.0)
+    with pytest.raises(TypeError, match="sigma_space"):
+        T.Bilateral(sigma_space="1")
+    with pytest.raises(ValueError, match="kernel_size"):
+        T.BoxBlur(4)
