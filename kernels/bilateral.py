@@ -433,16 +433,7 @@ def launch(x, guide, y, color, space, radius, disk, l1, joint, border=0, border_
     args = (x, guide, y, y if den is None else den, color, space, *sizes, *y.stride(), float(border_value),
             pro[0], pro[1], epi[0], epi[1])
     meta.update(OFF64=meta["OFF64"] or needs_int64(y), STORE_DEN=den is not None, SIZE_CLASS=size_class(H, W))
-    grid = lambda m: (programs(B, H, W, m["BH"], m["BW"]),)
-    with on_device(x):
-        if interpreting():
-            tile = dict(BH=pow2_at_least(H, 1, 128), BW=pow2_at_least(W, 1, 128))
-            bilateral_kernel[grid(tile)](*args, **meta, **tile)
-        elif not autotuning():
-            cfg = _prune(CONFIGS, None, **meta)[0]
-            bilateral_kernel[grid(cfg.kwargs)](*args, **meta, **cfg.kwargs, num_warps=cfg.num_warps)
-        else:
-            bilateral_tuned[grid](*args, **meta)
+    _dispatch(bilateral_kernel, bilateral_tuned, x, B, H, W, args, meta)
 
 
 def launch_backward(x, guide, grad, out, den, zv, zg, color, space, radius, disk, l1, joint, border=0,
@@ -473,19 +464,27 @@ def launch_upsample(low, guide, y, color, space, radius, disk, l1, border=0, bor
     CG, H, W = guide.shape[1:]
     sgb = guide.stride(0) if guide.shape[0] == B else 0
     grad, d_low, d_glow, d_g = backward if backward is not None else (y, y, y, y)
-    args = (low, guide, y, grad, d_low, d_glow, d_g, color, space, C, CG, h, w, H, W, *low.stride(), sgb, *guide.stride()[1:], *y.stride(), float(border_value), pro[0], pro[1], epi[0],
-            epi[1])
+    args = (low, guide, y, grad, d_low, d_glow, d_g, color, space, C, CG, h, w, H, W, *low.stride(), sgb,
+            *guide.stride()[1:], *y.stride(), float(border_value), pro[0], pro[1], epi[0], epi[1])
     meta = dict(R=radius, DISK=disk, L1=l1, BORDER=border, OFF64=needs_int64(low, guide, y),
                 CP=triton.next_power_of_2(C), CGP=triton.next_power_of_2(CG), BACKWARD=backward is not None,
                 SIZE_CLASS=size_class(H, W))
+    # the backward runs once per step, not worth tuning; 8 x 32 keeps its blocks in registers
+    fixed = triton.Config(dict(BH=8, BW=32), num_warps=4) if backward is not None else None
+    _dispatch(upsample_kernel, upsample_tuned, low, B, H, W, args, meta, fixed)
+
+
+def _dispatch(kernel, tuned, x, B, H, W, args, meta, fixed=None):
+    """Launch one program per (BH x BW) tile of B images of H x W outputs: one tile per
+    image under the interpreter, ``fixed`` or the default tile when tuning is off, the
+    autotuner otherwise."""
     grid = lambda m: (programs(B, H, W, m["BH"], m["BW"]),)
-    with on_device(low):
-        if interpreting():
-            tile = dict(BH=pow2_at_least(H, 1, 128), BW=pow2_at_least(W, 1, 128))
-            upsample_kernel[grid(tile)](*args, **meta, **tile)
-        elif backward is not None or not autotuning():
-            # the backward runs once per step, not worth tuning; 8 x 32 keeps its blocks in registers
-            cfg = dict(BH=8, BW=32) if backward is not None else _prune(CONFIGS, None, **meta)[0].kwargs
-            upsample_kernel[grid(cfg)](*args, **meta, **cfg, num_warps=4)
+    if interpreting():
+        fixed = triton.Config(dict(BH=pow2_at_least(H, 1, 128), BW=pow2_at_least(W, 1, 128)))
+    elif fixed is None and not autotuning():
+        fixed = _prune(CONFIGS, None, **meta)[0]
+    with on_device(x):
+        if fixed is None:
+            tuned[grid](*args, **meta)
         else:
-            upsample_tuned[grid](*args, **meta)
+            kernel[grid(fixed.kwargs)](*args, **meta, **fixed.kwargs, num_warps=fixed.num_warps)

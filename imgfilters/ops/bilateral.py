@@ -213,10 +213,17 @@ class _Bilateral(torch.autograd.Function):
         d_guide = fold(zg, H, W, radius, radius, border)
         if not joint:
             return (d_value + d_guide).reshape(img.shape).to(img.dtype), None, None
-        if g4.shape[0] == 1 and B > 1:  # a guide shared by the batch collects every image's part
-            d_guide = d_guide.sum(0, keepdim=True)
-        d_guide = d_guide.reshape(guide.shape).to(guide.dtype) if guide.requires_grad else None
-        return d_value.reshape(img.shape).to(img.dtype), d_guide, None
+        return d_value.reshape(img.shape).to(img.dtype), _guide_gradient(d_guide, guide, ctx), None
+
+
+def _guide_gradient(d_guide, guide, ctx):
+    """Per-image float32 guide gradients (B, CG, H, W) as the guide's: summed over the
+    batch when one guide served every image; None unless the guide needs it."""
+    if not ctx.needs_input_grad[1]:
+        return None
+    if _image.as_planes(guide).shape[0] == 1 and d_guide.shape[0] > 1:
+        d_guide = d_guide.sum(0, keepdim=True)
+    return d_guide.reshape(guide.shape).to(guide.dtype)
 
 
 def _per_image(value, name, batch):
@@ -271,8 +278,5 @@ class _Upsample(torch.autograd.Function):
             probe = torch.zeros(B, CG, H, W, **f32, requires_grad=True)
             resampled = torch.nn.functional.interpolate(probe, size=(h, w), mode="bilinear", align_corners=False)
             (through_samples,) = torch.autograd.grad(resampled, probe, d_glow)
-        d_guide = d_guide + through_samples
-        if g4.shape[0] == 1 and B > 1:
-            d_guide = d_guide.sum(0, keepdim=True)
-        d_guide = d_guide.reshape(guide.shape).to(guide.dtype) if ctx.needs_input_grad[1] else None
-        return d_low.reshape(low.shape).to(low.dtype), d_guide, None
+        return (d_low.reshape(low.shape).to(low.dtype), _guide_gradient(d_guide + through_samples, guide, ctx),
+                None)

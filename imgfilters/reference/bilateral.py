@@ -40,12 +40,24 @@ def window_offsets(radius: int, window: str):
             if window == "square" or dy * dy + dx * dx <= radius * radius]
 
 
+def _coefficients(sigma_color, sigma_space, device):
+    """-1 / (2 sigma^2) for the range and spatial terms, per image, broadcastable."""
+    per_image = lambda s: torch.as_tensor(s, dtype=torch.float64, device=device).reshape(-1, 1, 1, 1)
+    return -0.5 / per_image(sigma_color) ** 2, -0.5 / per_image(sigma_space) ** 2
+
+
+def _distance2(diff, color_distance):
+    """Squared colour distance of guide differences over the channel dim: (sum |d|)^2 for
+    "l1", sum d^2 for "l2"."""
+    if color_distance == "l1":
+        return diff.abs().sum(-3, keepdim=True) ** 2
+    return (diff ** 2).sum(-3, keepdim=True)
+
+
 def bilateral(x, guide, sigma_color, sigma_space, radius, window="square", color_distance="l2",
               border="reflect", border_value=0.0):
     B, _, H, W = x.shape
-    per_image = lambda s: torch.as_tensor(s, dtype=torch.float64, device=x.device).reshape(-1, 1, 1, 1)
-    color_coeff = -0.5 / per_image(sigma_color) ** 2
-    space_coeff = -0.5 / per_image(sigma_space) ** 2
+    color_coeff, space_coeff = _coefficients(sigma_color, sigma_space, x.device)
     r = radius
     xp = pad(x, r, r, r, r, border, border_value)
     gp = pad(guide, r, r, r, r, border, border_value)
@@ -53,10 +65,7 @@ def bilateral(x, guide, sigma_color, sigma_space, radius, window="square", color
     den = torch.zeros(B, 1, H, W, dtype=x.dtype, device=x.device)
     for dy, dx in window_offsets(r, window):
         diff = gp[..., r + dy:r + dy + H, r + dx:r + dx + W] - guide
-        if color_distance == "l1":
-            dist2 = diff.abs().sum(-3, keepdim=True) ** 2
-        else:
-            dist2 = (diff ** 2).sum(-3, keepdim=True)
+        dist2 = _distance2(diff, color_distance)
         w = torch.exp(space_coeff * (dy * dy + dx * dx) + color_coeff * dist2)
         num = num + w * xp[..., r + dy:r + dy + H, r + dx:r + dx + W]
         den = den + w
@@ -90,9 +99,7 @@ def joint_bilateral_upsample(low, guide, sigma_color, sigma_space, radius, windo
     B, C, h, w = low.shape
     H, W = guide.shape[-2:]
     r = radius
-    per_image = lambda s: torch.as_tensor(s, dtype=torch.float64, device=low.device).reshape(-1, 1, 1, 1)
-    color_coeff = -0.5 / per_image(sigma_color) ** 2
-    space_coeff = -0.5 / per_image(sigma_space) ** 2
+    color_coeff, space_coeff = _coefficients(sigma_color, sigma_space, low.device)
     u = sample_positions(H, h).to(low.device)
     v = sample_positions(W, w).to(low.device)
     # nearest sample, floor(u + 0.5), in exact integers (ties are common: 2 -> 41 rows)
@@ -105,10 +112,7 @@ def joint_bilateral_upsample(low, guide, sigma_color, sigma_space, radius, windo
     for dy, dx in window_offsets(r, window):
         rows, cols = a0 + dy, b0 + dx
         diff = gp[..., rows + r, :][..., cols + r] - guide
-        if color_distance == "l1":
-            dist2 = diff.abs().sum(-3, keepdim=True) ** 2
-        else:
-            dist2 = (diff ** 2).sum(-3, keepdim=True)
+        dist2 = _distance2(diff, color_distance)
         space2 = (u - rows)[:, None] ** 2 + (v - cols)[None, :] ** 2
         taps.append((lp[..., rows + r, :][..., cols + r], space_coeff * space2 + color_coeff * dist2))
     # No tap is certain to weigh 1 here (the filter has its centre): weights are taken
