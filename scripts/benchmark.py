@@ -7,10 +7,16 @@ runs the autotuner, and prints one row per case: op, shape, dtype, ms, the same 
 replayed from a CUDA graph (no Python or launch overhead: the kernel's own time), GB/s
 (the fewest bytes the op must move: input read once, output written once), % of the
 measured device-to-device copy bandwidth, extra GPU memory beyond the output, the tile the
-autotuner chose, and the speed-up over each installed peer (torchvision, torch, kornia).
+autotuner chose, and the speed-up over each installed peer (torchvision, torch, kornia;
+OpenCV's CPU non-local means, timed once).
+
+A case is ``(op, input, fn, peers)``; backward cases add ``{"graph": False}``: autograd's
+backward cannot be captured in a CUDA graph, and a failed capture leaves the CUDA RNG
+unusable for every case after it.
 """
 import argparse
 import sys
+import time
 
 import torch
 import triton
@@ -72,7 +78,7 @@ def separable_cases():
     y = imgfilters.gaussian_blur(xg, 15, 3.0)
     g = torch.rand_like(y)
     cases.append(("gaussian_blur 15x15 backward", x,
-                  lambda: torch.autograd.grad(y, xg, g, retain_graph=True), {}))
+                  lambda: torch.autograd.grad(y, xg, g, retain_graph=True), {}, {"graph": False}))
     return cases
 
 
@@ -95,7 +101,8 @@ def bilateral_cases():
     x = image(k4, torch.float32).requires_grad_()
     y = imgfilters.bilateral(x, 0.1, 1.5, radius=4)
     g = torch.rand_like(y)
-    cases.append(("bilateral 9x9 backward", x.detach(), lambda: torch.autograd.grad(y, x, g, retain_graph=True), {}))
+    cases.append(("bilateral 9x9 backward", x.detach(), lambda: torch.autograd.grad(y, x, g, retain_graph=True), {},
+                  {"graph": False}))
     low = image((1, 1, 540, 960), torch.float32)
     guide = image(k4, torch.uint8)
     cases.append(("joint_bilateral_upsample 4x, 5x5", guide,
@@ -103,12 +110,46 @@ def bilateral_cases():
     return cases
 
 
+@family("nlm")
+def nlm_cases():
+    cv2 = optional("cv2")
+    k4, hd = (1, 3, 2160, 3840), (1, 1, 1080, 1920)
+    cases = []
+    for shape, dtype, patch, radius in [(k4, torch.float32, 7, 10), (k4, torch.uint8, 7, 10),
+                                        (hd, torch.float32, 7, 10), (k4, torch.float32, 5, 17)]:
+        x = image(shape, dtype)
+        peers = {}
+        if cv2 is not None and dtype == torch.uint8 and shape[1] == 3:
+            hwc = x[0].permute(1, 2, 0).contiguous().cpu().numpy()
+            peers["OpenCV CPU"] = lambda hwc=hwc, p=patch, r=radius: cv2.fastNlMeansDenoisingColored(
+                hwc, None, 10, 10, p, 2 * r + 1)
+        op = f"nl_means P{patch} {2 * radius + 1}x{2 * radius + 1}"
+        cases.append((op, x, lambda x=x, p=patch, r=radius: imgfilters.nl_means(
+            x, 0.04, sigma=0.04, patch_size=p, search_radius=r), peers))
+    return cases
+
+
 def tuned_tile(family_name):
     """The tile the family's autotuner used last, for the notes (None when untuned)."""
-    from imgfilters.kernels import bilateral, separable
-    tuner = {"separable": separable.separable_tuned, "bilateral": bilateral.bilateral_tuned}[family_name]
+    from imgfilters.kernels import bilateral, nlm, separable
+    tuner = {"separable": separable.separable_tuned, "bilateral": bilateral.bilateral_tuned,
+             "nlm": nlm.nlm_tuned}[family_name]
     cfg = getattr(tuner, "best_config", None)
-    return None if cfg is None else f"{cfg.kwargs['BH']}x{cfg.kwargs['BW']}/{cfg.num_warps}w"
+    if cfg is None:
+        return None
+    k = cfg.kwargs
+    return f"{k.get('BH', k.get('TH'))}x{k.get('BW', k.get('TW'))}/{cfg.num_warps}w"
+
+
+def peer_ms(name, fn):
+    """A peer's time: do_bench's median on the GPU; for a CPU peer (seconds a call), one
+    timed call after a warm-up."""
+    fn()
+    if "CPU" not in name:
+        return triton.testing.do_bench(fn, return_mode="median")
+    t = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t) * 1e3
 
 
 def copy_bandwidth():
@@ -146,33 +187,33 @@ def main(argv=None):
     print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}, "
           f"copy bandwidth {bw:.0f} GB/s")
     rows = []
-    for n in names:
-        for op, x, fn, peers in FAMILIES[n]():
-            fn()  # compile + autotune
-            ms = triton.testing.do_bench(fn, return_mode="median")
-            tile = tuned_tile(n)
+    cases = [(n, case) for n in names for case in FAMILIES[n]()]  # inputs drawn before any capture
+    for n, (op, x, fn, peers, *opts) in cases:
+        fn()  # compile + autotune
+        ms = triton.testing.do_bench(fn, return_mode="median")
+        tile = tuned_tile(n)
+        graph_ms = float("nan")
+        if (opts[0] if opts else {}).get("graph", True):
             try:
                 graph_ms = triton.testing.do_bench_cudagraph(fn, return_mode="median")
-            except Exception as e:  # e.g. an op that cannot be captured: report, go on
-                graph_ms = float("nan")
+            except Exception as e:  # an op that cannot be captured: report, go on
                 print(f"  (graph capture failed on {op}: {type(e).__name__}: {e})")
-            out_bytes = x.numel() * x.element_size()
-            gbs = 2 * out_bytes / ms / 1e6
-            extra = extra_memory(fn, out_bytes) / 2 ** 20
-            ups = {}
-            for peer, pfn in peers.items():
-                try:
-                    pfn()
-                    ups[peer] = (triton.testing.do_bench(pfn, return_mode="median"), )
-                except Exception as e:  # a peer that cannot run this case is reported, not fatal
-                    ups[peer] = (float("nan"),)
-                    print(f"  ({peer} failed on {op}: {type(e).__name__})")
-            rows.append((op, "x".join(map(str, x.shape)), str(x.dtype).replace("torch.", ""), ms, gbs,
-                         100 * gbs / bw, extra, {p: t[0] for p, t in ups.items()}, graph_ms, tile))
-            r = rows[-1]
-            peer_txt = "  ".join(f"{p} {t:.3f} ms ({t / ms:.1f}x)" for p, t in r[7].items())
-            print(f"{r[0]:30s} {r[1]:>14s} {r[2]:>8s} {r[3]:8.4f} ms (graph {r[8]:.4f}) {r[4]:7.0f} GB/s "
-                  f"{r[5]:5.1f}% extra {r[6]:6.1f} MiB  [{r[9]}]  {peer_txt}", flush=True)
+        out_bytes = x.numel() * x.element_size()
+        gbs = 2 * out_bytes / ms / 1e6
+        extra = extra_memory(fn, out_bytes) / 2 ** 20
+        ups = {}
+        for peer, pfn in peers.items():
+            try:
+                ups[peer] = (peer_ms(peer, pfn),)
+            except Exception as e:  # a peer that cannot run this case is reported, not fatal
+                ups[peer] = (float("nan"),)
+                print(f"  ({peer} failed on {op}: {type(e).__name__})")
+        rows.append((op, "x".join(map(str, x.shape)), str(x.dtype).replace("torch.", ""), ms, gbs,
+                     100 * gbs / bw, extra, {p: t[0] for p, t in ups.items()}, graph_ms, tile))
+        r = rows[-1]
+        peer_txt = "  ".join(f"{p} {t:.3f} ms ({t / ms:.1f}x)" for p, t in r[7].items())
+        print(f"{r[0]:30s} {r[1]:>14s} {r[2]:>8s} {r[3]:8.4f} ms (graph {r[8]:.4f}) {r[4]:7.0f} GB/s "
+              f"{r[5]:5.1f}% extra {r[6]:6.1f} MiB  [{r[9]}]  {peer_txt}", flush=True)
     if args.markdown:
         print("\n| op | shape | dtype | ms | graph ms | GB/s | % copy bw | extra MiB | peers (ms, our speed-up) |")
         print("|---|---|---|---|---|---|---|---|---|")
