@@ -77,6 +77,23 @@ def check_number(value, name, *, low=None, high=None, low_open=False):
     return value
 
 
+def per_image(value, name, batch, *, positive=True):
+    """A finite float or 1-D tensor of ``batch`` values, > 0 (>= 0 unless ``positive``) ->
+    float64 CPU tensor of ``batch`` values (parameters, not differentiable inputs: a
+    tensor's graph is not followed)."""
+    if isinstance(value, torch.Tensor) and (value.is_complex() or value.dtype == torch.bool):
+        raise TypeError(f"{name} must hold real numbers, got dtype {value.dtype}")
+    if isinstance(value, torch.Tensor) and value.numel() != 1:
+        if value.ndim != 1 or value.numel() != batch:
+            raise ValueError(f"{name} as a tensor must be 1-D with one value per image ({batch}), "
+                             f"got shape {tuple(value.shape)}")
+        t = value.detach().to("cpu", torch.float64)
+        if not (torch.isfinite(t).all() and ((t > 0) if positive else (t >= 0)).all()):
+            raise ValueError(f"{name} must be finite and {'>' if positive else '>='} 0")
+        return t
+    return torch.full((batch,), check_number(value, name, low=0.0, low_open=positive), dtype=torch.float64)
+
+
 def to_unit(img, dtype=torch.float64):
     """``img`` as a float tensor in unit scale (integers divided by their max)."""
     scale = MAX_VALUE.get(img.dtype)

@@ -97,8 +97,8 @@ def joint_bilateral_upsample(lowres, guide, sigma_color=0.1, sigma_space=1.0, *,
     low4, g4 = _image.as_planes(lowres), _image.as_planes(guide)
     B, C, h, w = low4.shape
     _check_guide(lowres, guide, low4, g4, "lowres", same_size=False)
-    sc = _per_image(sigma_color, "sigma_color", B)
-    ss = _per_image(sigma_space, "sigma_space", B)
+    sc = _image.per_image(sigma_color, "sigma_color", B)
+    ss = _image.per_image(sigma_space, "sigma_space", B)
     radius = _check_radius(radius, ss)
     H, W = g4.shape[-2:]
     out_shape = (*lowres.shape[:-2], H, W)
@@ -155,8 +155,8 @@ def _bilateral(img, guide, sigma_color, sigma_space, radius, window, color_dista
     B = x4.shape[0]
     g4 = x4 if guide is None else _image.as_planes(guide)
     _check_guide(img, x4 if guide is None else guide, x4, g4, "img")
-    sc = _per_image(sigma_color, "sigma_color", B)
-    ss = _per_image(sigma_space, "sigma_space", B)
+    sc = _image.per_image(sigma_color, "sigma_color", B)
+    ss = _image.per_image(sigma_space, "sigma_space", B)
     radius = _check_radius(radius, ss)
 
     if not _image.uses_kernels(img):
@@ -224,22 +224,6 @@ def _guide_gradient(d_guide, guide, ctx):
     if _image.as_planes(guide).shape[0] == 1 and d_guide.shape[0] > 1:
         d_guide = d_guide.sum(0, keepdim=True)
     return d_guide.reshape(guide.shape).to(guide.dtype)
-
-
-def _per_image(value, name, batch):
-    """A positive finite float or 1-D tensor of ``batch`` values -> float64 CPU tensor
-    (sigmas are parameters, not differentiable inputs: a tensor's graph is not followed)."""
-    if isinstance(value, torch.Tensor) and (value.is_complex() or value.dtype == torch.bool):
-        raise TypeError(f"{name} must hold real numbers, got dtype {value.dtype}")
-    if isinstance(value, torch.Tensor) and value.numel() != 1:
-        if value.ndim != 1 or value.numel() != batch:
-            raise ValueError(f"{name} as a tensor must be 1-D with one value per image ({batch}), "
-                             f"got shape {tuple(value.shape)}")
-        t = value.detach().to("cpu", torch.float64)
-        if not (torch.isfinite(t).all() and (t > 0).all()):
-            raise ValueError(f"{name} must be finite and > 0")
-        return t
-    return torch.full((batch,), _image.check_number(value, name, low=0.0, low_open=True), dtype=torch.float64)
 
 
 class _Upsample(torch.autograd.Function):
