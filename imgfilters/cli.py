@@ -1,0 +1,288 @@
+"""``imgfilters-denoise`` / ``python scripts/denoise.py``: denoise image files.
+
+    imgfilters-denoise in.png out.png            # non-local means, automatic parameters
+    imgfilters-denoise photos/ denoised/         # every image below photos/, sub-folders mirrored
+    imgfilters-denoise in.jpg out.jpg --method bilateral --sigma-color 0.08 --quality 95
+
+Exit codes: 0 done; 1 some files of a directory failed (or an unexpected error); 2 usage
+error (bad option, missing or unreadable file, unsupported mode, refused overwrite), with
+one line of explanation and no traceback unless ``--debug``.
+"""
+import argparse
+import math
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from imgfilters.io import FORMATS, ImageError, Picture, read_image, write_image
+
+PROG = "imgfilters-denoise"
+BATCH = 8                 # images read at once in directory mode; equal sizes share one launch
+CPU_BUDGET = 2 * 2 ** 30  # bytes of working memory for one CPU (float64 reference) call
+NOISE_CROP = 2048         # tiled images estimate their noise on a centred crop this large
+
+
+class UsageError(Exception):
+    """Bad arguments or files: one line, exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, not argparse's usage block
+        raise UsageError(message)
+
+
+def build_parser():
+    p = _Parser(prog=PROG, description="Denoise images with non-local means (default) or a bilateral filter, "
+                "on the GPU when there is one.")
+    p.add_argument("input", help="an image file, or a folder: every PNG/JPEG/TIFF/WebP below it")
+    p.add_argument("output", help="the output file (format from its extension), or a folder for folder input")
+    p.add_argument("--method", choices=("nlm", "bilateral"), default="nlm")
+    nlm = p.add_argument_group("non-local means (unit intensity scale: 10/255 = 0.0392)")
+    nlm.add_argument("--sigma", type=float, help="noise sigma; default: estimated per image")
+    nlm.add_argument("--h", type=float, help="filtering strength; default: IPOL's factor times sigma")
+    nlm.add_argument("--patch-size", type=int, help="odd patch side; default: from sigma (IPOL table)")
+    nlm.add_argument("--search-radius", type=int, help="search window radius; default: from sigma")
+    bil = p.add_argument_group("bilateral")
+    bil.add_argument("--sigma-color", type=float, default=0.1, help="range sigma, unit scale (default 0.1)")
+    bil.add_argument("--sigma-space", type=float, default=1.5, help="spatial sigma in pixels (default 1.5)")
+    bil.add_argument("--radius", type=int, help="window radius; default ceil(2 sigma_space)")
+    p.add_argument("--strength", type=float, default=1.0, help="multiplies h (nlm) or sigma_color (bilateral)")
+    p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
+    p.add_argument("--quality", type=int, help="JPEG / WebP quality, 1-100 (default: Pillow's)")
+    p.add_argument("--tile", type=int, help="process in N x N tiles (default: only when memory requires)")
+    p.add_argument("--print-params", action="store_true", help="print the estimated sigma and parameters used")
+    p.add_argument("--overwrite", action="store_true", help="replace existing output files")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar or summary")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    return p
+
+
+@dataclass
+class Settings:
+    """Validated options and the device."""
+    args: argparse.Namespace
+    device: torch.device
+    log: list = field(default_factory=list)
+
+
+def main(argv=None):
+    debug = "--debug" in (sys.argv[1:] if argv is None else argv)
+    try:
+        settings = _settings(build_parser().parse_args(argv))
+        return _run(settings)
+    except (UsageError, ImageError) as e:
+        if debug:
+            raise
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # unexpected: one line unless --debug
+        if debug:
+            raise
+        print(f"{PROG}: error: {type(e).__name__}: {e} (run with --debug for the traceback)", file=sys.stderr)
+        return 1
+
+
+def _settings(args):
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--device cuda: no CUDA GPU is available")
+    device = torch.device("cuda" if args.device != "cpu" and torch.cuda.is_available() else "cpu")
+    checks = [("--sigma", args.sigma, 0, True), ("--h", args.h, 0, False), ("--sigma-color", args.sigma_color, 0, False),
+              ("--sigma-space", args.sigma_space, 0, False), ("--strength", args.strength, 0, False)]
+    for name, value, low, inclusive in checks:
+        if value is not None and (not math.isfinite(value) or value < low or (value == low and not inclusive)):
+            raise UsageError(f"{name} must be a finite number {'>=' if inclusive else '>'} {low}, got {value}")
+    if args.patch_size is not None and (args.patch_size < 1 or args.patch_size % 2 == 0 or args.patch_size > 15):
+        raise UsageError(f"--patch-size must be odd, 1 to 15, got {args.patch_size}")
+    for name, value in (("--search-radius", args.search_radius), ("--radius", args.radius)):
+        if value is not None and not 0 <= value <= 32:
+            raise UsageError(f"{name} must be 0 to 32, got {value}")
+    if args.quality is not None and not 1 <= args.quality <= 100:
+        raise UsageError(f"--quality must be 1 to 100, got {args.quality}")
+    if args.tile is not None and args.tile < 16:
+        raise UsageError(f"--tile must be at least 16, got {args.tile}")
+    return Settings(args, device)
+
+
+def _run(s):
+    src, dst = Path(s.args.input), Path(s.args.output)
+    if not src.exists():
+        raise UsageError(f"{src}: no such file or folder")
+    if src.is_dir():
+        return _run_folder(s, src, dst)
+    if dst.is_dir():
+        dst = dst / src.name
+    _check_output(s, src, dst)
+    pic = read_image(src)
+    _denoise_pictures(s, [pic], [src])
+    write_image(dst, pic, s.args.quality)
+    return 0
+
+
+def _check_output(s, src, dst):
+    if os.path.splitext(dst)[1].lower() not in FORMATS:
+        raise UsageError(f"{dst}: unknown output format; use one of {', '.join(sorted(FORMATS))}")
+    if dst.exists() and dst.resolve() == src.resolve():
+        raise UsageError(f"{dst}: refusing to write over the input")
+    if dst.exists() and not s.args.overwrite:
+        raise UsageError(f"{dst}: exists (use --overwrite to replace it)")
+
+
+def _run_folder(s, src, dst):
+    from tqdm import tqdm
+    if dst.exists() and not dst.is_dir():
+        raise UsageError(f"{dst}: is a file; folder input needs an output folder")
+    if dst.resolve() == src.resolve():
+        raise UsageError(f"{dst}: refusing to write into the input folder")
+    files = sorted(p for p in src.rglob("*") if p.is_file() and p.suffix.lower() in FORMATS
+                   and dst.resolve() not in p.resolve().parents)
+    failed, done = [], 0
+    bar = tqdm(total=len(files), unit="image", disable=s.args.quiet, file=sys.stderr)
+    for start in range(0, len(files), BATCH):
+        chunk = []
+        for path in files[start:start + BATCH]:
+            out = dst / path.relative_to(src)
+            try:
+                _check_output(s, path, out)
+                chunk.append((path, out, read_image(path)))
+            except (UsageError, ImageError) as e:
+                failed.append(str(e))
+                bar.update(1)
+        try:
+            _denoise_pictures(s, [c[2] for c in chunk], [c[0] for c in chunk])
+        except Exception as e:  # the whole chunk failed: retry each alone, to name the culprit
+            if s.args.debug:
+                raise
+            for c in chunk:
+                try:
+                    _denoise_pictures(s, [c[2]], [c[0]])
+                except Exception as e1:
+                    failed.append(f"{c[0]}: {type(e1).__name__}: {e1}")
+                    c[2].planes = None
+        for path, out, pic in chunk:
+            if pic.planes is not None:
+                try:
+                    out.parent.mkdir(parents=True, exist_ok=True)
+                    write_image(out, pic, s.args.quality)
+                    done += 1
+                except (OSError, ImageError) as e:
+                    failed.append(str(e))
+            bar.update(1)
+    bar.close()
+    if not s.args.quiet:
+        print(f"{done} of {len(files)} images denoised into {dst}" + (f"; {len(failed)} failed:" if failed else ""),
+              file=sys.stderr)
+    for line in failed:
+        print(f"  {line}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _denoise_pictures(s, pics, names):
+    """Denoise the planes of ``pics`` in place (alpha untouched): equal sizes and dtypes
+    in one batch, unless the image needs tiles."""
+    groups = {}
+    for k, pic in enumerate(pics):
+        groups.setdefault((tuple(pic.planes.shape), pic.planes.dtype), []).append(k)
+    for idx in groups.values():
+        x = torch.stack([pics[k].planes for k in idx])
+        y = _denoise(s, x, [names[k] for k in idx])
+        for k, out in zip(idx, y):
+            pics[k].planes = out
+
+
+def _denoise(s, x, names):
+    """(B, C, H, W) uint8/uint16 CPU images -> denoised CPU images, tiled when needed."""
+    from imgfilters.ops.nlm import parameters
+    a = s.args
+    B, C, H, W = x.shape
+    tile = a.tile or _auto_tile(s, x)
+    if a.method == "bilateral":
+        from imgfilters.reference.bilateral import default_radius
+        radius = a.radius if a.radius is not None else default_radius(a.sigma_space)
+        opts = [dict(sigma_color=a.sigma_color * a.strength, sigma_space=a.sigma_space, radius=radius)] * B
+        halo = radius
+        if a.print_params:
+            for n in names:
+                print(f"{n}: bilateral sigma_color={opts[0]['sigma_color']:.4g} sigma_space={a.sigma_space:g} "
+                      f"radius={radius}")
+    else:
+        if a.sigma is not None:
+            sigma = [a.sigma] * B
+        else:
+            sigma = _estimate(s, x, tile).tolist()
+        opts = []
+        for sg in sigma:
+            patch, radius, h = parameters(sg, C)
+            opts.append(dict(h=(a.h if a.h is not None else max(h, 1e-4)) * a.strength, sigma=sg,
+                             patch_size=a.patch_size or patch,
+                             search_radius=a.search_radius if a.search_radius is not None else radius))
+        halo = max(o["patch_size"] // 2 + o["search_radius"] for o in opts)
+        if a.print_params:
+            for n, o in zip(names, opts):
+                print(f"{n}: nlm sigma={o['sigma']:.4g} ({255 * o['sigma']:.2f}/255) h={o['h']:.4g} "
+                      f"patch_size={o['patch_size']} search_radius={o['search_radius']}")
+    out = torch.empty_like(x)
+    # images with the same parameters share a launch
+    keyed = {}
+    for b, o in enumerate(opts):
+        keyed.setdefault(tuple((k, v) for k, v in o.items() if k not in ("h", "sigma", "sigma_color")), []).append(b)
+    for idx in keyed.values():
+        part = torch.stack([x[b] for b in idx])  # (list indexing lacks uint16 support)
+        for (r0, r1, c0, c1), (pr0, pr1, pc0, pc1) in _tiles(H, W, tile, halo, s.args.quiet):
+            piece = part[..., pr0:pr1, pc0:pc1].to(s.device)
+            y = _filter(s, piece, [opts[b] for b in idx]).cpu()
+            for k, b in enumerate(idx):
+                out[b, :, r0:r1, c0:c1] = y[k, :, r0 - pr0:r1 - pr0, c0 - pc0:c1 - pc0]
+    return out
+
+
+def _filter(s, x, opts):
+    import imgfilters
+    per = lambda key: torch.tensor([o[key] for o in opts], dtype=torch.float64)
+    o = opts[0]
+    if s.args.method == "bilateral":
+        return imgfilters.bilateral(x, per("sigma_color"), o["sigma_space"], radius=o["radius"])
+    return imgfilters.nl_means(x, per("h"), sigma=per("sigma"), patch_size=o["patch_size"],
+                               search_radius=o["search_radius"])
+
+
+def _estimate(s, x, tile):
+    """Per-image noise sigma; a tiled image is estimated on a centred crop of at most
+    NOISE_CROP pixels a side, so memory stays bounded."""
+    import imgfilters
+    H, W = x.shape[-2:]
+    if tile:
+        r, c = max(0, (H - NOISE_CROP) // 2), max(0, (W - NOISE_CROP) // 2)
+        x = x[..., r:r + NOISE_CROP, c:c + NOISE_CROP]
+        return imgfilters.estimate_noise(x).double()
+    return imgfilters.estimate_noise(x.to(s.device)).cpu().double()
+
+
+def _auto_tile(s, x):
+    """None when the whole batch fits; else a square tile size that does. The kernels need
+    the input and output; the CPU path (float64 reference) about 16 float64 planes."""
+    B, C, H, W = x.shape
+    if s.device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(s.device)
+        per_pixel, budget = B * C * (2 * x.element_size() + 16), free // 2  # + the noise estimate's float32 planes
+    else:
+        per_pixel, budget = B * C * 16 * 8, CPU_BUDGET
+    if H * W * per_pixel <= budget:
+        return None
+    return max(256, int(math.sqrt(budget / per_pixel)) // 64 * 64)
+
+
+def _tiles(H, W, tile, halo, quiet):
+    """(output rows/cols, input rows/cols with the halo, clipped to the image) per tile."""
+    if not tile:
+        yield (0, H, 0, W), (0, H, 0, W)
+        return
+    from tqdm import tqdm
+    spans = [(r, min(r + tile, H), c, min(c + tile, W)) for r in range(0, H, tile) for c in range(0, W, tile)]
+    for r0, r1, c0, c1 in tqdm(spans, unit="tile", disable=quiet or len(spans) < 2, leave=False, file=sys.stderr):
+        yield (r0, r1, c0, c1), (max(0, r0 - halo), min(H, r1 + halo), max(0, c0 - halo), min(W, c1 + halo))

@@ -1,0 +1,110 @@
+"""Image files <-> tensors for the command line, through Pillow.
+
+``read_image`` gives the colour (or grey) planes as a ``(C, H, W)`` uint8 or uint16 tensor,
+the alpha plane apart (it is carried through, never filtered), and what must be written
+back: the mode, the ICC profile and the EXIF block. EXIF orientation is applied on
+reading, so the pixels are upright and the written EXIF says orientation 1.
+``write_image`` writes atomically: a temporary file in the target folder, then a rename.
+"""
+import os
+import tempfile
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+import torch
+from PIL import Image, ImageOps
+
+__all__ = ["Picture", "ImageError", "read_image", "write_image", "FORMATS"]
+
+# extension -> Pillow format
+FORMATS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".tif": "TIFF", ".tiff": "TIFF", ".webp": "WEBP"}
+ORIENTATION = 0x0112
+
+
+class ImageError(Exception):
+    """A file that cannot be read or written as asked: a usage error, one line of text."""
+
+
+@dataclass
+class Picture:
+    planes: torch.Tensor            # (C, H, W) uint8 or uint16: grey (C=1) or RGB (C=3)
+    alpha: Optional[torch.Tensor]   # (1, H, W), same dtype, or None
+    icc: Optional[bytes] = None
+    exif: Optional[bytes] = None
+
+
+def read_image(path) -> Picture:
+    """Read PNG, JPEG, TIFF or WebP: 8-bit grey, RGB, RGBA, LA, palette (converted to RGB or
+    RGBA), bilevel (to grey) and 16-bit grey. Raises ImageError with a one-line reason."""
+    try:
+        with Image.open(path) as im:
+            im.load()  # decode now: truncated or corrupt files fail here, not later
+            icc = im.info.get("icc_profile")
+            exif = im.getexif()
+            im = ImageOps.exif_transpose(im)
+    except FileNotFoundError:
+        raise ImageError(f"{path}: no such file") from None
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as e:
+        raise ImageError(f"{path}: cannot read the image ({e})") from None
+    if ORIENTATION in exif:
+        del exif[ORIENTATION]  # the pixels are upright now
+    mode = im.mode
+    if mode == "P":
+        mode = "RGBA" if "transparency" in im.info else "RGB"
+    elif mode == "PA":
+        mode = "RGBA"
+    elif mode == "1":
+        mode = "L"
+    elif mode == "CMYK" or mode == "YCbCr":
+        mode = "RGB"
+    if mode != im.mode:
+        im = im.convert(mode)
+    if mode in ("I;16", "I;16L", "I;16B", "I"):
+        arr = np.asarray(im)
+        if arr.min() < 0 or arr.max() > 65535:
+            raise ImageError(f"{path}: 32-bit integer images are not supported")
+        planes, alpha = torch.from_numpy(arr.astype(np.uint16))[None], None
+    elif mode in ("L", "LA", "RGB", "RGBA"):
+        arr = torch.from_numpy(np.array(im, dtype=np.uint8))
+        arr = arr[..., None] if arr.ndim == 2 else arr
+        arr = arr.permute(2, 0, 1).contiguous()
+        has_alpha = mode.endswith("A")
+        planes, alpha = (arr[:-1], arr[-1:]) if has_alpha else (arr, None)
+    else:
+        raise ImageError(f"{path}: unsupported image mode {im.mode}")
+    return Picture(planes, alpha, icc, exif.tobytes() if len(exif) else None)
+
+
+def write_image(path, pic: Picture, quality=None):
+    """Write ``pic`` in the format of ``path``'s extension, with its ICC profile and EXIF,
+    atomically (no partial file is ever left at ``path``)."""
+    fmt = FORMATS.get(os.path.splitext(str(path))[1].lower())
+    if fmt is None:
+        raise ImageError(f"{path}: unknown output format; use one of {', '.join(sorted(FORMATS))}")
+    if fmt in ("JPEG", "WEBP") and pic.planes.dtype == torch.uint16:
+        raise ImageError(f"{path}: {fmt} cannot hold 16-bit images; write PNG or TIFF")
+    if fmt == "JPEG" and pic.alpha is not None:
+        raise ImageError(f"{path}: JPEG cannot hold an alpha channel; write PNG, TIFF or WebP")
+    planes = pic.planes if pic.alpha is None else torch.cat([pic.planes, pic.alpha])
+    arr = planes.permute(1, 2, 0).contiguous().cpu().numpy()
+    # Pillow infers the mode: uint16 (H, W) -> I;16, uint8 (H, W) / (H, W, 2|3|4) -> L / LA / RGB / RGBA
+    im = Image.fromarray(arr[..., 0] if arr.shape[-1] == 1 else arr)
+    options = {}
+    if pic.icc:
+        options["icc_profile"] = pic.icc
+    if pic.exif:
+        options["exif"] = pic.exif
+    if quality is not None and fmt in ("JPEG", "WEBP"):
+        options["quality"] = int(quality)
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".imgfilters-", suffix=os.path.splitext(str(path))[1])
+    try:
+        with os.fdopen(fd, "wb") as f:
+            im.save(f, format=fmt, **options)
+        os.replace(tmp, path)
+    except BaseException as e:
+        os.unlink(tmp)
+        if isinstance(e, (OSError, ValueError)):
+            raise ImageError(f"{path}: cannot write the image ({e})") from None
+        raise

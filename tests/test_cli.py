@@ -1,0 +1,179 @@
+"""The command line, run as a subprocess on real files made from the sample photos."""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image, ImageCms
+
+from helpers import SAMPLES
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "denoise.py"
+# the CLI on CPU runs the float64 reference, not the Triton interpreter the tests use
+ENV = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+
+
+def run(*args, script=(sys.executable, str(SCRIPT))):
+    return subprocess.run([*script, *map(str, args)], capture_output=True, text=True, env=ENV, timeout=300)
+
+
+def psnr(a, b, peak=255.0):
+    return 10 * np.log10(peak ** 2 / np.mean((np.asarray(a, float) - np.asarray(b, float)) ** 2))
+
+
+def noisy(arr, sigma, seed=0, peak=255):
+    rng = np.random.default_rng(seed)
+    out = np.clip(arr.astype(float) + sigma * rng.standard_normal(arr.shape), 0, peak).round()
+    return out.astype(arr.dtype)
+
+
+def clean(name):
+    return np.asarray(Image.open(SAMPLES / f"{name}.png"))
+
+
+def one_error_line(result):
+    lines = result.stderr.strip().splitlines()
+    return result.returncode == 2 and len(lines) == 1 and "Traceback" not in result.stderr
+
+
+def test_denoises_with_automatic_parameters_and_keeps_size_and_mode(tmp_path):
+    ref = clean("coffee")
+    Image.fromarray(noisy(ref, 20)).save(tmp_path / "in.png")
+    r = run(tmp_path / "in.png", tmp_path / "out.png", "--print-params")
+    assert r.returncode == 0, r.stderr
+    assert "sigma=" in r.stdout and "patch_size=" in r.stdout
+    out = Image.open(tmp_path / "out.png")
+    assert out.mode == "RGB" and out.size == (ref.shape[1], ref.shape[0])
+    assert psnr(out, ref) > psnr(Image.open(tmp_path / "in.png"), ref) + 4
+
+
+def test_alpha_is_carried_through_unfiltered(tmp_path):
+    ref = clean("chelsea")
+    alpha = np.tile(np.linspace(0, 255, ref.shape[1]).astype(np.uint8), (ref.shape[0], 1))
+    rgba = np.dstack([noisy(ref, 15), alpha])
+    Image.fromarray(rgba).save(tmp_path / "in.png")
+    r = run(tmp_path / "in.png", tmp_path / "out.webp", "--search-radius", "3", "--quality", "100")
+    assert r.returncode == 0, r.stderr
+    out = Image.open(tmp_path / "out.webp")
+    assert out.mode == "RGBA"
+    assert np.array_equal(np.asarray(out)[..., 3], alpha)
+
+
+def test_grey_alpha_and_palette_images(tmp_path):
+    grey = noisy(clean("camera"), 15)
+    la = np.dstack([grey, np.full_like(grey, 200)])
+    Image.fromarray(la).save(tmp_path / "la.png")
+    Image.fromarray(noisy(clean("astronaut"), 10)).convert("P").save(tmp_path / "pal.png")
+    for name, mode in (("la", "LA"), ("pal", "RGB")):
+        r = run(tmp_path / f"{name}.png", tmp_path / f"{name}-out.tif", "--search-radius", "2")
+        assert r.returncode == 0, r.stderr
+        assert Image.open(tmp_path / f"{name}-out.tif").mode == mode
+    assert np.all(np.asarray(Image.open(tmp_path / "la-out.tif"))[..., 1] == 200)
+
+
+def test_16_bit_stays_16_bit(tmp_path):
+    ref = clean("camera").astype(np.uint16) * 257
+    Image.fromarray(noisy(ref, 12 * 257, peak=65535)).save(tmp_path / "in.png")
+    assert Image.open(tmp_path / "in.png").mode.startswith("I")
+    r = run(tmp_path / "in.png", tmp_path / "out.png", "--search-radius", "4")
+    assert r.returncode == 0, r.stderr
+    out = np.asarray(Image.open(tmp_path / "out.png"))
+    assert out.dtype == np.uint16 or out.max() > 255
+    assert psnr(out, ref, 65535) > psnr(np.asarray(Image.open(tmp_path / "in.png")), ref, 65535) + 3
+
+
+def test_icc_and_exif_are_kept_and_orientation_applied(tmp_path):
+    ref = noisy(clean("coffee"), 10)
+    icc = ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB")).tobytes()
+    exif = Image.Exif()
+    exif[0x010F] = "imgfilters test camera"  # Make
+    exif[0x0112] = 6                         # Orientation: rotate 90 degrees to display
+    Image.fromarray(ref).save(tmp_path / "in.jpg", icc_profile=icc, exif=exif.tobytes(), quality=95)
+    r = run(tmp_path / "in.jpg", tmp_path / "out.jpg", "--search-radius", "2", "--quality", "90")
+    assert r.returncode == 0, r.stderr
+    out = Image.open(tmp_path / "out.jpg")
+    assert out.info.get("icc_profile") == icc
+    assert out.getexif().get(0x010F) == "imgfilters test camera"
+    assert out.getexif().get(0x0112, 1) == 1
+    assert out.size == (ref.shape[0], ref.shape[1])  # upright: width and height swapped
+
+
+def test_tiled_output_equals_untiled(tmp_path):
+    Image.fromarray(noisy(clean("astronaut"), 20)).save(tmp_path / "in.png")
+    for args in ((), ("--tile", "64")):
+        r = run(tmp_path / "in.png", tmp_path / f"out{len(args)}.png", "--search-radius", "3", *args)
+        assert r.returncode == 0, r.stderr
+    bil = [run(tmp_path / "in.png", tmp_path / f"bil{len(a)}.png", "--method", "bilateral", "--radius", "3", *a)
+           for a in ((), ("--tile", "40"))]
+    assert all(r.returncode == 0 for r in bil)
+    for stem in ("out", "bil"):
+        whole, tiled = (np.asarray(Image.open(tmp_path / f"{stem}{n}.png")) for n in (0, 2))
+        assert np.array_equal(whole, tiled)
+
+
+def test_folder_mode_mirrors_continues_past_a_corrupt_file_and_exits_1(tmp_path):
+    src, dst = tmp_path / "in", tmp_path / "out"
+    (src / "sub").mkdir(parents=True)
+    for name in ("camera", "chelsea"):
+        Image.fromarray(noisy(clean(name), 10)).save(src / f"{name}.png")
+    Image.fromarray(noisy(clean("chelsea"), 10)).save(src / "sub" / "chelsea2.png")
+    data = (src / "camera.png").read_bytes()
+    (src / "sub" / "broken.png").write_bytes(data[: len(data) // 2])
+    (src / "notes.txt").write_text("not an image")
+    r = run(src, dst, "--search-radius", "2")
+    assert r.returncode == 1
+    assert "3 of 4 images" in r.stderr and "broken.png" in r.stderr
+    for rel in ("camera.png", "chelsea.png", "sub/chelsea2.png"):
+        assert Image.open(dst / rel).size == Image.open(src / rel).size
+    assert not (dst / "sub" / "broken.png").exists()
+    assert not any(p.name.startswith(".imgfilters-") for p in dst.rglob("*"))  # no temporary files left
+
+
+def test_refuses_to_overwrite_unless_asked_and_never_the_input(tmp_path):
+    Image.fromarray(noisy(clean("camera"), 10)).save(tmp_path / "in.png")
+    (tmp_path / "out.png").write_bytes(b"keep me")
+    r = run(tmp_path / "in.png", tmp_path / "out.png", "--search-radius", "1")
+    assert one_error_line(r) and "--overwrite" in r.stderr
+    assert (tmp_path / "out.png").read_bytes() == b"keep me"
+    assert run(tmp_path / "in.png", tmp_path / "out.png", "--search-radius", "1", "--overwrite").returncode == 0
+    before = (tmp_path / "in.png").read_bytes()
+    r = run(tmp_path / "in.png", tmp_path / "in.png", "--overwrite")
+    assert one_error_line(r) and (tmp_path / "in.png").read_bytes() == before
+
+
+def test_every_usage_error_gives_code_2_and_one_line(tmp_path):
+    Image.fromarray(noisy(clean("camera"), 10)).save(tmp_path / "ok.png")
+    Image.fromarray(np.dstack([clean("coffee"), clean("coffee")[..., :1]])).save(tmp_path / "rgba.png")
+    data = (tmp_path / "ok.png").read_bytes()
+    (tmp_path / "cut.png").write_bytes(data[: len(data) // 3])
+    (tmp_path / "text.png").write_text("hello")
+    Image.fromarray(np.zeros((8, 8), np.float32)).save(tmp_path / "float.tif")
+    cases = [
+        (tmp_path / "missing.png", tmp_path / "o1.png"),
+        (tmp_path / "ok.png", tmp_path / "o2.png", "--no-such-option"),
+        (tmp_path / "cut.png", tmp_path / "o3.png"),
+        (tmp_path / "text.png", tmp_path / "o4.png"),
+        (tmp_path / "float.tif", tmp_path / "o5.png"),
+        (tmp_path / "ok.png", tmp_path / "o6.bmp"),
+        (tmp_path / "rgba.png", tmp_path / "o7.jpg", "--search-radius", "1"),
+        (tmp_path / "ok.png", tmp_path / "o8.png", "--patch-size", "4"),
+        (tmp_path / "ok.png", tmp_path / "o9.png", "--sigma", "nan"),
+        (tmp_path / "ok.png", tmp_path / "o10.png", "--method", "median"),
+        (tmp_path / "ok.png", tmp_path / "o11.png", "--quality", "0"),
+    ]
+    for case in cases:
+        r = run(*case)
+        assert one_error_line(r), (case, r.returncode, r.stderr)
+    assert not any(tmp_path.glob("o[0-9]*"))
+    r = run(tmp_path / "cut.png", tmp_path / "o3.png", "--debug")
+    assert r.returncode != 0 and "Traceback" in r.stderr
+
+
+def test_console_script_is_installed():
+    exe = shutil.which("imgfilters-denoise")
+    assert exe is not None
+    r = run("--help", script=(exe,))
+    assert r.returncode == 0 and "--search-radius" in r.stdout
