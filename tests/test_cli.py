@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from PIL import Image, ImageCms
 
 from helpers import SAMPLES
@@ -109,9 +110,12 @@ def test_tiled_output_equals_untiled(tmp_path):
     bil = [run(tmp_path / "in.png", tmp_path / f"bil{len(a)}.png", "--method", "bilateral", "--radius", "3", *a)
            for a in ((), ("--tile", "40"))]
     assert all(r.returncode == 0 for r in bil)
+    # the CPU path is exact per pixel; the GPU kernels' running sums start at each block's
+    # edge, so there a tile may change float32 rounding, and a level, here and there
+    tolerance = 1 if torch.cuda.is_available() else 0
     for stem in ("out", "bil"):
-        whole, tiled = (np.asarray(Image.open(tmp_path / f"{stem}{n}.png")) for n in (0, 2))
-        assert np.array_equal(whole, tiled)
+        whole, tiled = (np.asarray(Image.open(tmp_path / f"{stem}{n}.png")).astype(int) for n in (0, 2))
+        assert np.abs(whole - tiled).max() <= tolerance
 
 
 def test_folder_mode_mirrors_continues_past_a_corrupt_file_and_exits_1(tmp_path):

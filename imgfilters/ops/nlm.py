@@ -70,8 +70,8 @@ def nl_means(img, h=None, *, sigma=None, patch_size=None, search_radius=None, bo
     This is the algorithm of ``skimage.restoration.denoise_nl_means(fast_mode=True)``
     (``h``, ``sigma``, ``patch_size`` and ``patch_distance=search_radius``), computed
     exactly: scikit-image's fast mode sums a ``(P-1) x (P-1)`` window while dividing by
-    ``P^2`` and drops weights below ``exp(-5)``, so its results differ by a few tenths of
-    a dB of PSNR, either way.
+    ``P^2`` and drops weights below ``exp(-5)``, so its results differ by up to about a dB
+    of PSNR, either way, most with small patches.
     """
     _image.check_image(img)
     code = _image.check_border(border, border_value)
