@@ -10,7 +10,7 @@ imgfilters' kernel), so swapping the import is enough. The other transforms take
 arguments of their functional op; a float parameter may also be a ``(low, high)`` range,
 sampled uniformly with torch's RNG on every call, and with ``per_sample=True`` the
 bilateral transform draws one value per image of a batch and filters the batch in one
-launch.
+launch (so does ``NonLocalMeans`` for ``h`` and ``sigma``).
 """
 import numbers
 
@@ -21,9 +21,10 @@ from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as F
 
 from imgfilters.ops import bilateral as _bilateral
+from imgfilters.ops import nlm as _nlm
 from imgfilters.ops import separable as _separable
 
-__all__ = ["GaussianBlur", "BoxBlur", "SeparableFilter", "UnsharpMask", "Bilateral"]
+__all__ = ["GaussianBlur", "BoxBlur", "SeparableFilter", "UnsharpMask", "Bilateral", "NonLocalMeans"]
 
 _PASSED_THROUGH = (tv_tensors.BoundingBoxes, tv_tensors.Mask)
 
@@ -149,3 +150,29 @@ class Bilateral(v2.Transform):
         return _filter_images(inpt, lambda t: _bilateral.bilateral(
             t, params["sigma_color"], params["sigma_space"], radius=self.radius, window=self.window,
             color_distance=self.color_distance, border=self.border, border_value=self.border_value))
+
+
+class NonLocalMeans(v2.Transform):
+    """``imgfilters.nl_means`` as a transform. ``h`` and ``sigma`` are ``None`` (automatic:
+    sigma estimated per image, h from IPOL's table), numbers, or ``(low, high)`` ranges;
+    with ``per_sample=True`` each image of a batch gets its own draw, in one launch."""
+
+    def __init__(self, h=None, *, sigma=None, patch_size=None, search_radius=None, border="reflect",
+                 border_value=0.0, per_sample=False):
+        super().__init__()
+        self.h = None if h is None else _range(h, "h", low=0.0)
+        self.sigma = None if sigma is None else _range(sigma, "sigma")
+        if self.sigma is not None and self.sigma[0] < 0:
+            raise ValueError(f"sigma must be >= 0, got {sigma!r}")
+        self.patch_size, self.search_radius = patch_size, search_radius
+        self.border, self.border_value, self.per_sample = border, border_value, per_sample
+
+    def make_params(self, flat_inputs):
+        count = _batch_size(flat_inputs) if self.per_sample else None
+        draw = lambda bounds: None if bounds is None else _sample(bounds, count)
+        return dict(h=draw(self.h), sigma=draw(self.sigma))
+
+    def transform(self, inpt, params):
+        return _filter_images(inpt, lambda t: _nlm.nl_means(
+            t, params["h"], sigma=params["sigma"], patch_size=self.patch_size, search_radius=self.search_radius,
+            border=self.border, border_value=self.border_value))

@@ -29,6 +29,8 @@ def test_gaussian_blur_is_torchvisions_with_our_kernel(gen, device):
     (T.SeparableFilter([1, 2, 1], [1, 0, -1]), lambda x: imgfilters.separable_filter(x, [1, 2, 1], [1, 0, -1])),
     (T.UnsharpMask(1.2, 0.7), lambda x: imgfilters.unsharp_mask(x, 1.2, 0.7)),
     (T.Bilateral(0.2, 1.0, window="disk"), lambda x: imgfilters.bilateral(x, 0.2, 1.0, window="disk")),
+    (T.NonLocalMeans(0.1, sigma=0.02, patch_size=3, search_radius=2),
+     lambda x: imgfilters.nl_means(x, 0.1, sigma=0.02, patch_size=3, search_radius=2)),
 ])
 def test_module_equals_functional(transform, functional, gen, device):
     x = random_image((2, 3, 17, 19), torch.uint8, gen, device)
@@ -82,6 +84,22 @@ def test_ranges_are_sampled_and_per_sample_draws_one_value_per_image(gen, device
     assert (y - expected).abs().max() <= 1e-5
 
 
+def test_non_local_means_per_sample_and_automatic(gen, device):
+    x = random_image((3, 1, 14, 15), torch.float32, gen, device)
+    t = T.NonLocalMeans(h=(0.05, 0.3), sigma=(0.0, 0.05), patch_size=3, search_radius=2, per_sample=True)
+    torch.manual_seed(1)
+    params = t.make_params([x])
+    torch.manual_seed(1)
+    y = t(x)
+    for i in range(3):
+        one = imgfilters.nl_means(x[i], float(params["h"][i]), sigma=float(params["sigma"][i]), patch_size=3,
+                                  search_radius=2)
+        assert (y[i] - one).abs().max() <= 1e-6
+    auto = T.NonLocalMeans(search_radius=1)
+    assert auto.make_params([x]) == dict(h=None, sigma=None)
+    assert torch.equal(auto(x), imgfilters.nl_means(x, search_radius=1))
+
+
 def test_repr_and_bad_arguments():
     assert "sigma_color=(0.05, 0.2)" in repr(T.Bilateral(sigma_color=(0.05, 0.2)))
     with pytest.raises(ValueError, match="sigma"):
@@ -92,3 +110,7 @@ def test_repr_and_bad_arguments():
         T.Bilateral(sigma_space="1")
     with pytest.raises(ValueError, match="kernel_size"):
         T.BoxBlur(4)
+    with pytest.raises(ValueError, match="h"):
+        T.NonLocalMeans(h=-0.1)
+    with pytest.raises(ValueError, match="sigma"):
+        T.NonLocalMeans(sigma=(-0.1, 0.1))
