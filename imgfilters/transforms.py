@@ -24,7 +24,8 @@ from imgfilters.ops import bilateral as _bilateral
 from imgfilters.ops import nlm as _nlm
 from imgfilters.ops import separable as _separable
 
-__all__ = ["GaussianBlur", "BoxBlur", "SeparableFilter", "UnsharpMask", "Bilateral", "NonLocalMeans"]
+__all__ = ["GaussianBlur", "BoxBlur", "SeparableFilter", "UnsharpMask", "Bilateral", "JointBilateral",
+           "NonLocalMeans"]
 
 _PASSED_THROUGH = (tv_tensors.BoundingBoxes, tv_tensors.Mask)
 
@@ -150,6 +151,28 @@ class Bilateral(v2.Transform):
         return _filter_images(inpt, lambda t: _bilateral.bilateral(
             t, params["sigma_color"], params["sigma_space"], radius=self.radius, window=self.window,
             color_distance=self.color_distance, border=self.border, border_value=self.border_value))
+
+
+class JointBilateral(Bilateral):
+    """``imgfilters.joint_bilateral`` as a transform, called on a pair: ``t(img, guide,
+    *rest)`` returns ``(filtered img, guide, *rest)``, so a sample ``(img, guide, ...)``
+    flows through ``v2.Compose``, ``RandomApply`` and ``RandomChoice``. The guide (a
+    tensor, Image or PIL image) passes through unchanged. Arguments as ``Bilateral``."""
+
+    def forward(self, *inputs):
+        if len(inputs) < 2:
+            raise ValueError("JointBilateral is called as t(img, guide, *rest): it needs the guide")
+        img, guide, *rest = inputs
+        params = self.make_params([img])
+        if (self.per_sample and isinstance(img, torch.Tensor) and img.ndim >= 3
+                and img[..., 0, 0, 0].numel() != params["sigma_color"].numel()):
+            raise ValueError("per_sample=True needs every image input of a call to have the same batch size")
+        g = F.pil_to_tensor(guide) if isinstance(guide, PIL.Image.Image) else guide
+        out = _filter_images(img, lambda t: _bilateral.joint_bilateral(
+            t, g.as_subclass(torch.Tensor).to(t.device), params["sigma_color"], params["sigma_space"],
+            radius=self.radius, window=self.window, color_distance=self.color_distance, border=self.border,
+            border_value=self.border_value))
+        return (out, guide, *rest)
 
 
 class NonLocalMeans(v2.Transform):
