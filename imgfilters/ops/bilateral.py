@@ -19,6 +19,7 @@ import torch
 
 from imgfilters import _image
 from imgfilters.kernels import bilateral as kernels
+from imgfilters.ops import pointwise
 from imgfilters.reference import bilateral as reference
 from imgfilters.reference.borders import fold
 
@@ -185,9 +186,10 @@ class _Bilateral(torch.autograd.Function):
         ctx.save_for_backward(img, guide)
         ctx.params = params
         x4 = _image.as_planes(img)
-        y4 = _image.new_planes(x4)
+        pro, epi, dtype = pointwise.fused_chains(x4.shape[1], img.device, img.dtype)
+        y4 = _image.new_planes(x4, dtype)
         kernels.launch(x4, x4 if guide is None else _image.as_planes(guide), y4, color, space, radius, disk, l1,
-                       guide is not None, code, border_value)
+                       guide is not None, code, border_value, pro=pro, epi=epi)
         return y4.reshape(img.shape)
 
     @staticmethod

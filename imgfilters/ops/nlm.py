@@ -11,6 +11,7 @@ import torch
 
 from imgfilters import _image
 from imgfilters.kernels import nlm as kernels
+from imgfilters.ops import pointwise
 from imgfilters.ops.noise import estimate_noise
 from imgfilters.reference import nlm as reference
 
@@ -100,8 +101,9 @@ def nl_means(img, h=None, *, sigma=None, patch_size=None, search_radius=None, bo
         area = patch_size * patch_size * C
         coef = (-kernels.LOG2E / (h * h * area)).clamp(min=-1e30).to(device=img.device, dtype=torch.float32)
         floor = (2 * sigma * sigma * area).to(device=img.device, dtype=torch.float32)
-        y4 = _image.new_planes(x4)
-        kernels.launch(x4, y4, coef, floor, patch_size, search_radius, code, border_value)
+        pro, epi, dtype = pointwise.fused_chains(C, img.device, img.dtype)
+        y4 = _image.new_planes(x4, dtype)
+        kernels.launch(x4, y4, coef, floor, patch_size, search_radius, code, border_value, pro=pro, epi=epi)
     return _image.like_input(img, y4)
 
 

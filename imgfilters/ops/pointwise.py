@@ -5,6 +5,8 @@ pass, either on its own (``pointwise``) or as a filter kernel's prologue/epilogu
 (``imgfilters.fuse``, built on ``kernel_chain``). Each step also has its float64 torch
 definition, used by the reference path and the tests.
 """
+import contextlib
+import contextvars
 from dataclasses import dataclass
 from typing import Callable, Tuple
 
@@ -14,7 +16,7 @@ from imgfilters import _image
 from imgfilters.kernels.core import pointwise as kernels
 from imgfilters.kernels.core.tiling import interpreting, needs_int64, on_device, pow2_at_least, programs
 
-__all__ = ["Step", "scale", "normalize", "clamp", "gamma", "srgb_to_linear", "linear_to_srgb",
+__all__ = ["Step", "scale", "normalize", "clamp", "quantize", "gamma", "srgb_to_linear", "linear_to_srgb",
            "pointwise"]
 
 
@@ -58,6 +60,14 @@ def clamp(lo=0.0, hi=1.0):
     return Step("clamp", kernels.clamp, (lo, hi), reference=lambda x: x.clamp(lo, hi))
 
 
+def quantize(levels):
+    """Round to the grid of an integer image with ``levels`` + 1 values (255 for uint8)
+    and saturate: an integer store and load, without the memory."""
+    levels = _image.check_number(levels, "levels", low=0.0, low_open=True)
+    return Step("quantize", kernels.quantize, (levels,),
+                reference=lambda x: (x * levels).round().clamp(0, levels) / levels)
+
+
 def gamma(g):
     """max(x, 0) ** g."""
     g = _image.check_number(g, "gamma", low=0.0, low_open=True)
@@ -80,8 +90,9 @@ def linear_to_srgb():
     return Step("linear_to_srgb", kernels.linear_to_srgb, reference=ref)
 
 
-def kernel_chain(steps, channels, device):
-    """(steps, args) for a kernel's ``STEPS`` constexpr and its argument tuple."""
+def kernel_chain(steps, channels, device, epilogue=False):
+    """(steps, args) for a kernel's ``STEPS`` constexpr and its argument tuple; with
+    ``epilogue`` each step is wrapped to take the epilogue's extra ``x_in`` argument."""
     fns, args = [], []
     for step in steps:
         vecs = []
@@ -89,9 +100,38 @@ def kernel_chain(steps, channels, device):
             if v.numel() not in (1, channels):
                 raise ValueError(f"{step.name} has {v.numel()} values for {channels} channels")
             vecs.append(v.expand(channels).to(device=device, dtype=torch.float32).contiguous())
-        fns.append(step.kernel)
-        args.append((*step.scalars, *vecs))
+        if epilogue:
+            fns.append(kernels.as_epilogue)
+            args.append((step.kernel, (*step.scalars, *vecs)))
+        else:
+            fns.append(step.kernel)
+            args.append((*step.scalars, *vecs))
     return tuple(fns), tuple(args)
+
+
+# The fusion context: ``imgfilters.fuse`` sets chains and an output dtype here, and the
+# next filter launch (every filter is one launch) takes them as its prologue and epilogue.
+_FUSED = contextvars.ContextVar("imgfilters_fused", default=None)
+
+
+@contextlib.contextmanager
+def fused(prologue, epilogue, dtype):
+    """Run the filter called inside with ``prologue``/``epilogue`` steps and output ``dtype``."""
+    token = _FUSED.set((tuple(prologue), tuple(epilogue), dtype))
+    try:
+        yield
+    finally:
+        _FUSED.reset(token)
+
+
+def fused_chains(channels, device, dtype):
+    """(prologue chain, epilogue chain, output dtype) for a filter launch of ``dtype``
+    images: the fusion context's, or empty chains and ``dtype``."""
+    ctx = _FUSED.get()
+    if ctx is None:
+        return ((), ()), ((), ()), dtype
+    pro, epi, out = ctx
+    return kernel_chain(pro, channels, device), kernel_chain(epi, channels, device, epilogue=True), out
 
 
 def reference_chain(steps, x):

@@ -20,6 +20,7 @@ import torch
 
 from imgfilters import _image
 from imgfilters.kernels import separable as kernels
+from imgfilters.ops import pointwise
 from imgfilters.reference import separable as reference
 from imgfilters.reference.borders import fold
 
@@ -180,10 +181,12 @@ def _filter(img, tx, ty, border, border_value):
 
 
 def _run(img, tx, ty, code, border_value, epi=((), ())):
+    """One launch; ``epi`` runs before the fusion context's epilogue (pointwise.fused)."""
     x4 = _image.as_planes(img)
-    y4 = _image.new_planes(x4)
+    pro, (steps, args), dtype = pointwise.fused_chains(x4.shape[1], img.device, img.dtype)
+    y4 = _image.new_planes(x4, dtype)
     kernels.launch(x4, y4, _on(tx, img.device), _on(ty, img.device), border=code,
-                   border_value=border_value, epi=epi)
+                   border_value=border_value, pro=pro, epi=(epi[0] + steps, epi[1] + args))
     return y4.reshape(img.shape)
 
 

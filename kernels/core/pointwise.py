@@ -34,6 +34,13 @@ def apply_epilogue(y, x_in, channel, STEPS: tl.constexpr, args):
     return y
 
 
+@triton.jit
+def as_epilogue(y, x_in, channel, STEP: tl.constexpr, step_args):
+    """A plain step in an epilogue chain (which passes ``x_in`` too): ``STEP(y, channel,
+    *step_args)``."""
+    return STEP(y, channel, *step_args)
+
+
 # ---- prologue / plain steps: step(x, channel, *args) ------------------------------------
 
 @triton.jit
@@ -52,6 +59,14 @@ def channel_affine(x, channel, SCALE, SHIFT):
 def clamp(x, channel, lo, hi):
     """min(max(x, lo), hi)."""
     return tl.minimum(tl.maximum(x, lo), hi)
+
+
+@triton.jit
+def quantize(x, channel, levels):
+    """round(clamp(x, 0, 1) * levels) / levels, half to even: what storing into an integer
+    image and reading it back does (fusion keeps a skipped integer store exact)."""
+    y = tl.minimum(tl.maximum(x * levels, 0.0), levels)
+    return ((y + pixels._ROUNDER) - pixels._ROUNDER) / levels
 
 
 @triton.jit

@@ -1,0 +1,173 @@
+"""``imgfilters.fuse``: run a torchvision pipeline with fewer passes over memory.
+
+The pointwise steps next to an imgfilters filter become that filter's prologue (before
+it, on every pixel it loads) and epilogue (after it, before the store), so the filter's
+one launch does them too; runs of pointwise steps with no filter become one launch of the
+generic elementwise kernel. Everything else runs as it is.
+
+Pointwise steps it recognises, in unit scale (integers read as value / max):
+
+- ``v2.ToDtype(float dtype, scale=True)``: nothing to compute, the output dtype changes;
+  ``scale=False`` from an integer image multiplies by its max.
+- ``v2.Normalize(mean, std)``: a per-channel affine step.
+
+Conversions to integer dtypes (torchvision truncates ``x * 255.999`` where the kernels
+round) and anything else run as they are. Where the unfused pipeline stores a filter's
+result in an integer dtype before later steps, the fused epilogue rounds it the same way
+first, so the results agree up to float32 rounding.
+"""
+import torch
+from torchvision import tv_tensors
+from torchvision.transforms import v2
+
+from imgfilters import _image, transforms as T
+from imgfilters.ops import pointwise as pw
+
+__all__ = ["fuse", "Fused"]
+
+FILTERS = (T.GaussianBlur, T.BoxBlur, T.SeparableFilter, T.UnsharpMask, T.Bilateral, T.NonLocalMeans)
+
+
+def fuse(pipeline):
+    """A callable giving ``pipeline``'s result with fewer passes over memory.
+
+    Args:
+        pipeline: a ``v2.Compose`` or a list of transforms.
+
+    The fused callable takes one image (a tensor, ``tv_tensors.Image`` or ``Video``) on
+    the GPU, or on the CPU under ``TRITON_INTERPRET=1``. Other inputs (PIL images, several
+    inputs, tensors that require grad, CPU tensors on the reference path) run the
+    pipeline unfused. ``launches(dtype)`` counts the passes it makes for an input dtype.
+
+    Example: on a uint8 batch, ``fuse([v2.ToDtype(torch.float32, scale=True),
+    transforms.Bilateral(), v2.Normalize(mean, std)])`` is one kernel launch.
+    """
+    if isinstance(pipeline, v2.Compose):
+        steps = list(pipeline.transforms)
+    elif isinstance(pipeline, (list, tuple)):
+        steps = list(pipeline)
+    else:
+        raise TypeError(f"pipeline must be a v2.Compose or a list of transforms, got {type(pipeline).__name__}")
+    for t in steps:
+        if not callable(t):
+            raise TypeError(f"pipeline holds {type(t).__name__}, which is not callable")
+    return Fused(steps)
+
+
+class _Filter:
+    """One imgfilters filter with its fused prologue, epilogue and output dtype."""
+
+    def __init__(self, transform, prologue, dtype):
+        self.transform, self.prologue, self.epilogue = transform, list(prologue), []
+        self.in_dtype = self.out_dtype = dtype
+
+    def add(self, steps, dtype):
+        if self.out_dtype == self.in_dtype and not self.in_dtype.is_floating_point and dtype != self.in_dtype:
+            self.epilogue.append(pw.quantize(_image.MAX_VALUE[self.in_dtype]))  # the store the pipeline made
+        self.epilogue += steps
+        self.out_dtype = dtype
+
+    def __call__(self, x):
+        with pw.fused(self.prologue, self.epilogue, self.out_dtype):
+            return self.transform(x)
+
+
+class _Pointwise:
+    def __init__(self, steps, dtype):
+        self.steps, self.out_dtype = list(steps), dtype
+
+    def __call__(self, x):
+        return pw.pointwise(x, self.steps, dtype=self.out_dtype)
+
+
+class _AsIs:
+    def __init__(self, transform, dtype):
+        self.transform, self.out_dtype = transform, dtype
+
+    def __call__(self, x):
+        return self.transform(x)
+
+
+class Fused:
+    """The callable ``fuse`` returns; ``transforms`` is the original list."""
+
+    def __init__(self, transforms):
+        self.transforms = transforms
+        self._stages = {}
+
+    def __repr__(self):
+        return f"Fused({self.transforms!r})"
+
+    def __call__(self, *inputs):
+        if len(inputs) != 1 or not self._fusable(inputs[0]):
+            return v2.Compose(self.transforms)(*inputs)
+        x, i = inputs[0], 0
+        with torch.no_grad():
+            while i < len(self.transforms):
+                stage, i = self._stage(i, x.dtype)
+                x = stage(x)
+        return x
+
+    def launches(self, dtype):
+        """Passes over memory for an input of ``dtype``, one per stage; a step run as it is
+        counts one and is taken to keep the dtype."""
+        i, count = 0, 0
+        while i < len(self.transforms):
+            stage, i = self._stage(i, dtype)
+            dtype, count = stage.out_dtype, count + 1
+        return count
+
+    @staticmethod
+    def _fusable(x):
+        return (isinstance(x, torch.Tensor) and not isinstance(x, (tv_tensors.BoundingBoxes, tv_tensors.Mask))
+                and x.dtype in _image.KERNEL_DTYPES and _image.uses_kernels(x) and not x.requires_grad)
+
+    def _stage(self, i, dtype):
+        """The stage that starts at transform ``i`` for an input of ``dtype``, and the index
+        after it (cached: plans depend only on the position and the dtype)."""
+        key = (i, dtype)
+        if key not in self._stages:
+            self._stages[key] = self._make_stage(i, dtype)
+        return self._stages[key]
+
+    def _make_stage(self, i, dtype):
+        ts, n = self.transforms, len(self.transforms)
+        steps, cur = [], dtype
+        while i < n and (step := _pointwise_step(ts[i], cur)) is not None:
+            steps += step[0]
+            cur = step[1]
+            i += 1
+        if i < n and _is_filter(ts[i]) and not (steps and _estimates_noise(ts[i])):
+            stage = _Filter(ts[i], steps, cur)
+            i += 1
+            while i < n and (step := _pointwise_step(ts[i], stage.out_dtype)) is not None:
+                stage.add(*step)
+                i += 1
+            return stage, i
+        if steps or cur != dtype:
+            return _Pointwise(steps, cur), i
+        return _AsIs(ts[i], dtype), i + 1
+
+
+def _is_filter(t):
+    return isinstance(t, FILTERS) and not isinstance(t, T.JointBilateral)
+
+
+def _estimates_noise(t):
+    """NLM that estimates its noise must see the image the pipeline gives it, not a
+    prologue's input."""
+    return isinstance(t, T.NonLocalMeans) and (t.h is None or t.sigma is None)
+
+
+def _pointwise_step(t, dtype):
+    """(steps, dtype after) for a transform that is pointwise in unit scale, or None."""
+    if isinstance(t, v2.Normalize) and dtype.is_floating_point:
+        return [pw.normalize(t.mean, t.std)], dtype
+    if isinstance(t, v2.ToDtype):
+        target = t.dtype.get(tv_tensors.Image, t.dtype.get(torch.Tensor)) if isinstance(t.dtype, dict) else t.dtype
+        if not isinstance(target, torch.dtype) or target not in _image.KERNEL_DTYPES or not target.is_floating_point:
+            return None
+        if t.scale or dtype.is_floating_point:
+            return [], target
+        return [pw.scale(_image.MAX_VALUE[dtype])], target
+    return None

@@ -1,0 +1,75 @@
+"""imgfilters.fuse: the fused pipeline equals the unfused one, in fewer launches."""
+import pytest
+import torch
+from torchvision import tv_tensors
+from torchvision.transforms import v2
+
+import imgfilters
+from imgfilters import transforms as T
+
+from helpers import random_image
+
+MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+
+
+def assert_same(fused, unfused, rtol=2e-5):
+    assert fused.dtype == unfused.dtype and fused.shape == unfused.shape
+    assert type(fused) is type(unfused)
+    a, b = fused.double(), unfused.double()
+    assert ((a - b).abs() / b.abs().clamp(min=1)).max() <= rtol
+
+
+@pytest.mark.parametrize("steps,launches", [
+    ([v2.ToDtype(torch.float32, scale=True), T.Bilateral(0.1, radius=2), v2.Normalize(MEAN, STD)], 1),
+    ([T.Bilateral(0.1, radius=2), v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD)], 1),
+    ([v2.ToDtype(torch.float32, scale=False), v2.Normalize(MEAN, STD), T.GaussianBlur(5, 1.2)], 1),
+    ([v2.ToDtype(torch.float32, scale=True), T.UnsharpMask(1.0, 0.8), v2.Normalize(MEAN, STD)], 1),
+    ([v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD)], 1),
+    ([T.BoxBlur(3), v2.ToDtype(torch.float16, scale=True), T.BoxBlur(5), v2.Normalize(MEAN, STD)], 2),
+    ([v2.ToDtype(torch.float32, scale=True), v2.RandomHorizontalFlip(p=1.0), v2.Normalize(MEAN, STD),
+      T.BoxBlur(3)], 3),
+    ([v2.ToDtype(torch.float32, scale=True), T.NonLocalMeans(search_radius=1), v2.Normalize(MEAN, STD)], 1),
+    ([v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD), T.NonLocalMeans(search_radius=1)], 2),
+    ([v2.ToDtype(torch.float32, scale=True), T.NonLocalMeans(0.1, sigma=0.02, patch_size=3, search_radius=1)], 1),
+    ([T.BoxBlur(3), v2.ToDtype(torch.uint8, scale=True)], 2),
+])
+def test_fused_equals_unfused_in_fewer_launches(steps, launches, gen, device):
+    x = random_image((2, 3, 19, 23), torch.uint8, gen, device)
+    fused = imgfilters.fuse(v2.Compose(steps))
+    assert fused.launches(torch.uint8) == launches
+    rtol = 2e-3 if any(isinstance(s, v2.ToDtype) and s.dtype == torch.float16 for s in steps) else 2e-5
+    assert_same(fused(x), v2.Compose(steps)(x), rtol)
+
+
+def test_tv_tensors_and_unfusable_inputs_stay_correct(gen, device):
+    steps = [v2.ToDtype(torch.float32, scale=True), T.Bilateral(0.1, radius=1), v2.Normalize(MEAN, STD)]
+    fused, plain = imgfilters.fuse(steps), v2.Compose(steps)
+    img = tv_tensors.Image(random_image((3, 12, 14), torch.uint8, gen, device))
+    assert_same(fused(img), plain(img))
+    mask = tv_tensors.Mask(torch.ones(12, 14, dtype=torch.uint8))
+    out, m = fused(img, mask)  # several inputs: run as the pipeline
+    assert m is mask and torch.equal(out, plain(img))
+    f = random_image((3, 12, 14), torch.float32, gen, device).requires_grad_()
+    assert fused(f).requires_grad  # gradients: unfused, so autograd sees every step
+
+
+def test_bad_pipelines_raise():
+    with pytest.raises(TypeError, match="pipeline"):
+        imgfilters.fuse(T.BoxBlur(3))
+    with pytest.raises(TypeError, match="not callable"):
+        imgfilters.fuse([T.BoxBlur(3), 3])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_one_kernel_launch_on_the_gpu(gen):
+    x = random_image((2, 3, 256, 320), torch.uint8, gen, "cuda")
+    fused = imgfilters.fuse([v2.ToDtype(torch.float32, scale=True), T.Bilateral(0.1, radius=2),
+                             v2.Normalize(MEAN, STD)])
+    fused(x)
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        fused(x)
+        torch.cuda.synchronize()
+    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
+               and "Memcpy" not in e.name and "Memset" not in e.name]
+    assert len(kernels) == 1, [e.name for e in kernels]
