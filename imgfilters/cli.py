@@ -118,8 +118,13 @@ def _run(s):
     if dst.is_dir():
         dst = dst / src.name
     _check_output(s, src, dst)
+    if not dst.parent.is_dir():
+        raise UsageError(f"{dst}: the folder {dst.parent} does not exist")
     pic = read_image(src)
-    _denoise_pictures(s, [pic], [src])
+    try:
+        _denoise_pictures(s, [pic], [src])
+    except ValueError as e:  # parameters the library refuses for this image (size, radius...)
+        raise UsageError(f"{src}: {e}") from e
     write_image(dst, pic, s.args.quality)
     return 0
 
@@ -139,8 +144,9 @@ def _run_folder(s, src, dst):
         raise UsageError(f"{dst}: is a file; folder input needs an output folder")
     if dst.resolve() == src.resolve():
         raise UsageError(f"{dst}: refusing to write into the input folder")
+    inside = src.resolve() in dst.resolve().parents  # an output folder below the input: skip it
     files = sorted(p for p in src.rglob("*") if p.is_file() and p.suffix.lower() in FORMATS
-                   and dst.resolve() not in p.resolve().parents)
+                   and not (inside and dst.resolve() in p.resolve().parents))
     failed, done = [], 0
     bar = tqdm(total=len(files), unit="image", disable=s.args.quiet, file=sys.stderr)
     for start in range(0, len(files), BATCH):
@@ -185,14 +191,14 @@ def _run_folder(s, src, dst):
 def _denoise_pictures(s, pics, names):
     """Denoise the planes of ``pics`` in place (alpha untouched): equal sizes and dtypes
     in one batch, unless the image needs tiles."""
-    groups = {}
+    groups, results = {}, {}
     for k, pic in enumerate(pics):
         groups.setdefault((tuple(pic.planes.shape), pic.planes.dtype), []).append(k)
     for idx in groups.values():
         x = torch.stack([pics[k].planes for k in idx])
-        y = _denoise(s, x, [names[k] for k in idx])
-        for k, out in zip(idx, y):
-            pics[k].planes = out
+        results.update(zip(idx, _denoise(s, x, [names[k] for k in idx])))
+    for k, out in results.items():  # only once every group succeeded: a retry starts from the inputs
+        pics[k].planes = out
 
 
 def _denoise(s, x, names):

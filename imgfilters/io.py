@@ -6,6 +6,7 @@ back: the mode, the ICC profile and the EXIF block. EXIF orientation is applied 
 reading, so the pixels are upright and the written EXIF says orientation 1.
 ``write_image`` writes atomically: a temporary file in the target folder, then a rename.
 """
+import io
 import os
 import tempfile
 from dataclasses import dataclass
@@ -13,13 +14,17 @@ from typing import Optional
 
 import numpy as np
 import torch
-from PIL import Image, ImageOps
+from PIL import Image, ImageCms, ImageOps
 
 __all__ = ["Picture", "ImageError", "read_image", "write_image", "FORMATS"]
 
 # extension -> Pillow format
 FORMATS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".tif": "TIFF", ".tiff": "TIFF", ".webp": "WEBP"}
 ORIENTATION = 0x0112
+# A TIFF's own tag block is what Pillow returns as its EXIF; of it only these describe the
+# picture rather than the file's layout (strips, samples, photometric), and only these are
+# carried to the output.
+DESCRIPTIVE_TAGS = (0x010E, 0x010F, 0x0110, 0x0131, 0x0132, 0x013B, 0x8298)
 
 
 class ImageError(Exception):
@@ -39,9 +44,12 @@ def read_image(path) -> Picture:
     RGBA), bilevel (to grey) and 16-bit grey. Raises ImageError with a one-line reason."""
     try:
         with Image.open(path) as im:
+            if im.mode in ("RGB", "RGBA") and any("16" in str(t[3]) for t in im.tile):
+                raise ImageError(f"{path}: 16-bit colour images are not supported (Pillow would read them "
+                                 "as 8-bit); use 16-bit grey or 8-bit colour")
             im.load()  # decode now: truncated or corrupt files fail here, not later
             icc = im.info.get("icc_profile")
-            exif = im.getexif()
+            exif = _picture_exif(im)
             im = ImageOps.exif_transpose(im)
     except FileNotFoundError:
         raise ImageError(f"{path}: no such file") from None
@@ -59,7 +67,7 @@ def read_image(path) -> Picture:
     elif mode == "CMYK" or mode == "YCbCr":
         mode = "RGB"
     if mode != im.mode:
-        im = im.convert(mode)
+        im, icc = _convert(im, mode, icc)
     if mode in ("I;16", "I;16L", "I;16B", "I"):
         arr = np.asarray(im)
         if arr.min() < 0 or arr.max() > 65535:
@@ -74,6 +82,34 @@ def read_image(path) -> Picture:
     else:
         raise ImageError(f"{path}: unsupported image mode {im.mode}")
     return Picture(planes, alpha, icc, exif.tobytes() if len(exif) else None)
+
+
+def _picture_exif(im):
+    """The EXIF block to carry: all of it from JPEG, PNG and WebP; from a TIFF, whose tag
+    block Pillow returns instead, only the descriptive tags."""
+    exif = im.getexif()
+    if im.format != "TIFF":
+        return exif
+    kept = Image.Exif()
+    for tag in DESCRIPTIVE_TAGS + (ORIENTATION,):
+        if tag in exif:
+            kept[tag] = exif[tag]
+    return kept
+
+
+def _convert(im, mode, icc):
+    """``im`` in ``mode``, with the ICC profile that still describes it: CMYK goes through
+    its profile to sRGB when it has one; otherwise a conversion that changes the colour
+    space drops the profile."""
+    if im.mode == "CMYK" and icc:
+        try:
+            srgb = ImageCms.createProfile("sRGB")
+            out = ImageCms.profileToProfile(im, ImageCms.ImageCmsProfile(io.BytesIO(icc)), srgb, outputMode="RGB")
+            return out, ImageCms.ImageCmsProfile(srgb).tobytes()
+        except (ImageCms.PyCMSError, OSError):
+            pass
+    keeps_space = im.mode in ("P", "PA", "1", "YCbCr")  # same colours, new storage
+    return im.convert(mode), (icc if keeps_space else None)
 
 
 def write_image(path, pic: Picture, quality=None):
@@ -98,13 +134,17 @@ def write_image(path, pic: Picture, quality=None):
     if quality is not None and fmt in ("JPEG", "WEBP"):
         options["quality"] = int(quality)
     folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".imgfilters-", suffix=os.path.splitext(str(path))[1])
+    if not os.path.isdir(folder):
+        raise ImageError(f"{path}: the folder {folder} does not exist")
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".imgfilters-", suffix=os.path.splitext(str(path))[1])
         with os.fdopen(fd, "wb") as f:
             im.save(f, format=fmt, **options)
         os.replace(tmp, path)
     except BaseException as e:
-        os.unlink(tmp)
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
         if isinstance(e, (OSError, ValueError)):
             raise ImageError(f"{path}: cannot write the image ({e})") from None
         raise

@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import cv2
 import numpy as np
 import pytest
 import torch
@@ -75,6 +76,15 @@ def test_grey_alpha_and_palette_images(tmp_path):
     assert np.all(np.asarray(Image.open(tmp_path / "la-out.tif"))[..., 1] == 200)
 
 
+def test_cmyk_tiff_in_and_the_tiff_layout_tags_stay_behind(tmp_path):
+    Image.fromarray(noisy(clean("coffee"), 10)).convert("CMYK").save(tmp_path / "in.tif")
+    r = run(tmp_path / "in.tif", tmp_path / "out.tif", "--search-radius", "1")
+    assert r.returncode == 0, r.stderr
+    out = Image.open(tmp_path / "out.tif")
+    out.load()
+    assert out.mode == "RGB" and out.size == Image.open(tmp_path / "in.tif").size
+
+
 def test_16_bit_stays_16_bit(tmp_path):
     ref = clean("camera").astype(np.uint16) * 257
     Image.fromarray(noisy(ref, 12 * 257, peak=65535)).save(tmp_path / "in.png")
@@ -136,6 +146,27 @@ def test_folder_mode_mirrors_continues_past_a_corrupt_file_and_exits_1(tmp_path)
     assert not any(p.name.startswith(".imgfilters-") for p in dst.rglob("*"))  # no temporary files left
 
 
+def test_folder_mode_retries_a_failed_batch_without_filtering_twice(tmp_path):
+    src = tmp_path / "in"
+    src.mkdir()
+    Image.fromarray(noisy(clean("camera"), 10)).save(src / "a.png")
+    Image.fromarray(noisy(clean("camera"), 10)[:5, :5]).save(src / "b.png")  # too small to estimate noise
+    r = run(src, tmp_path / "out", "--search-radius", "1")
+    assert r.returncode == 1 and "b.png" in r.stderr
+    assert run(src / "a.png", tmp_path / "alone.png", "--search-radius", "1").returncode == 0
+    assert np.array_equal(np.asarray(Image.open(tmp_path / "out" / "a.png")),
+                          np.asarray(Image.open(tmp_path / "alone.png")))
+
+
+def test_output_folder_around_the_input_folder(tmp_path):
+    src = tmp_path / "photos"
+    src.mkdir()
+    Image.fromarray(noisy(clean("camera"), 10)).save(src / "a.png")
+    r = run(src, tmp_path, "--search-radius", "1")  # the output folder contains the input folder
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "a.png").exists()
+
+
 def test_refuses_to_overwrite_unless_asked_and_never_the_input(tmp_path):
     Image.fromarray(noisy(clean("camera"), 10)).save(tmp_path / "in.png")
     (tmp_path / "out.png").write_bytes(b"keep me")
@@ -155,6 +186,9 @@ def test_every_usage_error_gives_code_2_and_one_line(tmp_path):
     (tmp_path / "cut.png").write_bytes(data[: len(data) // 3])
     (tmp_path / "text.png").write_text("hello")
     Image.fromarray(np.zeros((8, 8), np.float32)).save(tmp_path / "float.tif")
+    Image.fromarray(noisy(clean("camera"), 10)[:5, :5]).save(tmp_path / "tiny.png")
+    rgb16 = tmp_path / "rgb16.png"
+    cv2.imwrite(str(rgb16), (clean("coffee").astype(np.uint16) * 257)[..., ::-1].copy())
     cases = [
         (tmp_path / "missing.png", tmp_path / "o1.png"),
         (tmp_path / "ok.png", tmp_path / "o2.png", "--no-such-option"),
@@ -167,6 +201,10 @@ def test_every_usage_error_gives_code_2_and_one_line(tmp_path):
         (tmp_path / "ok.png", tmp_path / "o9.png", "--sigma", "nan"),
         (tmp_path / "ok.png", tmp_path / "o10.png", "--method", "median"),
         (tmp_path / "ok.png", tmp_path / "o11.png", "--quality", "0"),
+        (tmp_path / "ok.png", tmp_path / "nosuch" / "o12.png"),
+        (tmp_path / "tiny.png", tmp_path / "o13.png"),
+        (rgb16, tmp_path / "o14.png"),
+        (tmp_path / "ok.png", tmp_path / "o15.png", "--method", "bilateral", "--sigma-space", "20"),
     ]
     for case in cases:
         r = run(*case)

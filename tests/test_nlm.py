@@ -209,7 +209,11 @@ def test_automatic_mode_denoises_a_photo(gen):
     (lambda x: imgfilters.nl_means(x, 0.1, sigma=0.0, border="wrap"), ValueError, "border"),
     (lambda x: imgfilters.nl_means(torch.rand(1, 5, 8, 8), 0.1, sigma=0.0), ValueError, "channels"),
     (lambda x: imgfilters.nl_means(x.int(), 0.1, sigma=0.0), TypeError, "dtype"),
-    (lambda x: imgfilters.estimate_noise(x[..., :6]), ValueError, "7 x 7"),
+    (lambda x: imgfilters.nl_means(x, 0.1, sigma=0.0, patch_size=True), TypeError, "patch_size"),
+    (lambda x: imgfilters.estimate_noise(x[..., :6]), ValueError, "too small"),
+    (lambda x: imgfilters.estimate_noise(torch.rand(1, 28, 28)), ValueError, "too small"),
+    (lambda x: imgfilters.nl_means(torch.rand(3, 12, 12)), ValueError, "pass sigma"),
+    (lambda x: imgfilters.estimate_noise(torch.full((1, 40, 40), float("nan"))), ValueError, "NaN"),
     (lambda x: imgfilters.estimate_noise(x.numpy()), TypeError, "img"),
 ])
 def test_bad_arguments_raise_before_launch(call, error, match):

@@ -108,10 +108,12 @@ def nl_means(img, h=None, *, sigma=None, patch_size=None, search_radius=None, bo
 
 
 def _check_size(value, name, low, high, odd=False):
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an integer, got bool")
     try:
         value = operator.index(value)  # ints, numpy and 0-d torch integers; not floats or bools
     except TypeError:
         raise TypeError(f"{name} must be an integer, got {type(value).__name__}") from None
-    if isinstance(value, bool) or not low <= value <= high or (odd and value % 2 == 0):
+    if not low <= value <= high or (odd and value % 2 == 0):
         raise ValueError(f"{name} must be {'an odd' if odd else 'an'} integer in [{low}, {high}], got {value}")
     return value

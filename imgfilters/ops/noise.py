@@ -30,9 +30,12 @@ from imgfilters import _image
 __all__ = ["estimate_noise"]
 
 PATCH = 7
+MIN_PATCHES = 10 * PATCH * PATCH
 CONFIDENCE = 0.99
 ROUNDS = 3
 MAX_PATCHES = 2 ** 17  # a strided subset of patches on large images bounds the memory at ~50 MB
+# Fewer patches leave the 49 x 49 covariance too poorly sampled: pure noise of sigma 0.1 on
+# a 16 x 16 grey image reads 0.07, on 12 x 12 it reads 0.
 
 
 def estimate_noise(img):
@@ -40,7 +43,8 @@ def estimate_noise(img):
     intensity scale (integers read as value / max, so 10/255 for sigma 10 on a uint8 image).
 
     Args:
-        img: ``(..., C, H, W)`` or ``(H, W)`` image of any supported dtype, at least 7 x 7.
+        img: ``(..., C, H, W)`` or ``(H, W)`` image of any supported dtype, with at least
+            490 7 x 7 patches over its channels (29 x 29 grey, 19 x 19 RGB).
             The channels of an image are assumed to share one noise level.
 
     Returns:
@@ -50,8 +54,11 @@ def estimate_noise(img):
     _image.check_image(img)
     x4 = _image.as_planes(img)
     B, C, H, W = x4.shape
-    if H < PATCH or W < PATCH:
-        raise ValueError(f"img must be at least {PATCH} x {PATCH} pixels to estimate noise, got {H} x {W}")
+    if H < PATCH or W < PATCH or (H - PATCH + 1) * (W - PATCH + 1) * C < MIN_PATCHES:
+        raise ValueError(f"img of {C} x {H} x {W} is too small to estimate its noise: it needs {MIN_PATCHES} "
+                         f"{PATCH} x {PATCH} patches (about 29 x 29 grey, 19 x 19 colour); pass sigma instead")
+    if x4.is_floating_point() and not torch.isfinite(x4).all():
+        raise ValueError("img has NaN or infinite values; its noise cannot be estimated")
     out_dtype = torch.float64 if img.dtype == torch.float64 else torch.float32
     with torch.no_grad():
         sigmas = [_estimate(_image.to_unit(x4[b], torch.float32 if out_dtype == torch.float32 else torch.float64))

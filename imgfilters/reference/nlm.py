@@ -26,7 +26,8 @@ def nl_means(x, h, sigma, patch_size, search_radius, border="reflect", border_va
     B, C, H, W = x.shape
     f, R = patch_size // 2, search_radius
     per_image = lambda v: torch.as_tensor(v, dtype=torch.float64, device=x.device).reshape(-1, 1, 1, 1)
-    h2, floor = per_image(h) ** 2, 2 * per_image(sigma) ** 2
+    # h^2 of a tiny h would underflow to 0 (0/0 at the centre tap); the smallest normal stands in
+    h2, floor = (per_image(h) ** 2).clamp(min=torch.finfo(torch.float64).tiny), 2 * per_image(sigma) ** 2
     ext = pad(x, R + f, R + f, R + f, R + f, border, border_value)
     centre = ext[..., R:R + H + 2 * f, R:R + W + 2 * f]
     num = torch.zeros_like(x)
