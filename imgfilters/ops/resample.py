@@ -1,0 +1,207 @@
+"""Resampling: ``resize`` (torchvision's), ``upsample`` (``F.interpolate``'s) and
+``imresize`` (MATLAB's bicubic).
+
+One launch per call, weights computed in the kernel, every dtype read and written
+directly (uint8 in, uint8 out, no float copy). Integer images are resampled as PIL and
+torch's CPU path do: the row pass is clamped to the value range before the column pass,
+which matters only where bicubic or Lanczos overshoot next to saturated pixels.
+Gradients for floating-point inputs are the transposed resampling, exactly
+``F.interpolate``'s.
+"""
+import math
+import numbers
+
+import torch
+from torchvision.transforms import InterpolationMode
+
+from imgfilters import _image
+from imgfilters.kernels import resample as kernels
+from imgfilters.reference import resample as reference
+
+__all__ = ["resize", "upsample", "imresize"]
+
+_MODE_NAMES = {InterpolationMode.NEAREST: "nearest", InterpolationMode.NEAREST_EXACT: "nearest-exact",
+               InterpolationMode.BILINEAR: "bilinear", InterpolationMode.BICUBIC: "bicubic",
+               InterpolationMode.LANCZOS: "lanczos"}
+RESIZE_MODES = ("nearest", "nearest-exact", "bilinear", "bicubic", "lanczos", "area")
+UPSAMPLE_MODES = ("nearest", "nearest-exact", "bilinear", "bicubic", "area")
+
+
+def resize(img, size, interpolation="bilinear", max_size=None, antialias=True):
+    """Resize with the semantics of ``torchvision.transforms.v2.functional.resize``.
+
+    Args:
+        img: ``(..., C, H, W)`` or ``(H, W)`` tensor.
+        size: ``(h, w)``, or an int (or ``[int]``) for the shorter side, the longer one
+            keeping the aspect ratio (truncated), or ``None`` with ``max_size``.
+        interpolation: an ``InterpolationMode`` (NEAREST, NEAREST_EXACT, BILINEAR,
+            BICUBIC, LANCZOS) or one of ``"nearest"``, ``"nearest-exact"``,
+            ``"bilinear"``, ``"bicubic"``, ``"lanczos"`` (Lanczos-3 as PIL's, its support
+            widened when downsampling) and ``"area"`` (``F.interpolate(mode="area")``,
+            ``cv2.INTER_AREA`` for integer factors).
+        max_size: as torchvision's: the longer side's bound when ``size`` is an int.
+        antialias: widen bilinear and bicubic when downsampling (PIL's scheme, A = -0.5
+            for bicubic); ignored by nearest and area; Lanczos always uses it.
+
+    Equals torchvision within float32 rounding (float) and one level (uint8).
+    """
+    _image.check_image(img)
+    mode = _mode(interpolation, RESIZE_MODES, "interpolation")
+    H, W = img.shape[-2:]
+    out = reference.resized_size(H, W, _size_arg(size, max_size), max_size)
+    _check_out(out)
+    aa = bool(antialias) and mode in ("bilinear", "bicubic") or mode == "lanczos"
+    return _resample(img, out, mode, aa, False, (None, None))
+
+
+def upsample(img, scale_factor=None, size=None, mode="bicubic", align_corners=False):
+    """Resample with the semantics of ``torch.nn.functional.interpolate`` (default
+    ``recompute_scale_factor``): give ``scale_factor`` (a float or ``(fy, fx)``; the
+    output is ``floor(in * f)`` and coordinates map through ``1 / f``) or ``size``
+    (an int or ``(h, w)``), not both.
+
+    ``mode``: ``"nearest"``, ``"nearest-exact"``, ``"bilinear"``, ``"bicubic"`` (A = -0.75,
+    torch's) or ``"area"``; ``align_corners`` only with bilinear and bicubic. Works for
+    any factor, up or down (no antialias: that is ``resize``'s). Equals ``F.interpolate``
+    within float32 rounding.
+    """
+    _image.check_image(img)
+    mode = _mode(mode, UPSAMPLE_MODES, "mode")
+    if align_corners and mode not in ("bilinear", "bicubic"):
+        raise ValueError("align_corners can only be set with the bilinear and bicubic modes")
+    if (scale_factor is None) == (size is None):
+        raise ValueError("give exactly one of scale_factor and size")
+    H, W = img.shape[-2:]
+    if size is not None:
+        out = _pair_of(size, "size", int)
+        scales = (None, None)
+    else:
+        fy, fx = _pair_of(scale_factor, "scale_factor", float)
+        out = (math.floor(H * fy), math.floor(W * fx))
+        scales = (1.0 / fy, 1.0 / fx)
+    _check_out(out)
+    return _resample(img, out, mode, False, bool(align_corners), scales)
+
+
+def imresize(img, scale=None, size=None, antialias=True):
+    """MATLAB's ``imresize`` with its default bicubic kernel (A = -0.5), as BasicSR's
+    ``matlab_functions.imresize``: ``scale`` (a float or ``(sy, sx)``; output
+    ``ceil(in * scale)``) or ``size`` (``(h, w)``), not both; with ``antialias`` the
+    kernel widens when shrinking; borders are the symmetric extension. This is how
+    super-resolution benchmarks make their low-resolution inputs."""
+    _image.check_image(img)
+    if (scale is None) == (size is None):
+        raise ValueError("give exactly one of scale and size")
+    H, W = img.shape[-2:]
+    if size is not None:
+        out = _pair_of(size, "size", int)
+        scales = (None, None)
+    else:
+        sy, sx = _pair_of(scale, "scale", float)
+        out = (math.ceil(H * sy), math.ceil(W * sx))
+        scales = (1.0 / sy, 1.0 / sx)
+    _check_out(out)
+    return _resample(img, out, "matlab", bool(antialias), False, scales)
+
+
+def _mode(value, allowed, name):
+    if isinstance(value, InterpolationMode):
+        if value not in _MODE_NAMES:
+            raise ValueError(f"{name} {value} is not supported; use one of {', '.join(allowed)}")
+        value = _MODE_NAMES[value]
+    mode = str(value).lower().replace("_", "-") if isinstance(value, str) else None
+    if mode not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(allowed)} (or an InterpolationMode), got {value!r}")
+    return mode
+
+
+def _size_arg(size, max_size):
+    if size is None:
+        if max_size is None:
+            raise ValueError("size is None: give max_size")
+        return None
+    if isinstance(size, numbers.Integral) and not isinstance(size, bool):
+        return int(size)
+    if isinstance(size, (list, tuple)) and len(size) in (1, 2) and all(
+            isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in size):
+        return [int(v) for v in size]
+    raise TypeError(f"size must be an int or a sequence of 1 or 2 ints, got {size!r}")
+
+
+def _pair_of(value, name, kind):
+    vals = list(value) if isinstance(value, (list, tuple)) else [value, value]
+    if len(vals) != 2 or not all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in vals):
+        raise TypeError(f"{name} must be a number or a pair of numbers, got {value!r}")
+    if kind is int and not all(float(v).is_integer() for v in vals):
+        raise TypeError(f"{name} must hold integers, got {value!r}")
+    vals = [kind(v) for v in vals]
+    if not all(math.isfinite(v) and v > 0 for v in vals):
+        raise ValueError(f"{name} must be positive, got {value!r}")
+    return tuple(vals)
+
+
+def _check_out(out):
+    if min(out) < 1:
+        raise ValueError(f"the output size must be at least 1 x 1, got {out[0]} x {out[1]}")
+
+
+def _axis_scale(n_in, n_out, mode, antialias, align_corners, scale):
+    """The coordinate scale the kernel uses along one axis (reference.coordinate_scale),
+    with torch's copy when the size does not change for the modes that make one."""
+    if n_out == n_in and mode in ("bilinear", "lanczos") or (mode == "bicubic" and antialias and n_out == n_in):
+        return 1.0
+    return reference.coordinate_scale(n_in, n_out, align_corners, scale)
+
+
+def _code(mode, antialias):
+    if mode in ("bilinear", "bicubic") and antialias:
+        return kernels.MODES["aa-" + mode]
+    return kernels.MODES[mode]
+
+
+def _resample(img, out, mode, antialias, align_corners, scales):
+    x4 = _image.as_planes(img)
+    H, W = x4.shape[-2:]
+    out_shape = (*img.shape[:-2], *out)
+    integer = img.dtype in _image.MAX_VALUE
+    if not _image.uses_kernels(img):
+        y = reference.resize(_image.to_unit(x4), out, mode, antialias or mode == "lanczos", align_corners,
+                             scale=(_axis_scale(H, out[0], mode, antialias, align_corners, scales[0]),
+                                    _axis_scale(W, out[1], mode, antialias, align_corners, scales[1])),
+                             intermediate_clamp=integer)
+        return _image.like_input(img, _image.from_unit(y, img.dtype), out_shape)
+    params = (out, mode, antialias, align_corners, scales, integer)
+    return _image.like_input(img, _Resample.apply(img, params), out_shape)
+
+
+class _Resample(torch.autograd.Function):
+    """Forward: one launch. Backward: the transposed resampling, ``Wh^T g Ww`` with the
+    reference's weight matrices (float32 on the device; both are at most out x in)."""
+
+    @staticmethod
+    def forward(ctx, img, params):
+        out, mode, antialias, align_corners, scales, integer = params
+        ctx.params, ctx.in_shape = params, img.shape
+        x4 = _image.as_planes(img)
+        H, W = x4.shape[-2:]
+        sy = _axis_scale(H, out[0], mode, antialias, align_corners, scales[0])
+        sx = _axis_scale(W, out[1], mode, antialias, align_corners, scales[1])
+        layout = torch.channels_last if _image.is_channels_last(x4) else torch.contiguous_format
+        y4 = torch.empty(*x4.shape[:2], *out, dtype=img.dtype, device=img.device, memory_format=layout)
+        kernels.launch(x4, y4, _code(mode, antialias), sy, sx, align_corners, antialias, clamp_rows=integer)
+        return y4
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        out, mode, antialias, align_corners, scales, _ = ctx.params
+        H, W = ctx.in_shape[-2:]
+        f32 = dict(dtype=torch.float32, device=grad.device)
+        aa = antialias or mode == "lanczos"
+        wh = reference.weights(H, out[0], mode, antialias=aa, align_corners=align_corners,
+                               scale=_axis_scale(H, out[0], mode, antialias, align_corners, scales[0])).to(**f32)
+        ww = reference.weights(W, out[1], mode, antialias=aa, align_corners=align_corners,
+                               scale=_axis_scale(W, out[1], mode, antialias, align_corners, scales[1])).to(**f32)
+        g = grad.float().reshape(-1, *out)
+        dx = torch.einsum("oh,bop,pw->bhw", wh, g, ww)
+        return dx.reshape(ctx.in_shape).to(grad.dtype), None

@@ -1,0 +1,211 @@
+"""Resampling (resize / upsample): one launch, weights computed on the fly.
+
+Every mode is separable: output pixel (i, j) is ``sum_a wy_i(a) sum_b wx_j(b) X[y_i(a),
+x_j(b)]`` over a few source rows and columns per axis. Each program owns a ``BH x BW``
+output tile of one plane; per axis it computes, for its rows (columns), the first source
+index, the tap count and every tap's weight from the mode's index mapping and kernel
+function (normalised where the mode normalises), then loops over the taps of both axes.
+Downsampling with antialias widens the kernel with the scale, so taps per output grow
+with the scale squared while outputs shrink with it: about (2 x support)^2 multiply-adds
+per *input* pixel whatever the factor, in one launch.
+
+Modes (``MODE`` constexpr), as defined in ``imgfilters/reference/resample.py``:
+
+- NEAREST: ``floor(i * scale)``; NEAREST_EXACT: ``floor((i + 0.5) * scale)`` (torch).
+- LINEAR / CUBIC: torch's ``upsample_bilinear2d`` / ``upsample_bicubic2d`` (source
+  ``(i + 0.5) * scale - 0.5``, or ``i * scale`` with align_corners; bilinear clamps a
+  negative source to 0; bicubic A = -0.75 with its taps clamped into the image).
+- AA_LINEAR / AA_CUBIC / LANCZOS: the antialiased, PIL-style scheme of torch's
+  ``_upsample_*_aa`` and PIL: centre ``(i + 0.5) * scale``, support ``S * max(scale, 1)``,
+  weights ``k((x - centre + 0.5) / max(scale, 1))`` normalised (triangle, cubic with
+  A = -0.5, Lanczos-3).
+- AREA: ``adaptive_avg_pool2d``: the mean over ``[floor(i in / out), ceil((i + 1) in / out))``.
+- MATLAB: ``imresize`` bicubic (A = -0.5; with antialias the kernel widens by the scale
+  when shrinking), symmetric index padding at the borders, weights normalised.
+
+``scale`` is the source step per output pixel (``in / out``, or torch's ``1 / scale_factor``).
+"""
+import triton
+import triton.language as tl
+
+from .core import borders, pixels, pointwise
+from .core.tiling import interpreting, needs_int64, offset, on_device, pow2_at_least, programs, tile_origin
+
+NEAREST, NEAREST_EXACT, LINEAR, CUBIC, AA_LINEAR, AA_CUBIC, LANCZOS, AREA, MATLAB = range(9)
+MODES = {"nearest": NEAREST, "nearest-exact": NEAREST_EXACT, "bilinear": LINEAR, "bicubic": CUBIC,
+         "aa-bilinear": AA_LINEAR, "aa-bicubic": AA_CUBIC, "lanczos": LANCZOS, "area": AREA, "matlab": MATLAB}
+SUPPORT = {AA_LINEAR: 1.0, AA_CUBIC: 2.0, LANCZOS: 3.0, MATLAB: 2.0}
+PI: tl.constexpr = tl.constexpr(3.141592653589793)
+
+
+@triton.jit
+def _cubic(x, A: tl.constexpr):
+    """Keys' cubic convolution kernel with parameter A (0 beyond |x| = 2)."""
+    x = tl.abs(x)
+    near = ((A + 2.0) * x - (A + 3.0)) * x * x + 1.0
+    far = ((A * x - 5.0 * A) * x + 8.0 * A) * x - 4.0 * A
+    return tl.where(x < 1.0, near, tl.where(x < 2.0, far, 0.0))
+
+
+@triton.jit
+def _sinc(x):
+    px = PI * tl.where(x == 0.0, 1.0, x)
+    return tl.where(x == 0.0, 1.0, tl.sin(px) / px)
+
+
+@triton.jit
+def _aa_filter(x, MODE: tl.constexpr):
+    """The antialias path's kernel functions (PIL's filters)."""
+    if MODE == AA_LINEAR:
+        return tl.maximum(1.0 - tl.abs(x), 0.0)
+    elif MODE == AA_CUBIC:
+        return _cubic(x, -0.5)
+    else:  # LANCZOS: sinc(x) sinc(x / 3) on |x| < 3
+        return tl.where(tl.abs(x) < 3.0, _sinc(x) * _sinc(x / 3.0), 0.0)
+
+
+@triton.jit
+def _axis(i, n_in, n_out, scale, support, MODE: tl.constexpr, ALIGN: tl.constexpr):
+    """For output indices ``i`` along one axis: (first source index, tap count, the
+    position the weights are measured from)."""
+    fi = i.to(tl.float32)
+    one = tl.full(i.shape, 1, tl.int32)
+    if MODE == NEAREST:
+        return tl.minimum((fi * scale).to(tl.int32), n_in - 1), one, fi
+    elif MODE == NEAREST_EXACT:
+        return tl.minimum(((fi + 0.5) * scale).to(tl.int32), n_in - 1), one, fi
+    elif MODE == LINEAR or MODE == CUBIC:
+        if ALIGN:
+            src = fi * scale
+        else:
+            src = (fi + 0.5) * scale - 0.5
+        if MODE == LINEAR:
+            if not ALIGN:
+                src = tl.maximum(src, 0.0)
+            return tl.floor(src).to(tl.int32), 2 * one, src
+        return tl.floor(src).to(tl.int32) - 1, 4 * one, src
+    elif MODE == AREA:
+        start = (i * n_in) // n_out
+        end = ((i + 1) * n_in + n_out - 1) // n_out
+        return start, end - start, fi
+    elif MODE == MATLAB:
+        u = (fi + 1.0) * scale + 0.5 * (1.0 - scale)  # 1-based, as MATLAB
+        left = tl.floor(u - support).to(tl.int32) - 1  # 0-based
+        return left, one * (tl.ceil(2.0 * support).to(tl.int32) + 2), u
+    else:
+        centre = (fi + 0.5) * scale
+        lo = tl.maximum((centre - support + 0.5).to(tl.int32), 0)
+        hi = tl.minimum((centre + support + 0.5).to(tl.int32), n_in)
+        return lo, hi - lo, centre
+
+
+@triton.jit
+def _tap(k, first, count, pos, n_in, widen, MODE: tl.constexpr):
+    """Tap ``k`` of every output along one axis: (source index in [0, n_in), raw weight;
+    0 where k >= count). ``widen`` is max(scale, 1) where the kernel widens, else 1."""
+    idx = first + k
+    live = k < count
+    if MODE == NEAREST or MODE == NEAREST_EXACT or MODE == AREA:
+        w = tl.full(first.shape, 1.0, tl.float32)
+    elif MODE == LINEAR:
+        t = pos - tl.floor(pos)
+        w = tl.where(k == 0, 1.0 - t, t)
+    elif MODE == CUBIC:
+        w = _cubic(pos - tl.floor(pos) - (k - 1), -0.75)
+    elif MODE == MATLAB:
+        w = _cubic((pos - (idx + 1).to(tl.float32)) / widen, -0.5)
+    else:
+        w = _aa_filter((idx.to(tl.float32) - pos + 0.5) / widen, MODE)
+    if MODE == MATLAB:
+        idx = borders.remap(idx, n_in, borders.SYMMETRIC)
+    else:
+        idx = tl.minimum(tl.maximum(idx, 0), n_in - 1)
+    return idx, tl.where(live, w, 0.0)
+
+
+@triton.jit
+def _weight_sum(first, count, pos, n_in, widen, TAPS, MODE: tl.constexpr):
+    total = tl.zeros(first.shape, tl.float32)
+    for k in range(0, TAPS):
+        _, w = _tap(k, first, count, pos, n_in, widen, MODE)
+        total += w
+    return total
+
+
+@triton.jit
+def resample_kernel(X, Y, C, H, W, HO, WO, scale_y, scale_x, support_y, support_x, widen_y, widen_x,
+                    sxb, sxc, sxh, sxw, syb, syc, syh, syw, TAPS_Y, TAPS_X,
+                    PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
+                    MODE: tl.constexpr, ALIGN: tl.constexpr, NORMALISE: tl.constexpr, CLAMP_ROWS: tl.constexpr,
+                    OFF64: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr):
+    """Y[b, c] (HO x WO) resampled from X[b, c] (H x W); the epilogue's ``x_in`` is the
+    resampled value itself (there is no input pixel at an output position). CLAMP_ROWS
+    clamps the result of each row's pass to [0, 1] before the column pass."""
+    b, c, h0, w0 = tile_origin(tl.program_id(0), C, HO, WO, BH, BW)
+    rows = h0 + tl.arange(0, BH)
+    cols = w0 + tl.arange(0, BW)
+    fy, ny, py = _axis(rows, H, HO, scale_y, support_y, MODE, ALIGN)
+    fx, nx, px = _axis(cols, W, WO, scale_x, support_x, MODE, ALIGN)
+    if NORMALISE:  # (rows and columns past the output have no taps: 0, not 1 / 0)
+        total_y = _weight_sum(fy, ny, py, H, widen_y, TAPS_Y, MODE)
+        total_x = _weight_sum(fx, nx, px, W, widen_x, TAPS_X, MODE)
+        norm_y = tl.where(total_y != 0.0, 1.0 / tl.where(total_y != 0.0, total_y, 1.0), 0.0)
+        norm_x = tl.where(total_x != 0.0, 1.0 / tl.where(total_x != 0.0, total_x, 1.0), 0.0)
+    base = X + b * sxb + c * sxc
+    acc = tl.zeros((BH, BW), dtype=tl.float32)
+    for a in range(0, TAPS_Y):
+        ry, wy = _tap(a, fy, ny, py, H, widen_y, MODE)
+        row_ptr = base + offset(ry, sxh, OFF64)[:, None]
+        line = tl.zeros((BH, BW), dtype=tl.float32)
+        for k in range(0, TAPS_X):
+            cx, wx = _tap(k, fx, nx, px, W, widen_x, MODE)
+            v = pointwise.apply_chain(pixels.load(row_ptr + offset(cx, sxw, OFF64)[None, :]), c, PRO, pro_args)
+            line += wx[None, :] * v
+        if NORMALISE:
+            line = line * norm_x[None, :]
+        if CLAMP_ROWS:  # the row pass of an integer image is an integer image in PIL and torch's CPU path
+            line = tl.minimum(tl.maximum(line, 0.0), 1.0)
+        acc += wy[:, None] * line
+    if NORMALISE:
+        acc = acc * norm_y[:, None]
+    acc = pointwise.apply_epilogue(acc, acc, c, EPI, epi_args)
+    mask = (rows < HO)[:, None] & (cols < WO)[None, :]
+    offs = offset(rows, syh, OFF64)[:, None] + offset(cols, syw, OFF64)[None, :]
+    pixels.store(Y + b * syb + c * syc + offs, acc, mask)
+
+
+def taps(mode, n_in, n_out, scale, antialias):
+    """Taps per output along an axis (the loop bound), and the kernel's support and
+    widening there."""
+    widen = max(scale, 1.0) if (antialias or mode in (AA_LINEAR, AA_CUBIC, LANCZOS)) else 1.0
+    if mode in (NEAREST, NEAREST_EXACT):
+        return 1, 0.0, 1.0
+    if mode == LINEAR:
+        return 2, 0.0, 1.0
+    if mode == CUBIC:
+        return 4, 0.0, 1.0
+    if mode == AREA:
+        return -(-n_in // n_out) + 1, 0.0, 1.0
+    support = SUPPORT[mode] * widen
+    if mode == MATLAB:
+        return int(-(-2 * support // 1)) + 2, support, widen
+    return 2 * int(-(-support // 1)) + 1, support, widen
+
+
+def launch(x, y, mode, scale_y, scale_x, align_corners=False, antialias=False, clamp_rows=False, pro=((), ()),
+           epi=((), ())):
+    """Resample 4-D ``x`` (B, C, H, W) into ``y`` (B, C, HO, WO) with mode code ``mode``
+    and source steps ``scale_y``/``scale_x`` per output pixel."""
+    B, C, H, W = x.shape
+    HO, WO = y.shape[-2:]
+    ty, sup_y, wid_y = taps(mode, H, HO, scale_y, antialias)
+    tx, sup_x, wid_x = taps(mode, W, WO, scale_x, antialias)
+    normalise = mode in (AA_LINEAR, AA_CUBIC, LANCZOS, AREA, MATLAB)
+    # Memory-bound for the common factors: wide rows keep the stores coalesced.
+    bh, bw = (pow2_at_least(HO, 1, 64), pow2_at_least(WO, 16, 128)) if interpreting() else (8, 128)
+    with on_device(x):
+        resample_kernel[(programs(B * C, HO, WO, bh, bw),)](
+            x, y, C, H, W, HO, WO, float(scale_y), float(scale_x), float(sup_y), float(sup_x), float(wid_y),
+            float(wid_x), *x.stride(), *y.stride(), ty, tx, pro[0], pro[1], epi[0], epi[1],
+            MODE=mode, ALIGN=bool(align_corners), NORMALISE=normalise, CLAMP_ROWS=bool(clamp_rows),
+            OFF64=needs_int64(x, y), BH=bh, BW=bw, num_warps=4)

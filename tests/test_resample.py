@@ -1,0 +1,159 @@
+"""Resampling kernels against the float64 reference and their peers (torchvision,
+F.interpolate, PIL), gradients, bad arguments."""
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+import torchvision.transforms.v2.functional as tvf
+from PIL import Image
+from torchvision.transforms import InterpolationMode
+
+import imgfilters
+from imgfilters import _image
+from imgfilters.reference import resample as ref
+
+from helpers import KERNEL_DTYPES, assert_matches, random_image, sample
+
+F64 = dict(dtype=torch.float64)
+
+
+def unit(x):
+    return _image.to_unit(_image.as_planes(x.cpu()))
+
+
+@pytest.mark.parametrize("mode", ["nearest", "nearest-exact", "bilinear", "bicubic", "area"])
+@pytest.mark.parametrize("size", [(29, 40), (5, 7), (1, 1), (110, 9)])
+def test_upsample_equals_interpolate(mode, size, gen, device):
+    x = random_image((2, 3, 13, 17), torch.float32, gen, device)
+    for ac in (False, True) if mode in ("bilinear", "bicubic") else (False,):
+        y = imgfilters.upsample(x, size=size, mode=mode, align_corners=ac)
+        kw = dict(align_corners=ac) if mode in ("bilinear", "bicubic") else {}
+        assert_matches(y, F.interpolate(x.cpu().double(), size=size, mode=mode, **kw))
+
+
+@pytest.mark.parametrize("mode", ["nearest", "nearest-exact", "bilinear", "bicubic", "area"])
+@pytest.mark.parametrize("factor", [1.7, 0.45, (2.0, 3.0), 9.3])
+def test_upsample_by_scale_factor(mode, factor, gen, device):
+    x = random_image((1, 2, 11, 14), torch.float32, gen, device)
+    y = imgfilters.upsample(x, scale_factor=factor, mode=mode)
+    assert_matches(y, F.interpolate(x.cpu().double(), scale_factor=factor, mode=mode))
+
+
+@pytest.mark.parametrize("interp", [InterpolationMode.BILINEAR, InterpolationMode.BICUBIC,
+                                    InterpolationMode.NEAREST, InterpolationMode.NEAREST_EXACT])
+@pytest.mark.parametrize("antialias", [True, False])
+def test_resize_equals_torchvision_float_and_uint8(interp, antialias, gen, device):
+    x = random_image((2, 3, 21, 26), torch.float32, gen, device)
+    u8 = random_image((2, 3, 21, 26), torch.uint8, gen, device)
+    for size in ((31, 40), (9, 13), [12]):
+        y = imgfilters.resize(x, size, interp, antialias=antialias)
+        assert (y.cpu() - tvf.resize(x.cpu(), size, interp, antialias=antialias)).abs().max() <= 1e-5
+        yu = imgfilters.resize(u8, size, interp, antialias=antialias)
+        assert yu.dtype == torch.uint8
+        assert (yu.cpu().int() - tvf.resize(u8.cpu(), size, interp, antialias=antialias).int()).abs().max() <= 1
+
+
+@pytest.mark.parametrize("interp", ["bilinear", "bicubic", "nearest-exact"])
+def test_one_pixel_outputs_and_factors_above_8(interp, gen, device):
+    x = random_image((3, 5, 6), torch.float32, gen, device)
+    for size in ((1, 1), (1, 4), (47, 61)):
+        for aa in (True, False):
+            y = imgfilters.resize(x, size, interp, antialias=aa)
+            assert (y.cpu() - tvf.resize(x.cpu(), size, interp, antialias=aa)).abs().max() <= 1e-5
+
+
+def test_resize_size_rules_and_max_size(gen, device):
+    x = random_image((3, 30, 45), torch.float32, gen, device)
+    assert imgfilters.resize(x, 20).shape == tvf.resize(x.cpu(), [20]).shape == (3, 20, 30)
+    assert imgfilters.resize(x, 20, max_size=25).shape == tvf.resize(x.cpu(), [20], max_size=25).shape
+    assert imgfilters.resize(x, None, max_size=40).shape == tvf.resize(x.cpu(), None, max_size=40).shape
+
+
+@pytest.mark.parametrize("name", ["astronaut", "camera"])
+@pytest.mark.parametrize("size", [(61, 53), (150, 111)])
+def test_lanczos_equals_pil_on_photos(name, size, device):
+    img = sample(name)[:, 60:156, 70:166].contiguous()
+    y = imgfilters.resize(img.to(device), size, "lanczos")
+    arr = img.permute(1, 2, 0).numpy()
+    pil = Image.fromarray(arr[..., 0] if arr.shape[-1] == 1 else arr).resize(size[::-1], Image.LANCZOS)
+    theirs = torch.from_numpy(np.array(pil)).reshape(size[0], size[1], -1).permute(2, 0, 1)
+    assert (y.cpu().int() - theirs.int()).abs().max() <= 1
+
+
+@pytest.mark.parametrize("dtype", KERNEL_DTYPES)
+@pytest.mark.parametrize("mode", ["lanczos", "area", "bicubic"])
+def test_every_dtype_against_the_reference(dtype, mode, gen, device):
+    x = random_image((2, 3, 19, 23), dtype, gen, device)
+    for size in ((37, 50), (10, 13)):
+        y = imgfilters.resize(x, size, mode)
+        aa = mode != "area"
+        expected = ref.resize(unit(x), size, mode, aa, intermediate_clamp=dtype in _image.MAX_VALUE)
+        assert_matches(y, expected.reshape(*x.shape[:-2], *size))
+
+
+@pytest.mark.parametrize("size,scale", [((7, 9), None), (None, 0.25), (None, 2.0), (None, (0.5, 1.5))])
+def test_imresize_equals_the_matlab_reference(size, scale, gen, device):
+    x = random_image((2, 1, 24, 30), torch.float32, gen, device)
+    y = imgfilters.imresize(x, scale=scale, size=size)
+    assert_matches(y, ref.imresize(unit(x), size, scale=scale))
+
+
+def test_channels_last_views_batches_and_input_untouched(gen, device):
+    x = random_image((2, 3, 16, 20), torch.uint8, gen, device).to(memory_format=torch.channels_last)
+    before = x.clone()
+    y = imgfilters.resize(x, (33, 41), "bicubic")
+    assert y.is_contiguous(memory_format=torch.channels_last) and torch.equal(x, before)
+    five = random_image((2, 2, 3, 9, 11), torch.float32, gen, device)
+    assert torch.equal(imgfilters.upsample(five, size=(20, 5), mode="bilinear")[1, 0],
+                       imgfilters.upsample(five[1, 0], size=(20, 5), mode="bilinear"))
+    view = random_image((3, 30, 40), torch.float32, gen, device)[:, 5:25:2, 3:33]
+    assert torch.equal(imgfilters.resize(view, (17, 13)), imgfilters.resize(view.contiguous(), (17, 13)))
+
+
+@pytest.mark.parametrize("call", [
+    lambda x: imgfilters.resize(x, (9, 13), "bicubic"),
+    lambda x: imgfilters.resize(x, (4, 5), "lanczos"),
+    lambda x: imgfilters.upsample(x, scale_factor=2.5, mode="bicubic", align_corners=True),
+    lambda x: imgfilters.upsample(x, size=(3, 20), mode="area"),
+    lambda x: imgfilters.imresize(x, scale=0.5),
+])
+def test_gradients_equal_interpolates(call, gen, device):
+    x = random_image((1, 2, 8, 10), torch.float32, gen, device).requires_grad_()
+    y = call(x)
+    g = torch.randn(y.shape, generator=gen).to(device)
+    (ours,) = torch.autograd.grad(y, x, g)
+    x64 = x.detach().cpu().double().requires_grad_()
+    y64 = call(x64)  # float64 runs the reference: autograd through its matrices
+    (theirs,) = torch.autograd.grad(y64, x64, g.cpu().double())
+    assert (ours.cpu().double() - theirs).abs().max() <= 1e-5
+
+
+def test_reference_gradient_is_interpolates():
+    x = torch.rand(1, 1, 6, 7, **F64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda t: imgfilters.upsample(t, size=(11, 4), mode="bicubic"), (x,))
+    g = torch.rand(1, 1, 11, 4, **F64)
+    (a,) = torch.autograd.grad(imgfilters.upsample(x, size=(11, 4), mode="bicubic"), x, g)
+    (b,) = torch.autograd.grad(F.interpolate(x, size=(11, 4), mode="bicubic"), x, g)
+    assert torch.allclose(a, b)
+
+
+@pytest.mark.parametrize("call,error,match", [
+    (lambda x: imgfilters.resize(x, 0), ValueError, "size"),
+    (lambda x: imgfilters.resize(x, (4, -1)), ValueError, "size"),
+    (lambda x: imgfilters.resize(x, 2.5), TypeError, "size"),
+    (lambda x: imgfilters.resize(x, 4, "cubic"), ValueError, "interpolation"),
+    (lambda x: imgfilters.resize(x, 4, InterpolationMode.BOX), ValueError, "interpolation"),
+    (lambda x: imgfilters.resize(x, 4, max_size=3), ValueError, "max_size"),
+    (lambda x: imgfilters.upsample(x), ValueError, "exactly one"),
+    (lambda x: imgfilters.upsample(x, 2.0, (4, 4)), ValueError, "exactly one"),
+    (lambda x: imgfilters.upsample(x, 0.0), ValueError, "scale_factor"),
+    (lambda x: imgfilters.upsample(x, 0.01), ValueError, "output size"),
+    (lambda x: imgfilters.upsample(x, 2.0, mode="lanczos"), ValueError, "mode"),
+    (lambda x: imgfilters.upsample(x, 2.0, mode="nearest", align_corners=True), ValueError, "align_corners"),
+    (lambda x: imgfilters.imresize(x), ValueError, "exactly one"),
+    (lambda x: imgfilters.resize(x.int(), 4), TypeError, "dtype"),
+])
+def test_bad_arguments(call, error, match):
+    x = torch.rand(2, 3, 8, 8)
+    with pytest.raises(error, match=match):
+        call(x)
