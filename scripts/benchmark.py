@@ -129,11 +129,34 @@ def nlm_cases():
     return cases
 
 
+@family("resample")
+def resample_cases():
+    import torch.nn.functional as F
+    import torchvision.transforms.v2.functional as tvf
+    hd, k4, hd16 = (1, 3, 1080, 1920), (1, 3, 2160, 3840), (16, 3, 1080, 1920)
+    cases = []
+    for shape, dtype in [(hd, torch.float32), (hd, torch.uint8), (hd16, torch.float32)]:
+        x = image(shape, dtype)
+        peers = {"torchvision": lambda x=x: tvf.resize(x, [2160, 3840], tvf.InterpolationMode.BICUBIC,
+                                                       antialias=False)}
+        if dtype != torch.uint8:
+            peers["F.interpolate"] = lambda x=x: F.interpolate(x, scale_factor=2, mode="bicubic")
+        cases.append(("upsample 2x bicubic", x, lambda x=x: imgfilters.upsample(x, 2.0, mode="bicubic"), peers))
+    x = image(hd, torch.float32)
+    cases.append(("resize 2x lanczos", x, lambda x=x: imgfilters.resize(x, (2160, 3840), "lanczos"), {}))
+    x = image(k4, torch.float32)
+    cases.append(("resize 4K -> 1080p bicubic antialias", x,
+                  lambda x=x: imgfilters.resize(x, (1080, 1920), "bicubic", antialias=True),
+                  {"F.interpolate": lambda x=x: F.interpolate(x, size=(1080, 1920), mode="bicubic", antialias=True),
+                   "torchvision bilinear": lambda x=x: tvf.resize(x, [1080, 1920], antialias=True)}))
+    return cases
+
+
 def tuned_tile(family_name):
     """The tile the family's autotuner used last, for the notes (None when untuned)."""
     from imgfilters.kernels import bilateral, nlm, separable
     tuner = {"separable": separable.separable_tuned, "bilateral": bilateral.bilateral_tuned,
-             "nlm": nlm.nlm_tuned}[family_name]
+             "nlm": nlm.nlm_tuned}.get(family_name)
     cfg = getattr(tuner, "best_config", None)
     if cfg is None:
         return None
@@ -189,7 +212,7 @@ def main(argv=None):
     rows = []
     cases = [(n, case) for n in names for case in FAMILIES[n]()]  # inputs drawn before any capture
     for n, (op, x, fn, peers, *opts) in cases:
-        fn()  # compile + autotune
+        result = fn()  # compile + autotune
         ms = triton.testing.do_bench(fn, return_mode="median")
         tile = tuned_tile(n)
         graph_ms = float("nan")
@@ -198,8 +221,10 @@ def main(argv=None):
                 graph_ms = triton.testing.do_bench_cudagraph(fn, return_mode="median")
             except Exception as e:  # an op that cannot be captured: report, go on
                 print(f"  (graph capture failed on {op}: {type(e).__name__}: {e})")
-        out_bytes = x.numel() * x.element_size()
-        gbs = 2 * out_bytes / ms / 1e6
+        in_bytes = x.numel() * x.element_size()
+        out_bytes = result.numel() * result.element_size() if isinstance(result, torch.Tensor) else in_bytes
+        del result
+        gbs = (in_bytes + out_bytes) / ms / 1e6
         extra = extra_memory(fn, out_bytes) / 2 ** 20
         ups = {}
         for peer, pfn in peers.items():
