@@ -5,8 +5,10 @@ Each class is a ``v2.Transform``: it works inside ``v2.Compose``, ``v2.RandomApp
 and PIL images (a PIL image comes back as a PIL image of the same mode), and passes
 bounding boxes, masks and other tv_tensors through unchanged.
 
-``GaussianBlur`` takes exactly the arguments of ``v2.GaussianBlur`` (it is one, with
-imgfilters' kernel), so swapping the import is enough. The other transforms take the
+``GaussianBlur`` and ``Resize`` take exactly the arguments of ``v2.GaussianBlur`` and
+``v2.Resize`` (they are ones, with imgfilters' kernels), so swapping the import is
+enough; ``Resize`` and ``Upsample`` hand boxes and masks to torchvision, so they move
+with the image. The other transforms take the
 arguments of their functional op; a float parameter may also be a ``(low, high)`` range,
 sampled uniformly with torch's RNG on every call, and with ``per_sample=True`` the
 bilateral transform draws one value per image of a batch and filters the batch in one
@@ -22,10 +24,11 @@ from torchvision.transforms.v2 import functional as F
 
 from imgfilters.ops import bilateral as _bilateral
 from imgfilters.ops import nlm as _nlm
+from imgfilters.ops import resample as _resample
 from imgfilters.ops import separable as _separable
 
 __all__ = ["GaussianBlur", "BoxBlur", "SeparableFilter", "UnsharpMask", "Bilateral", "JointBilateral",
-           "NonLocalMeans"]
+           "NonLocalMeans", "Resize", "Upsample"]
 
 _PASSED_THROUGH = (tv_tensors.BoundingBoxes, tv_tensors.Mask)
 
@@ -199,3 +202,42 @@ class NonLocalMeans(v2.Transform):
         return _filter_images(inpt, lambda t: _nlm.nl_means(
             t, params["h"], sigma=params["sigma"], patch_size=self.patch_size, search_radius=self.search_radius,
             border=self.border, border_value=self.border_value))
+
+
+class Resize(v2.Resize):
+    """``v2.Resize`` with images resized by ``imgfilters.resize``: the same arguments and
+    output sizes, float32 within 1e-5 and uint8 within 1 of torchvision. Bounding boxes,
+    masks and other tv_tensors go through torchvision's own resize."""
+
+    def transform(self, inpt, params):
+        if isinstance(inpt, tv_tensors.TVTensor) and not isinstance(inpt, (tv_tensors.Image, tv_tensors.Video)):
+            return super().transform(inpt, params)
+        return _filter_images(inpt, lambda t: _resample.resize(t, self.size, self.interpolation, self.max_size,
+                                                               self.antialias))
+
+
+class Upsample(v2.Transform):
+    """``imgfilters.upsample`` as a transform (``F.interpolate``'s arguments). Bounding
+    boxes and masks are resized by torchvision to the images' new size."""
+
+    def __init__(self, scale_factor=None, size=None, mode="bicubic", align_corners=False):
+        super().__init__()
+        if (scale_factor is None) == (size is None):
+            raise ValueError("give exactly one of scale_factor and size")
+        self.scale_factor, self.size, self.mode, self.align_corners = scale_factor, size, mode, align_corners
+
+    def make_params(self, flat_inputs):
+        from torchvision.transforms.v2._utils import query_size
+        h, w = query_size(flat_inputs)
+        if self.size is not None:
+            out = _resample._pair_of(self.size, "size", int)
+        else:
+            fy, fx = _resample._pair_of(self.scale_factor, "scale_factor", float)
+            out = (int(h * fy), int(w * fx))
+        return dict(size=list(out))
+
+    def transform(self, inpt, params):
+        if isinstance(inpt, tv_tensors.TVTensor) and not isinstance(inpt, (tv_tensors.Image, tv_tensors.Video)):
+            return F.resize(inpt, params["size"])
+        return _filter_images(inpt, lambda t: _resample.upsample(t, self.scale_factor, self.size, self.mode,
+                                                                 self.align_corners))

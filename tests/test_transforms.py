@@ -122,6 +122,34 @@ def test_joint_bilateral_filters_the_image_with_the_guide(gen, device):
         t(img)
 
 
+def test_resize_is_torchvisions_for_images_boxes_and_masks(gen, device):
+    img = tv_tensors.Image(random_image((3, 20, 30), torch.uint8, gen, device))
+    boxes = tv_tensors.BoundingBoxes([[1, 2, 15, 16]], format="XYXY", canvas_size=(20, 30))
+    mask = tv_tensors.Mask(random_image((20, 30), torch.uint8, gen, device))
+    for args in ((13,), ((25, 11), "bicubic"), (10, v2.InterpolationMode.NEAREST, 14)):
+        ours, theirs = T.Resize(*args), v2.Resize(*args)
+        assert repr(ours).replace("imgfilters.transforms.", "") == repr(theirs).replace("torchvision.transforms.v2.", "")
+        a = ours(img, boxes, mask)
+        b = theirs(tv_tensors.Image(img.cpu()), boxes, tv_tensors.Mask(mask.cpu()))  # torchvision's CPU uint8 path
+        assert isinstance(a[0], tv_tensors.Image) and a[0].shape == b[0].shape
+        assert (a[0].cpu().int() - b[0].int()).abs().max() <= 1
+        assert torch.equal(a[1], b[1]) and torch.equal(a[2].cpu(), b[2])
+    pil = PIL.Image.fromarray(sample("coffee").permute(1, 2, 0).numpy())
+    out = T.Resize((40, 60))(pil)
+    assert isinstance(out, PIL.Image.Image) and out.size == (60, 40) and out.mode == "RGB"
+
+
+def test_upsample_resizes_images_and_moves_boxes(gen, device):
+    img = tv_tensors.Image(random_image((3, 10, 12), torch.float32, gen, device))
+    boxes = tv_tensors.BoundingBoxes([[1, 2, 5, 6]], format="XYXY", canvas_size=(10, 12))
+    out, out_boxes = T.Upsample(scale_factor=2.0, mode="bilinear")(img, boxes)
+    assert torch.equal(out.as_subclass(torch.Tensor),
+                       imgfilters.upsample(img.as_subclass(torch.Tensor), 2.0, mode="bilinear"))
+    assert out_boxes.canvas_size == (20, 24) and out_boxes.tolist() == [[2, 4, 10, 12]]
+    with pytest.raises(ValueError, match="exactly one"):
+        T.Upsample()
+
+
 def test_repr_and_bad_arguments():
     assert "sigma_color=(0.05, 0.2)" in repr(T.Bilateral(sigma_color=(0.05, 0.2)))
     with pytest.raises(ValueError, match="sigma"):
