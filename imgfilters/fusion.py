@@ -12,12 +12,14 @@ Pointwise steps it recognises, in unit scale (integers read as value / max):
 - ``v2.Normalize(mean, std)``: a per-channel affine step.
 
 Conversions to integer dtypes (torchvision truncates ``x * 255.999`` where the kernels
-round) and anything else run as they are. Where the unfused pipeline stores a filter's
-result in an integer dtype before later steps, the fused epilogue rounds it the same way
-first, so the results agree up to float32 rounding.
+round), ``ToDtype`` with a per-type dict, and anything else run as they are. Where the
+unfused pipeline stores a filter's result in an integer dtype before later steps, the
+fused epilogue rounds it the same way first, so the results agree up to float32
+rounding (float16 and bfloat16 intermediates are not rounded to their precision).
+Filters with a constant border and filters that estimate the noise get no prologue: their
+border value and their estimate must see the image the pipeline hands them.
 """
 import torch
-from torchvision import tv_tensors
 from torchvision.transforms import v2
 
 from imgfilters import _image, transforms as T
@@ -104,6 +106,8 @@ class Fused:
         x, i = inputs[0], 0
         with torch.no_grad():
             while i < len(self.transforms):
+                if not self._fusable(x):  # a step returned something else (crops, a PIL image...)
+                    return v2.Compose(self.transforms[i:])(x)
                 stage, i = self._stage(i, x.dtype)
                 x = stage(x)
         return x
@@ -119,8 +123,8 @@ class Fused:
 
     @staticmethod
     def _fusable(x):
-        return (isinstance(x, torch.Tensor) and not isinstance(x, (tv_tensors.BoundingBoxes, tv_tensors.Mask))
-                and x.dtype in _image.KERNEL_DTYPES and _image.uses_kernels(x) and not x.requires_grad)
+        return (isinstance(x, torch.Tensor) and not T.not_an_image(x) and x.dtype in _image.KERNEL_DTYPES
+                and _image.uses_kernels(x) and not x.requires_grad)
 
     def _stage(self, i, dtype):
         """The stage that starts at transform ``i`` for an input of ``dtype``, and the index
@@ -137,7 +141,7 @@ class Fused:
             steps += step[0]
             cur = step[1]
             i += 1
-        if i < n and _is_filter(ts[i]) and not (steps and _estimates_noise(ts[i])):
+        if i < n and _is_filter(ts[i]) and not (steps and _needs_raw_input(ts[i])):
             stage = _Filter(ts[i], steps, cur)
             i += 1
             while i < n and (step := _pointwise_step(ts[i], stage.out_dtype)) is not None:
@@ -153,10 +157,12 @@ def _is_filter(t):
     return isinstance(t, FILTERS) and not isinstance(t, T.JointBilateral)
 
 
-def _estimates_noise(t):
-    """NLM that estimates its noise must see the image the pipeline gives it, not a
-    prologue's input."""
-    return isinstance(t, T.NonLocalMeans) and (t.h is None or t.sigma is None)
+def _needs_raw_input(t):
+    """Filters that take no prologue: NLM estimating its noise, and filters whose constant
+    border value the kernels insert before the prologue (bilateral, NLM)."""
+    if isinstance(t, T.NonLocalMeans) and (t.h is None or t.sigma is None):
+        return True
+    return isinstance(t, (T.Bilateral, T.NonLocalMeans)) and t.border == "constant"
 
 
 def _pointwise_step(t, dtype):
@@ -164,7 +170,7 @@ def _pointwise_step(t, dtype):
     if isinstance(t, v2.Normalize) and dtype.is_floating_point:
         return [pw.normalize(t.mean, t.std)], dtype
     if isinstance(t, v2.ToDtype):
-        target = t.dtype.get(tv_tensors.Image, t.dtype.get(torch.Tensor)) if isinstance(t.dtype, dict) else t.dtype
+        target = t.dtype  # a per-type dict depends on the input's type: run it as it is
         if not isinstance(target, torch.dtype) or target not in _image.KERNEL_DTYPES or not target.is_floating_point:
             return None
         if t.scale or dtype.is_floating_point:

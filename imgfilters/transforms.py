@@ -30,15 +30,21 @@ from imgfilters.ops import separable as _separable
 __all__ = ["GaussianBlur", "BoxBlur", "SeparableFilter", "UnsharpMask", "Bilateral", "JointBilateral",
            "NonLocalMeans", "Resize", "Upsample"]
 
-_PASSED_THROUGH = (tv_tensors.BoundingBoxes, tv_tensors.Mask)
+_PIL_MODES = ("L", "LA", "RGB", "RGBA")
+
+
+def not_an_image(inpt):
+    """Boxes, masks, keypoints and any other tv_tensor that is not an Image or a Video."""
+    return isinstance(inpt, tv_tensors.TVTensor) and not isinstance(inpt, (tv_tensors.Image, tv_tensors.Video))
 
 
 def _filter_images(inpt, fn):
-    """Apply ``fn`` to image-like inputs (tensors, Image, Video, PIL); pass others through."""
-    if isinstance(inpt, _PASSED_THROUGH):
+    """Apply ``fn`` to image-like inputs (tensors, Image, Video, PIL); pass others (boxes,
+    masks, keypoints, any other tv_tensor) through."""
+    if not_an_image(inpt):
         return inpt
     if isinstance(inpt, PIL.Image.Image):
-        if inpt.mode not in ("L", "LA", "RGB", "RGBA"):
+        if inpt.mode not in _PIL_MODES:
             raise TypeError(f"PIL images of mode {inpt.mode!r} are not supported; use L, LA, RGB or RGBA")
         return F.to_pil_image(fn(F.pil_to_tensor(inpt)), mode=inpt.mode)
     if isinstance(inpt, torch.Tensor):
@@ -72,7 +78,7 @@ def _sample(bounds, count=None):
 def _batch_size(flat_inputs):
     """Images in the first image-like input: the product of its leading dims."""
     for inpt in flat_inputs:
-        if isinstance(inpt, torch.Tensor) and not isinstance(inpt, _PASSED_THROUGH) and inpt.ndim >= 3:
+        if isinstance(inpt, torch.Tensor) and not not_an_image(inpt) and inpt.ndim >= 3:
             return max(1, inpt[..., 0, 0, 0].numel())
     return 1
 
@@ -210,8 +216,8 @@ class Resize(v2.Resize):
     masks and other tv_tensors go through torchvision's own resize."""
 
     def transform(self, inpt, params):
-        if isinstance(inpt, tv_tensors.TVTensor) and not isinstance(inpt, (tv_tensors.Image, tv_tensors.Video)):
-            return super().transform(inpt, params)
+        if not_an_image(inpt) or (isinstance(inpt, PIL.Image.Image) and inpt.mode not in _PIL_MODES):
+            return super().transform(inpt, params)  # boxes, masks, 16-bit and palette PIL images
         return _filter_images(inpt, lambda t: _resample.resize(t, self.size, self.interpolation, self.max_size,
                                                                self.antialias))
 
@@ -237,7 +243,7 @@ class Upsample(v2.Transform):
         return dict(size=list(out))
 
     def transform(self, inpt, params):
-        if isinstance(inpt, tv_tensors.TVTensor) and not isinstance(inpt, (tv_tensors.Image, tv_tensors.Video)):
+        if not_an_image(inpt):
             return F.resize(inpt, params["size"])
         return _filter_images(inpt, lambda t: _resample.upsample(t, self.scale_factor, self.size, self.mode,
                                                                  self.align_corners))

@@ -53,6 +53,27 @@ def test_tv_tensors_and_unfusable_inputs_stay_correct(gen, device):
     assert fused(f).requires_grad  # gradients: unfused, so autograd sees every step
 
 
+def test_steps_that_change_the_input_type_and_dict_dtypes_stay_correct(gen, device):
+    x = random_image((3, 16, 18), torch.uint8, gen, device)
+    crops = imgfilters.fuse([T.GaussianBlur(3, 1.0), v2.FiveCrop(8), v2.ToDtype(torch.float32, scale=True)])(x)
+    expected = v2.Compose([T.GaussianBlur(3, 1.0), v2.FiveCrop(8), v2.ToDtype(torch.float32, scale=True)])(x)
+    assert len(crops) == 5 and all(torch.equal(a, b) for a, b in zip(crops, expected))
+    by_type = [v2.ToDtype({tv_tensors.Image: torch.float32, "others": None}, scale=True), T.BoxBlur(3)]
+    fused = imgfilters.fuse(by_type)
+    assert torch.equal(fused(x), v2.Compose(by_type)(x))  # a plain tensor is "others": stays uint8
+
+
+@pytest.mark.parametrize("filt", [T.Bilateral(0.5, radius=1, border="constant", border_value=0.2),
+                                  T.NonLocalMeans(0.3, sigma=0.05, patch_size=3, search_radius=1, border="constant",
+                                                  border_value=0.2)])
+def test_constant_borders_see_the_normalised_image(filt, gen, device):
+    steps = [v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD), filt]
+    x = random_image((2, 3, 13, 15), torch.uint8, gen, device)
+    fused = imgfilters.fuse(steps)
+    assert fused.launches(torch.uint8) == 2
+    assert_same(fused(x), v2.Compose(steps)(x))
+
+
 def test_bad_pipelines_raise():
     with pytest.raises(TypeError, match="pipeline"):
         imgfilters.fuse(T.BoxBlur(3))

@@ -63,6 +63,14 @@ def test_boxes_and_masks_pass_through(gen, device):
     assert out_boxes is boxes and out_mask is mask
 
 
+def test_keypoints_pass_through_filters(gen, device):
+    img = tv_tensors.Image(random_image((3, 12, 14), torch.uint8, gen, device))
+    points = tv_tensors.KeyPoints([[2, 3], [5, 7]], canvas_size=(12, 14))
+    for t in (T.GaussianBlur(3, 1.0), T.BoxBlur(3), T.NonLocalMeans(0.1, sigma=0.01, patch_size=3, search_radius=1)):
+        _, out = t(img, points)
+        assert out is points
+
+
 def test_video_is_filtered_frame_by_frame(gen, device):
     video = tv_tensors.Video(random_image((4, 3, 10, 11), torch.uint8, gen, device))
     out = T.BoxBlur(3)(video)
@@ -137,6 +145,8 @@ def test_resize_is_torchvisions_for_images_boxes_and_masks(gen, device):
     pil = PIL.Image.fromarray(sample("coffee").permute(1, 2, 0).numpy())
     out = T.Resize((40, 60))(pil)
     assert isinstance(out, PIL.Image.Image) and out.size == (60, 40) and out.mode == "RGB"
+    deep = PIL.Image.fromarray(sample("camera")[0].numpy().astype("uint16") * 257)  # I;16: torchvision's path
+    assert T.Resize((40, 60))(deep).size == v2.Resize((40, 60))(deep).size
 
 
 def test_upsample_resizes_images_and_moves_boxes(gen, device):

@@ -3,8 +3,15 @@
 
 One launch per call, weights computed in the kernel, every dtype read and written
 directly (uint8 in, uint8 out, no float copy). Integer images are resampled as PIL and
-torch's CPU path do: the row pass is clamped to the value range before the column pass,
-which matters only where bicubic or Lanczos overshoot next to saturated pixels.
+torch's CPU path do: the row pass is clamped to the value range before the column pass.
+That matters only where bicubic or Lanczos overshoot next to saturated pixels, and there
+torchvision on CUDA differs (it resamples a float copy without that clamp, by tens of
+levels on hard edges); the uint8 peers of the tests are PIL and torchvision on the CPU.
+
+Where one axis keeps its size, the scale on it is 1 (a copy along that axis) for
+bilinear, antialiased bicubic and Lanczos, as torch's CPU kernels do. torch's CUDA kernels
+differ in two corners: bicubic copies only when both axes keep their size, and bilinear
+still applies ``1 / scale_factor`` on an unchanged axis.
 Gradients for floating-point inputs are the transposed resampling, exactly
 ``F.interpolate``'s.
 """
