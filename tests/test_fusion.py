@@ -53,6 +53,7 @@ def test_tv_tensors_and_unfusable_inputs_stay_correct(gen, device):
     assert fused(f).requires_grad  # gradients: unfused, so autograd sees every step
 
 
+@pytest.mark.filterwarnings("ignore:scale was set to True")  # torchvision, on the "others" entry
 def test_steps_that_change_the_input_type_and_dict_dtypes_stay_correct(gen, device):
     x = random_image((3, 16, 18), torch.uint8, gen, device)
     crops = imgfilters.fuse([T.GaussianBlur(3, 1.0), v2.FiveCrop(8), v2.ToDtype(torch.float32, scale=True)])(x)
