@@ -94,6 +94,16 @@ def per_image(value, name, batch, *, positive=True):
     return torch.full((batch,), check_number(value, name, low=0.0, low_open=positive), dtype=torch.float64)
 
 
+def on(values, device):
+    """A float64 CPU vector of per-image parameters as float32 on ``device``. One value for
+    all images is filled there instead of copied: a host-to-device copy from pageable
+    memory waits for the host and cannot be captured in a CUDA graph."""
+    values = values.to(torch.float32)
+    if bool((values == values[0]).all()):
+        return torch.full(values.shape, float(values[0]), dtype=torch.float32, device=device)
+    return values.to(device)
+
+
 def to_unit(img, dtype=torch.float64):
     """``img`` as a float tensor in unit scale (integers divided by their max)."""
     scale = MAX_VALUE.get(img.dtype)

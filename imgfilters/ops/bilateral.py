@@ -172,7 +172,7 @@ def _bilateral(img, guide, sigma_color, sigma_space, radius, window, color_dista
 def _coefficients(sigma, device):
     """-log2(e) / (2 sigma^2) per image: the exponent's coefficient for exp2, kept finite in
     float32 (an infinite one would give -inf * 0 = NaN at the centre tap)."""
-    return (-kernels.LOG2E.value / (2 * sigma * sigma)).clamp(min=-1e30).to(device=device, dtype=torch.float32)
+    return _image.on((-kernels.LOG2E.value / (2 * sigma * sigma)).clamp(min=-1e30), device)
 
 
 class _Bilateral(torch.autograd.Function):

@@ -99,8 +99,8 @@ def nl_means(img, h=None, *, sigma=None, patch_size=None, search_radius=None, bo
             y = reference.nl_means(_image.to_unit(x4), h, sigma, patch_size, search_radius, border, border_value)
             return _image.like_input(img, _image.from_unit(y, img.dtype))
         area = patch_size * patch_size * C
-        coef = (-kernels.LOG2E / (h * h * area)).clamp(min=-1e30).to(device=img.device, dtype=torch.float32)
-        floor = (2 * sigma * sigma * area).to(device=img.device, dtype=torch.float32)
+        coef = _image.on((-kernels.LOG2E / (h * h * area)).clamp(min=-1e30), img.device)
+        floor = _image.on(2 * sigma * sigma * area, img.device)
         pro, epi, dtype = pointwise.fused_chains(C, img.device, img.dtype)
         y4 = _image.new_planes(x4, dtype)
         kernels.launch(x4, y4, coef, floor, patch_size, search_radius, code, border_value, pro=pro, epi=epi)
