@@ -13,8 +13,8 @@ import triton
 import triton.language as tl
 
 from .core import borders, pixels, pointwise
-from .core.tiling import (autotuning, interpreting, needs_int64, offset, on_device, pow2_at_least,
-                          programs, size_class, tile_configs, tile_origin)
+from .core.tiling import (autotuning, interpreting, launch_tile_or_tuned, needs_int64, offset, on_device,
+                          pow2_at_least, programs, size_class, tile_configs, tile_origin)
 
 LOG2E: tl.constexpr = tl.constexpr(1.4426950408889634)
 MAX_RADIUS = 32
@@ -483,8 +483,4 @@ def _dispatch(kernel, tuned, x, B, H, W, args, meta, fixed=None):
         fixed = triton.Config(dict(BH=pow2_at_least(H, 1, 128), BW=pow2_at_least(W, 1, 128)))
     elif fixed is None and not autotuning():
         fixed = _prune(CONFIGS, None, **meta)[0]
-    with on_device(x):
-        if fixed is None:
-            tuned[grid](*args, **meta)
-        else:
-            kernel[grid(fixed.kwargs)](*args, **meta, **fixed.kwargs, num_warps=fixed.num_warps)
+    launch_tile_or_tuned(kernel, tuned, grid, args, meta, fixed, x)

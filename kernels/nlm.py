@@ -30,8 +30,8 @@ import triton
 import triton.language as tl
 
 from .core import borders, pixels, pointwise
-from .core.tiling import (autotuning, interpreting, needs_int64, offset, on_device, pow2_at_least, programs,
-                          size_class, tile_configs, tile_origin)
+from .core.tiling import (autotuning, interpreting, launch_tile_or_tuned, needs_int64, offset, pow2_at_least,
+                          programs, size_class, tile_configs, tile_origin)
 
 LOG2E = 1.4426950408889634
 MAX_CHANNELS = 4
@@ -225,16 +225,13 @@ def launch(x, y, coef, floor, patch_size, radius, border=0, border_value=0.0, pr
             epi[1])
     meta = dict(C=C, P=patch_size, R=radius, BORDER=border, OFF64=needs_int64(x, y), SIZE_CLASS=size_class(H, W))
     grid = lambda m: (programs(B, H, W, m["TH"] - patch_size + 1, m["TW"] - patch_size + 1),)
-    fixed = None if tile is None else tile_configs([tile])[0]
-    if fixed is not None:
-        pass
+    if tile is not None:
+        fixed = tile_configs([tile])[0]
     elif interpreting():  # one block covers the image
         fixed = triton.Config(dict(TH=pow2_at_least(H + patch_size - 1, 16, 128),
                                    TW=pow2_at_least(W + patch_size - 1, 16, 128)))
     elif not autotuning():
         fixed = _prune(CONFIGS, None, **meta)[0]
-    with on_device(x):
-        if fixed is None:
-            nlm_tuned[grid](*args, **meta)
-        else:
-            nlm_kernel[grid(fixed.kwargs)](*args, **meta, **fixed.kwargs, num_warps=fixed.num_warps)
+    else:
+        fixed = None
+    launch_tile_or_tuned(nlm_kernel, nlm_tuned, grid, args, meta, fixed, x)

@@ -62,6 +62,16 @@ def tile_configs(tiles):
     return out
 
 
+def launch_tile_or_tuned(kernel, tuned, grid, args, meta, fixed, x):
+    """Launch on ``x``'s device: ``kernel`` with the ``fixed`` ``triton.Config`` when one is
+    given, else ``tuned`` (its autotuned wrapper); ``grid`` maps a config's kwargs to the grid."""
+    with on_device(x):
+        if fixed is None:
+            tuned[grid](*args, **meta)
+        else:
+            kernel[grid(fixed.kwargs)](*args, **meta, **fixed.kwargs, num_warps=fixed.num_warps)
+
+
 def programs(planes: int, h: int, w: int, bh: int, bw: int) -> int:
     """Programs for ``planes`` planes of ``h x w`` outputs in ``bh x bw`` tiles."""
     return planes * triton.cdiv(h, bh) * triton.cdiv(w, bw)
