@@ -76,17 +76,7 @@ def upsample(img, scale_factor=None, size=None, mode="bicubic", align_corners=Fa
     mode = _mode(mode, UPSAMPLE_MODES, "mode")
     if align_corners and mode not in ("bilinear", "bicubic"):
         raise ValueError("align_corners can only be set with the bilinear and bicubic modes")
-    if (scale_factor is None) == (size is None):
-        raise ValueError("give exactly one of scale_factor and size")
-    H, W = img.shape[-2:]
-    if size is not None:
-        out = _pair_of(size, "size", int)
-        scales = (None, None)
-    else:
-        fy, fx = _pair_of(scale_factor, "scale_factor", float)
-        out = (math.floor(H * fy), math.floor(W * fx))
-        scales = (1.0 / fy, 1.0 / fx)
-    _check_out(out)
+    out, scales = _scaled_size(img, scale_factor, "scale_factor", size, math.floor)
     return _resample(img, out, mode, False, bool(align_corners), scales)
 
 
@@ -97,17 +87,7 @@ def imresize(img, scale=None, size=None, antialias=True):
     kernel widens when shrinking; borders are the symmetric extension. This is how
     super-resolution benchmarks make their low-resolution inputs."""
     _image.check_image(img)
-    if (scale is None) == (size is None):
-        raise ValueError("give exactly one of scale and size")
-    H, W = img.shape[-2:]
-    if size is not None:
-        out = _pair_of(size, "size", int)
-        scales = (None, None)
-    else:
-        sy, sx = _pair_of(scale, "scale", float)
-        out = (math.ceil(H * sy), math.ceil(W * sx))
-        scales = (1.0 / sy, 1.0 / sx)
-    _check_out(out)
+    out, scales = _scaled_size(img, scale, "scale", size, math.ceil)
     return _resample(img, out, "matlab", bool(antialias), False, scales)
 
 
@@ -145,6 +125,22 @@ def _pair_of(value, name, kind):
     if not all(math.isfinite(v) and v > 0 for v in vals):
         raise ValueError(f"{name} must be positive, got {value!r}")
     return tuple(vals)
+
+
+def _scaled_size(img, factor, name, size, rounding):
+    """(output size, per-axis coordinate scales) from exactly one of a magnification
+    ``factor`` (output ``rounding(in * factor)``, coordinates through ``1 / factor``) and a
+    ``size`` (scales from the sizes: ``None``)."""
+    if (factor is None) == (size is None):
+        raise ValueError(f"give exactly one of {name} and size")
+    H, W = img.shape[-2:]
+    if size is not None:
+        out, scales = _pair_of(size, "size", int), (None, None)
+    else:
+        fy, fx = _pair_of(factor, name, float)
+        out, scales = (rounding(H * fy), rounding(W * fx)), (1.0 / fy, 1.0 / fx)
+    _check_out(out)
+    return out, scales
 
 
 def _check_out(out):
