@@ -31,10 +31,13 @@ import triton.language as tl
 from .core import borders, pixels, pointwise
 from .core.tiling import interpreting, needs_int64, offset, on_device, pow2_at_least, programs, tile_origin
 
-NEAREST, NEAREST_EXACT, LINEAR, CUBIC, AA_LINEAR, AA_CUBIC, LANCZOS, AREA, MATLAB = range(9)
-MODES = {"nearest": NEAREST, "nearest-exact": NEAREST_EXACT, "bilinear": LINEAR, "bicubic": CUBIC,
-         "aa-bilinear": AA_LINEAR, "aa-bicubic": AA_CUBIC, "lanczos": LANCZOS, "area": AREA, "matlab": MATLAB}
-SUPPORT = {AA_LINEAR: 1.0, AA_CUBIC: 2.0, LANCZOS: 3.0, MATLAB: 2.0}
+# Mode codes: constexpr for the kernels (compiled kernels read only constexpr globals);
+# the host compares against them and keys its tables by their int values.
+NEAREST, NEAREST_EXACT, LINEAR, CUBIC, AA_LINEAR, AA_CUBIC, LANCZOS, AREA, MATLAB = (tl.constexpr(i) for i in range(9))
+MODES = {name: code.value for name, code in [
+    ("nearest", NEAREST), ("nearest-exact", NEAREST_EXACT), ("bilinear", LINEAR), ("bicubic", CUBIC),
+    ("aa-bilinear", AA_LINEAR), ("aa-bicubic", AA_CUBIC), ("lanczos", LANCZOS), ("area", AREA), ("matlab", MATLAB)]}
+SUPPORT = {AA_LINEAR.value: 1.0, AA_CUBIC.value: 2.0, LANCZOS.value: 3.0, MATLAB.value: 2.0}
 PI: tl.constexpr = tl.constexpr(3.141592653589793)
 
 
