@@ -4,6 +4,7 @@ Images are ``(..., C, H, W)`` tensors (``(H, W)`` is one channel) of a supported
 Integers are read as value / max, floats as they are. Every check raises before any
 launch, naming the argument and what is allowed.
 """
+import functools
 import math
 import numbers
 
@@ -96,12 +97,19 @@ def per_image(value, name, batch, *, positive=True):
 
 def on(values, device):
     """A float64 CPU vector of per-image parameters as float32 on ``device``. One value for
-    all images is filled there instead of copied: a host-to-device copy from pageable
-    memory waits for the host and cannot be captured in a CUDA graph."""
+    all images comes from a small cache of device tensors, filled once: a host-to-device
+    copy from pageable memory waits for the host and cannot be captured in a CUDA graph,
+    and a fill on every call would be one more launch next to the filter's."""
     values = values.to(torch.float32)
-    if bool((values == values[0]).all()):
-        return torch.full(values.shape, float(values[0]), dtype=torch.float32, device=device)
+    if bool((values == values.flatten()[0]).all()):
+        return _filled(float(values.flatten()[0]), tuple(values.shape), torch.device(device))
     return values.to(device)
+
+
+@functools.lru_cache(maxsize=256)
+def _filled(value, shape, device):
+    """A read-only float32 tensor of ``shape`` filled with ``value`` on ``device``."""
+    return torch.full(shape, value, dtype=torch.float32, device=device)
 
 
 def to_unit(img, dtype=torch.float64):
