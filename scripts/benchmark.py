@@ -152,6 +152,27 @@ def resample_cases():
     return cases
 
 
+@family("fusion")
+def fusion_cases():
+    """The issue's pipeline on a 4K uint8 batch: ToDtype -> Bilateral -> Normalize, fused into
+    one launch, against the same steps run one after another, and kornia's chain."""
+    from torchvision.transforms import v2
+
+    from imgfilters import transforms as T
+    kornia = optional("kornia")
+    mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+    steps = [v2.ToDtype(torch.float32, scale=True), T.Bilateral(0.1, radius=2), v2.Normalize(mean, std)]
+    unfused, fused = v2.Compose(steps), imgfilters.fuse(steps)
+    x = image((4, 3, 2160, 3840), torch.uint8)
+    peers = {"unfused": lambda: unfused(x)}
+    if kornia is not None:
+        m = torch.tensor(mean, device="cuda")
+        s = torch.tensor(std, device="cuda")
+        peers["kornia"] = lambda: kornia.enhance.normalize(kornia.filters.bilateral_blur(
+            x.float() / 255, (5, 5), 0.1, (1.5, 1.5), border_type="reflect", color_distance_type="l2"), m, s)
+    return [("fused ToDtype+Bilateral 5x5+Normalize", x, lambda: fused(x), peers)]
+
+
 def tuned_tile(family_name):
     """The tile the family's autotuner used last, for the notes (None when untuned)."""
     from imgfilters.kernels import bilateral, nlm, separable
