@@ -217,7 +217,10 @@ class Resize(v2.Resize):
 
     def transform(self, inpt, params):
         if not_an_image(inpt) or (isinstance(inpt, PIL.Image.Image) and inpt.mode not in _PIL_MODES):
-            return super().transform(inpt, params)  # boxes, masks, 16-bit and palette PIL images
+            # boxes, masks, 16-bit and palette PIL images: torchvision's resize, given the enum
+            # (torchvision before 0.27 does not take a mode's name)
+            return self._call_kernel(F.resize, inpt, self.size, interpolation=_resample.as_enum(self.interpolation),
+                                     max_size=self.max_size, antialias=self.antialias)
         return _filter_images(inpt, lambda t: _resample.resize(t, self.size, self.interpolation, self.max_size,
                                                                self.antialias))
 

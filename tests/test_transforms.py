@@ -138,7 +138,9 @@ def test_resize_is_torchvisions_for_images_boxes_and_masks(gen, device):
         ours, theirs = T.Resize(*args), v2.Resize(*args)
         assert repr(ours).replace("imgfilters.transforms.", "") == repr(theirs).replace("torchvision.transforms.v2.", "")
         a = ours(img, boxes, mask)
-        b = theirs(tv_tensors.Image(img.cpu()), boxes, tv_tensors.Mask(mask.cpu()))  # torchvision's CPU uint8 path
+        # torchvision's CPU uint8 path (given the enum: torchvision before 0.27 takes no name)
+        enum_args = [v2.InterpolationMode(a) if isinstance(a, str) else a for a in args]
+        b = v2.Resize(*enum_args)(tv_tensors.Image(img.cpu()), boxes, tv_tensors.Mask(mask.cpu()))
         assert isinstance(a[0], tv_tensors.Image) and a[0].shape == b[0].shape
         assert (a[0].cpu().int() - b[0].int()).abs().max() <= 1
         assert torch.equal(a[1], b[1]) and torch.equal(a[2].cpu(), b[2])

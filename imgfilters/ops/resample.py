@@ -91,6 +91,14 @@ def imresize(img, scale=None, size=None, antialias=True):
     return _resample(img, out, "matlab", bool(antialias), False, scales)
 
 
+def as_enum(interpolation):
+    """torchvision's ``InterpolationMode`` for a mode's name (``"bicubic"``); anything else
+    as it is."""
+    if isinstance(interpolation, str):
+        return next((m for m, n in _MODE_NAMES.items() if n == interpolation.lower()), interpolation)
+    return interpolation
+
+
 def _mode(value, allowed, name):
     if isinstance(value, InterpolationMode):
         if value not in _MODE_NAMES:
