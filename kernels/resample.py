@@ -39,6 +39,9 @@ MODES = {name: code.value for name, code in [
     ("aa-bilinear", AA_LINEAR), ("aa-bicubic", AA_CUBIC), ("lanczos", LANCZOS), ("area", AREA), ("matlab", MATLAB)]}
 SUPPORT = {AA_LINEAR.value: 1.0, AA_CUBIC.value: 2.0, LANCZOS.value: 3.0, MATLAB.value: 2.0}
 PI: tl.constexpr = tl.constexpr(3.141592653589793)
+# GPU tile: output rows, output columns, source rows per chunk, warps (measured on the
+# H200, PERFORMANCE.md).
+TILE = (16, 128, 16, 4)
 
 
 @triton.jit
@@ -103,11 +106,21 @@ def _axis(i, n_in, n_out, scale, support, MODE: tl.constexpr, ALIGN: tl.constexp
 
 
 @triton.jit
+def _source(idx, n_in, MODE: tl.constexpr):
+    """A tap's source index brought into [0, n_in): MATLAB pads symmetrically, the others
+    repeat the edge."""
+    if MODE == MATLAB:
+        return borders.remap(idx, n_in, borders.SYMMETRIC)
+    return tl.minimum(tl.maximum(idx, 0), n_in - 1)
+
+
+@triton.jit
 def _tap(k, first, count, pos, n_in, widen, MODE: tl.constexpr):
     """Tap ``k`` of every output along one axis: (source index in [0, n_in), raw weight;
-    0 where k >= count). ``widen`` is max(scale, 1) where the kernel widens, else 1."""
+    0 unless 0 <= k < count). ``widen`` is max(scale, 1) where the kernel widens, else 1.
+    ``k`` may be a tensor that broadcasts against the per-output vectors."""
     idx = first + k
-    live = k < count
+    live = (k >= 0) & (k < count)
     if MODE == NEAREST or MODE == NEAREST_EXACT or MODE == AREA:
         w = tl.full(first.shape, 1.0, tl.float32)
     elif MODE == LINEAR:
@@ -119,11 +132,7 @@ def _tap(k, first, count, pos, n_in, widen, MODE: tl.constexpr):
         w = _cubic((pos - (idx + 1).to(tl.float32)) / widen, -0.5)
     else:
         w = _aa_filter((idx.to(tl.float32) - pos + 0.5) / widen, MODE)
-    if MODE == MATLAB:
-        idx = borders.remap(idx, n_in, borders.SYMMETRIC)
-    else:
-        idx = tl.minimum(tl.maximum(idx, 0), n_in - 1)
-    return idx, tl.where(live, w, 0.0)
+    return _source(idx, n_in, MODE), tl.where(live, w, 0.0)
 
 
 @triton.jit
@@ -140,10 +149,17 @@ def resample_kernel(X, Y, C, H, W, HO, WO, scale_y, scale_x, support_y, support_
                     sxb, sxc, sxh, sxw, syb, syc, syh, syw, TAPS_Y, TAPS_X,
                     PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
                     MODE: tl.constexpr, ALIGN: tl.constexpr, NORMALISE: tl.constexpr, CLAMP_ROWS: tl.constexpr,
-                    OFF64: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr):
+                    PRECISION: tl.constexpr, OFF64: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr, JC: tl.constexpr):
     """Y[b, c] (HO x WO) resampled from X[b, c] (H x W); the epilogue's ``x_in`` is the
     resampled value itself (there is no input pixel at an output position). CLAMP_ROWS
-    clamps the result of each row's pass to [0, 1] before the column pass."""
+    clamps the result of each row's pass to [0, 1] before the column pass.
+
+    Separable in two stages on chip: the row pass runs once per source row the tile needs
+    (``JC`` rows at a time: a JC x BW tile of row-resampled values), and the column pass
+    is a (BH x JC) @ (JC x BW) product with the tile's column-weight matrix, zero outside
+    each output row's taps. That costs TAPS_X loads per source row instead of TAPS_Y x
+    TAPS_X per output pixel, and the product runs on the tensor cores (``PRECISION``
+    "tf32x3": float32 accuracy; the interpreter multiplies in float32 as it is)."""
     b, c, h0, w0 = tile_origin(tl.program_id(0), C, HO, WO, BH, BW)
     rows = h0 + tl.arange(0, BH)
     cols = w0 + tl.arange(0, BW)
@@ -155,11 +171,15 @@ def resample_kernel(X, Y, C, H, W, HO, WO, scale_y, scale_x, support_y, support_
         norm_y = tl.where(total_y != 0.0, 1.0 / tl.where(total_y != 0.0, total_y, 1.0), 0.0)
         norm_x = tl.where(total_x != 0.0, 1.0 / tl.where(total_x != 0.0, total_x, 1.0), 0.0)
     base = X + b * sxb + c * sxc
+    # The source rows (before border handling) that the tile's output rows read.
+    live_rows = rows < HO
+    first_row = tl.min(tl.where(live_rows, fy, 2147483647), axis=0)
+    end_row = tl.max(tl.where(live_rows, fy + ny, -2147483647), axis=0)
     acc = tl.zeros((BH, BW), dtype=tl.float32)
-    for a in range(0, TAPS_Y):
-        ry, wy = _tap(a, fy, ny, py, H, widen_y, MODE)
-        row_ptr = base + offset(ry, sxh, OFF64)[:, None]
-        line = tl.zeros((BH, BW), dtype=tl.float32)
+    for j0 in range(first_row, end_row, JC):
+        src = j0 + tl.arange(0, JC)
+        row_ptr = base + offset(_source(src, H, MODE), sxh, OFF64)[:, None]
+        line = tl.zeros((JC, BW), dtype=tl.float32)
         for k in range(0, TAPS_X):
             cx, wx = _tap(k, fx, nx, px, W, widen_x, MODE)
             v = pointwise.apply_chain(pixels.load(row_ptr + offset(cx, sxw, OFF64)[None, :]), c, PRO, pro_args)
@@ -168,7 +188,8 @@ def resample_kernel(X, Y, C, H, W, HO, WO, scale_y, scale_x, support_y, support_
             line = line * norm_x[None, :]
         if CLAMP_ROWS:  # the row pass of an integer image is an integer image in PIL and torch's CPU path
             line = tl.minimum(tl.maximum(line, 0.0), 1.0)
-        acc += wy[:, None] * line
+        _, wy = _tap(src[None, :] - fy[:, None], fy[:, None], ny[:, None], py[:, None], H, widen_y, MODE)
+        acc = tl.dot(wy, line, acc, input_precision=PRECISION)
     if NORMALISE:
         acc = acc * norm_y[:, None]
     acc = pointwise.apply_epilogue(acc, acc, c, EPI, epi_args)
@@ -204,11 +225,14 @@ def launch(x, y, mode, scale_y, scale_x, align_corners=False, antialias=False, c
     ty, sup_y, wid_y = taps(mode, H, HO, scale_y, antialias)
     tx, sup_x, wid_x = taps(mode, W, WO, scale_x, antialias)
     normalise = mode in (AA_LINEAR, AA_CUBIC, LANCZOS, AREA, MATLAB)
-    # Memory-bound for the common factors: wide rows keep the stores coalesced.
-    bh, bw = (pow2_at_least(HO, 1, 64), pow2_at_least(WO, 16, 128)) if interpreting() else (8, 128)
+    if interpreting():  # one tile and one chunk of source rows per plane where it fits
+        bh, bw = pow2_at_least(HO, 16, 64), pow2_at_least(WO, 16, 128)
+        jc = pow2_at_least(int(bh * scale_y) + ty + 1, 16, 128)
+    else:
+        bh, bw, jc, warps = TILE
     with on_device(x):
         resample_kernel[(programs(B * C, HO, WO, bh, bw),)](
             x, y, C, H, W, HO, WO, float(scale_y), float(scale_x), float(sup_y), float(sup_x), float(wid_y),
             float(wid_x), *x.stride(), *y.stride(), ty, tx, pro[0], pro[1], epi[0], epi[1],
             MODE=mode, ALIGN=bool(align_corners), NORMALISE=normalise, CLAMP_ROWS=bool(clamp_rows),
-            OFF64=needs_int64(x, y), BH=bh, BW=bw, num_warps=4)
+            PRECISION="ieee" if interpreting() else "tf32x3", OFF64=needs_int64(x, y), BH=bh, BW=bw, JC=jc, num_warps=1 if interpreting() else warps)
