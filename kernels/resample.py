@@ -41,7 +41,7 @@ SUPPORT = {AA_LINEAR.value: 1.0, AA_CUBIC.value: 2.0, LANCZOS.value: 3.0, MATLAB
 PI: tl.constexpr = tl.constexpr(3.141592653589793)
 # GPU tile: output rows, output columns, source rows per chunk, warps (measured on the
 # H200, PERFORMANCE.md).
-TILE = (16, 128, 16, 4)
+TILE = (64, 64, 16, 4)
 
 
 @triton.jit
@@ -161,8 +161,11 @@ def resample_kernel(X, Y, C, H, W, HO, WO, scale_y, scale_x, support_y, support_
     TAPS_X per output pixel, and the product runs on the tensor cores (``PRECISION``
     "tf32x3": float32 accuracy; the interpreter multiplies in float32 as it is)."""
     b, c, h0, w0 = tile_origin(tl.program_id(0), C, HO, WO, BH, BW)
-    rows = h0 + tl.arange(0, BH)
-    cols = w0 + tl.arange(0, BW)
+    # Per-row and per-column values are kept as (BH, 1) and (1, BW) tensors, not 1-D
+    # ones: they then share the 2-D tiles' layout, and the tap loop converts no layouts
+    # (each conversion is a round trip through shared memory).
+    rows = h0 + tl.arange(0, BH)[:, None]
+    cols = w0 + tl.arange(0, BW)[None, :]
     fy, ny, py = _axis(rows, H, HO, scale_y, support_y, MODE, ALIGN)
     fx, nx, px = _axis(cols, W, WO, scale_x, support_x, MODE, ALIGN)
     if NORMALISE:  # (rows and columns past the output have no taps: 0, not 1 / 0)
@@ -173,28 +176,28 @@ def resample_kernel(X, Y, C, H, W, HO, WO, scale_y, scale_x, support_y, support_
     base = X + b * sxb + c * sxc
     # The source rows (before border handling) that the tile's output rows read.
     live_rows = rows < HO
-    first_row = tl.min(tl.where(live_rows, fy, 2147483647), axis=0)
-    end_row = tl.max(tl.where(live_rows, fy + ny, -2147483647), axis=0)
+    first_row = tl.min(tl.where(live_rows, fy, 2147483647))
+    end_row = tl.max(tl.where(live_rows, fy + ny, -2147483647))
     acc = tl.zeros((BH, BW), dtype=tl.float32)
     for j0 in range(first_row, end_row, JC):
-        src = j0 + tl.arange(0, JC)
-        row_ptr = base + offset(_source(src, H, MODE), sxh, OFF64)[:, None]
+        src = j0 + tl.arange(0, JC)[:, None]
+        row_ptr = base + offset(_source(src, H, MODE), sxh, OFF64)
         line = tl.zeros((JC, BW), dtype=tl.float32)
         for k in range(0, TAPS_X):
             cx, wx = _tap(k, fx, nx, px, W, widen_x, MODE)
-            v = pointwise.apply_chain(pixels.load(row_ptr + offset(cx, sxw, OFF64)[None, :]), c, PRO, pro_args)
-            line += wx[None, :] * v
+            v = pointwise.apply_chain(pixels.load(row_ptr + offset(cx, sxw, OFF64)), c, PRO, pro_args)
+            line += wx * v
         if NORMALISE:
-            line = line * norm_x[None, :]
+            line = line * norm_x
         if CLAMP_ROWS:  # the row pass of an integer image is an integer image in PIL and torch's CPU path
             line = tl.minimum(tl.maximum(line, 0.0), 1.0)
-        _, wy = _tap(src[None, :] - fy[:, None], fy[:, None], ny[:, None], py[:, None], H, widen_y, MODE)
+        _, wy = _tap(j0 + tl.arange(0, JC)[None, :] - fy, fy, ny, py, H, widen_y, MODE)
         acc = tl.dot(wy, line, acc, input_precision=PRECISION)
     if NORMALISE:
-        acc = acc * norm_y[:, None]
+        acc = acc * norm_y
     acc = pointwise.apply_epilogue(acc, acc, c, EPI, epi_args)
-    mask = (rows < HO)[:, None] & (cols < WO)[None, :]
-    offs = offset(rows, syh, OFF64)[:, None] + offset(cols, syw, OFF64)[None, :]
+    mask = (rows < HO) & (cols < WO)
+    offs = offset(rows, syh, OFF64) + offset(cols, syw, OFF64)
     pixels.store(Y + b * syb + c * syc + offs, acc, mask)
 
 
