@@ -69,7 +69,7 @@ def check_number(value, name, *, low=None, high=None, low_open=False):
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
     value = float(value)
-    if not math.isfinite(value):
+    if not -math.inf < value < math.inf:  # not math.isfinite: torch.compile traces comparisons of symbolic floats
         raise ValueError(f"{name} must be finite, got {value}")
     if low is not None and (value <= low if low_open else value < low):
         raise ValueError(f"{name} must be {'>' if low_open else '>='} {low}, got {value}")
@@ -79,20 +79,30 @@ def check_number(value, name, *, low=None, high=None, low_open=False):
 
 
 def per_image(value, name, batch, *, positive=True):
-    """A finite float or 1-D tensor of ``batch`` values, > 0 (>= 0 unless ``positive``) ->
-    float64 CPU tensor of ``batch`` values (parameters, not differentiable inputs: a
-    tensor's graph is not followed)."""
-    if isinstance(value, torch.Tensor) and (value.is_complex() or value.dtype == torch.bool):
+    """A per-image parameter as the ops take it: ``(float, None)`` for a number (checked
+    here: finite, > 0, or >= 0 unless ``positive``), ``(None, tensor)`` for a tensor of one
+    value or of ``batch`` values along one dimension (its values are checked inside the
+    op, by ``per_image_values``: reading them here would break a ``torch.compile`` graph).
+    Values are parameters, not differentiable inputs: a tensor's graph is not followed."""
+    if not isinstance(value, torch.Tensor):
+        return check_number(value, name, low=0.0, low_open=positive), None
+    if value.is_complex() or value.dtype == torch.bool:
         raise TypeError(f"{name} must hold real numbers, got dtype {value.dtype}")
-    if isinstance(value, torch.Tensor) and value.numel() != 1:
-        if value.ndim != 1 or value.numel() != batch:
-            raise ValueError(f"{name} as a tensor must be 1-D with one value per image ({batch}), "
-                             f"got shape {tuple(value.shape)}")
-        t = value.detach().to("cpu", torch.float64)
-        if not (torch.isfinite(t).all() and ((t > 0) if positive else (t >= 0)).all()):
-            raise ValueError(f"{name} must be finite and {'>' if positive else '>='} 0")
-        return t
-    return torch.full((batch,), check_number(value, name, low=0.0, low_open=positive), dtype=torch.float64)
+    if value.numel() != 1 and (value.ndim != 1 or value.numel() != batch):
+        raise ValueError(f"{name} as a tensor must be 1-D with one value per image ({batch}), "
+                         f"got shape {tuple(value.shape)}")
+    return None, value.detach()
+
+
+def per_image_values(value, values, name, batch, *, positive=True):
+    """Inside an op: one of ``per_image``'s pair -> a float64 CPU tensor of ``batch``
+    values, a tensor's values checked (finite, > 0, or >= 0 unless ``positive``)."""
+    if values is None:
+        return torch.full((batch,), value, dtype=torch.float64)
+    t = values.to("cpu", torch.float64).reshape(-1).expand(batch)
+    if not (torch.isfinite(t).all() and ((t > 0) if positive else (t >= 0)).all()):
+        raise ValueError(f"{name} must be finite and {'>' if positive else '>='} 0")
+    return t
 
 
 def on(values, device):
@@ -113,9 +123,11 @@ def _filled(value, shape, device):
 
 
 def to_unit(img, dtype=torch.float64):
-    """``img`` as a float tensor in unit scale (integers divided by their max)."""
+    """``img`` as a float tensor in unit scale (integers divided by their max); always a
+    copy, so that a reference result never shares the input's memory (an op's output must
+    not alias its input)."""
     scale = MAX_VALUE.get(img.dtype)
-    out = img.to(dtype)
+    out = img.to(dtype, copy=True)
     return out / scale if scale else out
 
 
@@ -133,19 +145,25 @@ def is_channels_last(img) -> bool:
     return img.ndim == 4 and not img.is_contiguous() and img.is_contiguous(memory_format=torch.channels_last)
 
 
-def new_planes(x4, dtype=None):
-    """A new output for the 4-D planes ``x4`` of an input, in their memory format. Writing
-    into it, never into a view of the user's output, keeps results right when
-    ``as_planes`` had to copy."""
-    return torch.empty_like(x4, dtype=dtype, memory_format=torch.preserve_format)
+def _layout(img, shape):
+    return torch.channels_last if is_channels_last(img) and len(shape) == 4 else torch.contiguous_format
 
 
-def like_input(img, out, shape=None):
-    """``out`` shaped as ``img`` (or ``shape``), in its memory format, and as its
-    tv_tensors type."""
-    out = out.reshape(img.shape if shape is None else shape)
-    if is_channels_last(img) and not is_channels_last(out):
-        out = out.contiguous(memory_format=torch.channels_last)
-    if isinstance(img, tv_tensors.TVTensor):
-        out = tv_tensors.wrap(out, like=img)
-    return out
+def new_image(img, shape=None, dtype=None):
+    """An uninitialised output for ``img``: ``shape`` and ``dtype`` (default ``img``'s),
+    channels-last when ``img`` is, else contiguous. The ops and their fake (shape
+    inference) implementations both allocate through here, so a compiled graph sees the
+    layout an eager call returns."""
+    shape = img.shape if shape is None else shape
+    return torch.empty(shape, dtype=dtype or img.dtype, device=img.device, memory_format=_layout(img, shape))
+
+
+def in_layout(img, out, shape=None):
+    """``out`` reshaped to ``img``'s shape (or ``shape``) in ``new_image``'s layout."""
+    shape = img.shape if shape is None else shape
+    return out.reshape(shape).contiguous(memory_format=_layout(img, shape))
+
+
+def wrap(img, out):
+    """``out`` as ``img``'s tv_tensors type (an op returns plain tensors)."""
+    return tv_tensors.wrap(out, like=img) if isinstance(img, tv_tensors.TVTensor) else out

@@ -14,12 +14,14 @@ recomputes the forward sums and gathers their transposes in two launches, saving
 inputs (no per-tap weights).
 """
 import operator
+from typing import Optional
 
 import torch
+from torch import Tensor
 
 from imgfilters import _image
 from imgfilters.kernels import bilateral as kernels
-from imgfilters.ops import pointwise
+from imgfilters.ops import library, pointwise, resample
 from imgfilters.reference import bilateral as reference
 from imgfilters.reference.borders import fold
 
@@ -53,7 +55,8 @@ def bilateral(img, sigma_color=0.1, sigma_space=1.5, *, radius=None, window="squ
     ``cv2.bilateralFilter(img, 2 * radius + 1, 255 * sigma_color, sigma_space,
     borderType=cv2.BORDER_REFLECT_101)`` on uint8 within one grey level.
     """
-    return _bilateral(img, None, sigma_color, sigma_space, radius, window, color_distance, border, border_value)
+    args = _arguments(img, None, sigma_color, sigma_space, radius, window, color_distance, border, border_value)
+    return _image.wrap(img, _bilateral_op(img, *args))
 
 
 def joint_bilateral(img, guide, sigma_color=0.1, sigma_space=1.5, *, radius=None, window="square",
@@ -63,8 +66,8 @@ def joint_bilateral(img, guide, sigma_color=0.1, sigma_space=1.5, *, radius=None
     batch equal to ``img``'s or 1 (shared by every image). Otherwise as ``bilateral``;
     equals ``kornia.filters.joint_bilateral_blur`` with ``"l1"``, square window, reflect.
     """
-    _image.check_image(guide, "guide")
-    return _bilateral(img, guide, sigma_color, sigma_space, radius, window, color_distance, border, border_value)
+    args = _arguments(img, guide, sigma_color, sigma_space, radius, window, color_distance, border, border_value)
+    return _image.wrap(img, _joint_op(img, guide, *args))
 
 
 def joint_bilateral_upsample(lowres, guide, sigma_color=0.1, sigma_space=1.0, *, radius=None, window="square",
@@ -91,37 +94,26 @@ def joint_bilateral_upsample(lowres, guide, sigma_color=0.1, sigma_space=1.0, *,
     channels, the guide's H and W, and ``lowres``'s dtype. One launch, no memory beyond the
     output, where ``unfold``-based versions need the window times the output.
     """
-    _image.check_image(lowres, "lowres")
-    _image.check_image(guide, "guide")
-    code = _image.check_border(border, border_value)
-    window, color_distance = _check_modes(window, color_distance)
-    low4, g4 = _image.as_planes(lowres), _image.as_planes(guide)
-    B, C, h, w = low4.shape
-    _check_guide(lowres, guide, low4, g4, "lowres", same_size=False)
-    sc = _image.per_image(sigma_color, "sigma_color", B)
-    ss = _image.per_image(sigma_space, "sigma_space", B)
-    radius = _check_radius(radius, ss)
-    H, W = g4.shape[-2:]
-    out_shape = (*lowres.shape[:-2], H, W)
-    if not _image.uses_kernels(lowres):
-        y = reference.joint_bilateral_upsample(_image.to_unit(low4), _image.to_unit(g4).expand(B, -1, -1, -1),
-                                               sc, ss, radius, window, color_distance, border, border_value)
-        return _image.like_input(lowres, _image.from_unit(y, lowres.dtype), out_shape)
-    params = (_coefficients(sc, lowres.device), _coefficients(ss, lowres.device), radius, window == "disk",
-              color_distance == "l1", code, float(border_value))
-    return _image.like_input(lowres, _Upsample.apply(lowres, guide, params), out_shape)
+    args = _arguments(lowres, guide, sigma_color, sigma_space, radius, window, color_distance, border, border_value,
+                      name="lowres", same_size=False)
+    return _image.wrap(lowres, _upsample_op(lowres, guide, *args))
 
 
-def _check_modes(window, color_distance):
+def _arguments(img, guide, sigma_color, sigma_space, radius, window, color_distance, border, border_value,
+               name="img", same_size=True):
+    """The ops' arguments after the image(s), checked as far as shapes, dtypes and Python
+    values go (tensors' values are checked inside the op, by ``_Params``)."""
+    _image.check_image(img, name)
+    if guide is not None:
+        _image.check_image(guide, "guide")
+    _image.check_border(border, border_value)
     if window not in WINDOWS:
         raise ValueError(f"window must be one of {WINDOWS}, got {window!r}")
     if color_distance not in DISTANCES:
         raise ValueError(f"color_distance must be one of {DISTANCES}, got {color_distance!r}")
-    return window, color_distance
-
-
-def _check_guide(img, guide, x4, g4, name, same_size=True):
-    if guide.device != img.device:
+    x4 = _image.as_planes(img)
+    g4 = x4 if guide is None else _image.as_planes(guide)
+    if guide is not None and guide.device != img.device:
         raise ValueError(f"guide is on {guide.device}, {name} on {img.device}")
     if (same_size and g4.shape[-2:] != x4.shape[-2:]) or g4.shape[0] not in (1, x4.shape[0]):
         need = f"{name}'s H and W and " if same_size else ""
@@ -131,42 +123,36 @@ def _check_guide(img, guide, x4, g4, name, same_size=True):
     for n, t in ((name, x4), ("guide", g4)):
         if t.shape[1] > MAX_CHANNELS:
             raise ValueError(f"{n} has {t.shape[1]} channels; at most {MAX_CHANNELS} are supported")
+    if radius is not None:
+        try:
+            radius = operator.index(radius)  # ints, numpy and 0-d torch integers; not floats or bools
+        except TypeError:
+            radius = None
+        if radius is None or isinstance(radius, bool) or not 0 <= radius <= kernels.MAX_RADIUS:
+            raise ValueError(f"radius must be an integer in [0, {kernels.MAX_RADIUS}]")
+    return (*_image.per_image(sigma_color, "sigma_color", x4.shape[0]),
+            *_image.per_image(sigma_space, "sigma_space", x4.shape[0]), radius, window, color_distance, border,
+            float(border_value))
 
 
-def _check_radius(radius, sigma_space):
-    if radius is None:
-        radius = reference.default_radius(float(sigma_space.max()))
-        if radius > kernels.MAX_RADIUS:
-            raise ValueError(f"sigma_space={float(sigma_space.max()):g} gives a default radius of {radius} "
-                             f"(ceil(2 * sigma_space)), above the maximum {kernels.MAX_RADIUS}: pass radius")
-    try:
-        radius = operator.index(radius)  # ints, numpy and 0-d torch integers; not floats or bools
-    except TypeError:
-        radius = None
-    if radius is None or isinstance(radius, bool) or not 0 <= radius <= kernels.MAX_RADIUS:
-        raise ValueError(f"radius must be an integer in [0, {kernels.MAX_RADIUS}]")
-    return radius
+class _Params:
+    """The checked per-image sigmas (float64 CPU) and the radius, inside an op."""
 
+    def __init__(self, x4, sc, scs, ss, sss, radius):
+        batch = x4.shape[0]
+        self.color = _image.per_image_values(sc, scs, "sigma_color", batch)
+        self.space = _image.per_image_values(ss, sss, "sigma_space", batch)
+        if radius is None:
+            radius = reference.default_radius(float(self.space.max()))
+            if radius > kernels.MAX_RADIUS:
+                raise ValueError(f"sigma_space={float(self.space.max()):g} gives a default radius of {radius} "
+                                 f"(ceil(2 * sigma_space)), above the maximum {kernels.MAX_RADIUS}: pass radius")
+        self.radius = radius
 
-def _bilateral(img, guide, sigma_color, sigma_space, radius, window, color_distance, border, border_value):
-    _image.check_image(img)
-    code = _image.check_border(border, border_value)
-    window, color_distance = _check_modes(window, color_distance)
-    x4 = _image.as_planes(img)
-    B = x4.shape[0]
-    g4 = x4 if guide is None else _image.as_planes(guide)
-    _check_guide(img, x4 if guide is None else guide, x4, g4, "img")
-    sc = _image.per_image(sigma_color, "sigma_color", B)
-    ss = _image.per_image(sigma_space, "sigma_space", B)
-    radius = _check_radius(radius, ss)
-
-    if not _image.uses_kernels(img):
-        y = reference.bilateral(_image.to_unit(x4), _image.to_unit(g4).expand(B, -1, -1, -1), sc, ss, radius,
-                                window, color_distance, border, border_value)
-        return _image.like_input(img, _image.from_unit(y, img.dtype))
-    params = (_coefficients(sc, img.device), _coefficients(ss, img.device), radius, window == "disk",
-              color_distance == "l1", code, border, float(border_value))
-    return _image.like_input(img, _Bilateral.apply(img, guide, params))
+    def kernel_args(self, device, window, color_distance):
+        """``color, space, radius, disk, l1`` of the kernels' launchers."""
+        return (_coefficients(self.color, device), _coefficients(self.space, device), self.radius,
+                window == "disk", color_distance == "l1")
 
 
 def _coefficients(sigma, device):
@@ -175,94 +161,117 @@ def _coefficients(sigma, device):
     return _image.on((-kernels.LOG2E.value / (2 * sigma * sigma)).clamp(min=-1e30), device)
 
 
-class _Bilateral(torch.autograd.Function):
-    """Forward: one kernel launch. Backward (float inputs): recompute the output and the
-    weight sums (one launch), gather the transposed sums on the border-extended grid (one
-    launch, no atomics, no per-tap storage), fold the border back onto the pixels."""
-
-    @staticmethod
-    def forward(ctx, img, guide, params):
-        color, space, radius, disk, l1, code, border, border_value = params
-        ctx.save_for_backward(img, guide)
-        ctx.params = params
-        x4 = _image.as_planes(img)
-        pro, epi, dtype = pointwise.fused_chains(x4.shape[1], img.device, img.dtype)
-        y4 = _image.new_planes(x4, dtype)
-        kernels.launch(x4, x4 if guide is None else _image.as_planes(guide), y4, color, space, radius, disk, l1,
-                       guide is not None, code, border_value, pro=pro, epi=epi)
-        return y4.reshape(img.shape)
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad):
-        img, guide = ctx.saved_tensors
-        color, space, radius, disk, l1, code, border, border_value = ctx.params
-        joint = guide is not None
-        x4 = _image.as_planes(img)
-        g4 = _image.as_planes(guide) if joint else x4
-        B, C, H, W = x4.shape
-        f32 = dict(dtype=torch.float32, device=img.device)
-        out = torch.empty(B, C, H, W, **f32)
-        den = torch.empty(B, 1, H, W, **f32)
-        kernels.launch(x4, g4, out, color, space, radius, disk, l1, joint, code, border_value, den=den)
-        extended = (H + 2 * radius, W + 2 * radius)
-        zv = torch.empty(B, C, *extended, **f32)
-        zg = torch.empty(B, g4.shape[1], *extended, **f32)
-        g = _image.as_planes(grad).float().contiguous()
-        kernels.launch_backward(x4, g4, g, out, den, zv, zg, color, space, radius, disk, l1, joint, code,
-                                border_value)
-        d_value = fold(zv, H, W, radius, radius, border)
-        d_guide = fold(zg, H, W, radius, radius, border)
-        if not joint:
-            return (d_value + d_guide).reshape(img.shape).to(img.dtype), None, None
-        return d_value.reshape(img.shape).to(img.dtype), _guide_gradient(d_guide, guide, ctx), None
+def _filter(img, guide, sc, scs, ss, sss, radius, window, color_distance, border, border_value):
+    """Bilateral (``guide`` None) or joint bilateral: the reference, or one launch."""
+    x4 = _image.as_planes(img)
+    g4 = x4 if guide is None else _image.as_planes(guide)
+    p = _Params(x4, sc, scs, ss, sss, radius)
+    if not _image.uses_kernels(img):
+        B = x4.shape[0]
+        y = reference.bilateral(_image.to_unit(x4), _image.to_unit(g4).expand(B, -1, -1, -1), p.color, p.space,
+                                p.radius, window, color_distance, border, border_value)
+        return _image.in_layout(img, _image.from_unit(y, img.dtype))
+    pro, epi, dtype = pointwise.fused_chains(x4.shape[1], img.device, img.dtype)
+    y = _image.new_image(img, dtype=dtype)
+    kernels.launch(x4, g4, _image.as_planes(y), *p.kernel_args(img.device, window, color_distance), guide is not None,
+                   _image.check_border(border), border_value, pro=pro, epi=epi)
+    return y
 
 
-def _guide_gradient(d_guide, guide, ctx):
+def _backward(grad, img, guide, sc, scs, ss, sss, radius, window, color_distance, border, border_value):
+    """Recompute the output and the weight sums (one launch), gather the transposed sums
+    on the border-extended grid (one launch, no atomics, no per-tap storage), fold the
+    border back onto the pixels. Returns (d img, d guide as the guide)."""
+    joint = guide is not None
+    x4 = _image.as_planes(img)
+    g4 = _image.as_planes(guide) if joint else x4
+    B, C, H, W = x4.shape
+    p = _Params(x4, sc, scs, ss, sss, radius)
+    args = p.kernel_args(img.device, window, color_distance)
+    code = _image.check_border(border)
+    f32 = dict(dtype=torch.float32, device=img.device)
+    out = torch.empty(B, C, H, W, **f32)
+    den = torch.empty(B, 1, H, W, **f32)
+    kernels.launch(x4, g4, out, *args, joint, code, border_value, den=den)
+    extended = (H + 2 * p.radius, W + 2 * p.radius)
+    zv = torch.empty(B, C, *extended, **f32)
+    zg = torch.empty(B, g4.shape[1], *extended, **f32)
+    g = _image.as_planes(grad).float().contiguous()
+    kernels.launch_backward(x4, g4, g, out, den, zv, zg, *args, joint, code, border_value)
+    d_value = fold(zv, H, W, p.radius, p.radius, border)
+    d_guide = fold(zg, H, W, p.radius, p.radius, border)
+    if not joint:
+        return (d_value + d_guide).reshape(img.shape), None
+    return d_value.reshape(img.shape), _as_guide(d_guide, guide)
+
+
+def _as_guide(d_guide, guide):
     """Per-image float32 guide gradients (B, CG, H, W) as the guide's: summed over the
-    batch when one guide served every image; None unless the guide needs it."""
-    if not ctx.needs_input_grad[1]:
-        return None
+    batch when one guide served every image."""
     if _image.as_planes(guide).shape[0] == 1 and d_guide.shape[0] > 1:
         d_guide = d_guide.sum(0, keepdim=True)
-    return d_guide.reshape(guide.shape).to(guide.dtype)
+    return d_guide.reshape(guide.shape)
 
 
-class _Upsample(torch.autograd.Function):
-    """Backward in one launch: the forward sums are recomputed per output pixel, then the
-    transposed terms are scattered to the low-resolution samples with atomics (each is
-    shared by many outputs) and gathered at the guide pixels; the part that reaches the
-    guide through its bilinear resampling goes back through ``F.interpolate``'s adjoint."""
+def _upsample_backward(grad, low, guide, sc, scs, ss, sss, radius, window, color_distance, border, border_value):
+    """One launch: the forward sums are recomputed per output pixel, then the transposed
+    terms are scattered to the low-resolution samples with atomics (each is shared by many
+    outputs) and gathered at the guide pixels; the part that reaches the guide through its
+    bilinear resampling goes back through the transposed resampling."""
+    low4, g4 = _image.as_planes(low), _image.as_planes(guide)
+    B, C, h, w = low4.shape
+    CG, H, W = g4.shape[1:]
+    p = _Params(low4, sc, scs, ss, sss, radius)
+    f32 = dict(dtype=torch.float32, device=low.device)
+    d_low = torch.zeros(B, C, h, w, **f32)
+    d_glow = torch.zeros(B, CG, h, w, **f32)
+    d_guide = torch.empty(B, CG, H, W, **f32)
+    go = grad.reshape(B, C, H, W).float().contiguous()
+    kernels.launch_upsample(low4, g4, go, *p.kernel_args(low.device, window, color_distance),
+                            _image.check_border(border), border_value, backward=(go, d_low, d_glow, d_guide))
+    through_samples = resample.adjoint(d_glow, (H, W), (h, w), "bilinear", False, False, (None, None))
+    return d_low.reshape(low.shape), _as_guide(d_guide + through_samples, guide)
 
-    @staticmethod
-    def forward(ctx, low, guide, params):
-        color, space, radius, disk, l1, code, border_value = params
-        ctx.save_for_backward(low, guide)
-        ctx.params = params
-        low4, g4 = _image.as_planes(low), _image.as_planes(guide)
-        layout = torch.channels_last if _image.is_channels_last(low4) else torch.contiguous_format
-        y4 = torch.empty(*low4.shape[:2], *g4.shape[-2:], dtype=low.dtype, device=low.device, memory_format=layout)
-        kernels.launch_upsample(low4, g4, y4, color, space, radius, disk, l1, code, border_value)
-        return y4
 
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad):
-        low, guide = ctx.saved_tensors
-        color, space, radius, disk, l1, code, border_value = ctx.params
-        low4, g4 = _image.as_planes(low), _image.as_planes(guide)
-        B, C, h, w = low4.shape
-        CG, H, W = g4.shape[1:]
-        f32 = dict(dtype=torch.float32, device=low.device)
-        d_low = torch.zeros(B, C, h, w, **f32)
-        d_glow = torch.zeros(B, CG, h, w, **f32)
-        d_guide = torch.empty(B, CG, H, W, **f32)
-        go = grad.reshape(B, C, H, W).float().contiguous()
-        kernels.launch_upsample(low4, g4, go, color, space, radius, disk, l1, code, border_value,
-                                backward=(go, d_low, d_glow, d_guide))
-        with torch.enable_grad():  # the bilinear resampling is linear: its adjoint at any point
-            probe = torch.zeros(B, CG, H, W, **f32, requires_grad=True)
-            resampled = torch.nn.functional.interpolate(probe, size=(h, w), mode="bilinear", align_corners=False)
-            (through_samples,) = torch.autograd.grad(resampled, probe, d_glow)
-        return (d_low.reshape(low.shape).to(low.dtype), _guide_gradient(d_guide + through_samples, guide, ctx),
-                None)
+# ---- the custom ops (imgfilters.ops.library): gradients flow to the image and the guide ---
+
+@library.op("bilateral", library.same_as_input, grads=("img",),
+            backward=lambda grad, img, *args: _backward(grad, img, None, *args)[0])
+def _bilateral_op(img: Tensor, sigma_color: Optional[float], sigma_color_per_image: Optional[Tensor],
+                  sigma_space: Optional[float], sigma_space_per_image: Optional[Tensor], radius: Optional[int],
+                  window: str, color_distance: str, border: str, border_value: float) -> Tensor:
+    return _filter(img, None, sigma_color, sigma_color_per_image, sigma_space, sigma_space_per_image, radius,
+                   window, color_distance, border, border_value)
+
+
+@library.op("joint_bilateral", lambda img, guide, *args: _image.new_image(img), grads=("img", "guide"),
+            backward=_backward)
+def _joint_op(img: Tensor, guide: Tensor, sigma_color: Optional[float], sigma_color_per_image: Optional[Tensor],
+              sigma_space: Optional[float], sigma_space_per_image: Optional[Tensor], radius: Optional[int],
+              window: str, color_distance: str, border: str, border_value: float) -> Tensor:
+    return _filter(img, guide, sigma_color, sigma_color_per_image, sigma_space, sigma_space_per_image, radius,
+                   window, color_distance, border, border_value)
+
+
+def _upsampled(low, guide):
+    """The upsampled output's shape: ``low``'s leading dims and channels, the guide's H, W."""
+    return (*low.shape[:-2], *guide.shape[-2:])
+
+
+@library.op("joint_bilateral_upsample", lambda low, guide, *args: _image.new_image(low, _upsampled(low, guide)),
+            grads=("lowres", "guide"), backward=_upsample_backward)
+def _upsample_op(lowres: Tensor, guide: Tensor, sigma_color: Optional[float],
+                 sigma_color_per_image: Optional[Tensor], sigma_space: Optional[float],
+                 sigma_space_per_image: Optional[Tensor], radius: Optional[int], window: str, color_distance: str,
+                 border: str, border_value: float) -> Tensor:
+    low4, g4 = _image.as_planes(lowres), _image.as_planes(guide)
+    p = _Params(low4, sigma_color, sigma_color_per_image, sigma_space, sigma_space_per_image, radius)
+    if not _image.uses_kernels(lowres):
+        guide_unit = _image.to_unit(g4).expand(low4.shape[0], -1, -1, -1)
+        y = reference.joint_bilateral_upsample(_image.to_unit(low4), guide_unit, p.color, p.space, p.radius, window,
+                                               color_distance, border, border_value)
+        return _image.in_layout(lowres, _image.from_unit(y, lowres.dtype), _upsampled(lowres, guide))
+    y = _image.new_image(lowres, _upsampled(lowres, guide))
+    kernels.launch_upsample(low4, g4, _image.as_planes(y), *p.kernel_args(lowres.device, window, color_distance),
+                            _image.check_border(border), border_value)
+    return y

@@ -6,13 +6,14 @@ float64 reference, or the Triton kernel in Triton's interpreter under
 not differentiable: its output has no gradient.
 """
 import operator
+from typing import Optional
 
 import torch
+from torch import Tensor
 
 from imgfilters import _image
 from imgfilters.kernels import nlm as kernels
-from imgfilters.ops import pointwise
-from imgfilters.ops.noise import estimate_noise
+from imgfilters.ops import library, noise, pointwise
 from imgfilters.reference import nlm as reference
 
 __all__ = ["nl_means", "parameters"]
@@ -75,36 +76,19 @@ def nl_means(img, h=None, *, sigma=None, patch_size=None, search_radius=None, bo
     of PSNR, either way, most with small patches.
     """
     _image.check_image(img)
-    code = _image.check_border(border, border_value)
-    x4 = _image.as_planes(img)
-    B, C = x4.shape[:2]
+    _image.check_border(border, border_value)
+    B, C = _image.as_planes(img).shape[:2]
     if C > kernels.MAX_CHANNELS:
         raise ValueError(f"img has {C} channels; nl_means supports 1 to {kernels.MAX_CHANNELS}")
     if sigma is None:
-        sigma = estimate_noise(x4).reshape(B).cpu().to(torch.float64)
-    sigma = _image.per_image(sigma, "sigma", B, positive=False)
-    auto = [parameters(s, C) for s in sigma.tolist()]
-    widest = max(auto, key=lambda p: p[0])
-    patch_size = _check_size(widest[0] if patch_size is None else patch_size, "patch_size", 1, kernels.MAX_PATCH,
-                             odd=True)
-    search_radius = _check_size(widest[1] if search_radius is None else search_radius, "search_radius", 0,
-                                kernels.MAX_RADIUS)
-    if h is None:
-        # a clean image estimates sigma = 0: keep h positive, so identical patches still count
-        h = torch.tensor([max(p[2], 1e-4) for p in auto], dtype=torch.float64)
-    h = _image.per_image(h, "h", B)
-
-    with torch.no_grad():
-        if not _image.uses_kernels(img):
-            y = reference.nl_means(_image.to_unit(x4), h, sigma, patch_size, search_radius, border, border_value)
-            return _image.like_input(img, _image.from_unit(y, img.dtype))
-        area = patch_size * patch_size * C
-        coef = _image.on((-kernels.LOG2E / (h * h * area)).clamp(min=-1e30), img.device)
-        floor = _image.on(2 * sigma * sigma * area, img.device)
-        pro, epi, dtype = pointwise.fused_chains(C, img.device, img.dtype)
-        y4 = _image.new_planes(x4, dtype)
-        kernels.launch(x4, y4, coef, floor, patch_size, search_radius, code, border_value, pro=pro, epi=epi)
-    return _image.like_input(img, y4)
+        noise.check_size(img)
+    if patch_size is not None:
+        patch_size = _check_size(patch_size, "patch_size", 1, kernels.MAX_PATCH, odd=True)
+    if search_radius is not None:
+        search_radius = _check_size(search_radius, "search_radius", 0, kernels.MAX_RADIUS)
+    h = (None, None) if h is None else _image.per_image(h, "h", B)
+    sigma = (None, None) if sigma is None else _image.per_image(sigma, "sigma", B, positive=False)
+    return _image.wrap(img, _nlm_op(img, *h, *sigma, patch_size, search_radius, border, float(border_value)))
 
 
 def _check_size(value, name, low, high, odd=False):
@@ -117,3 +101,36 @@ def _check_size(value, name, low, high, odd=False):
     if not low <= value <= high or (odd and value % 2 == 0):
         raise ValueError(f"{name} must be {'an odd' if odd else 'an'} integer in [{low}, {high}], got {value}")
     return value
+
+
+@library.op("nl_means", library.same_as_input)
+def _nlm_op(img: Tensor, h: Optional[float], h_per_image: Optional[Tensor], sigma: Optional[float],
+            sigma_per_image: Optional[Tensor], patch_size: Optional[int], search_radius: Optional[int], border: str,
+            border_value: float) -> Tensor:
+    """Both of a pair None: automatic (sigma estimated per image, h from the table)."""
+    x4 = _image.as_planes(img)
+    B, C = x4.shape[:2]
+    if sigma is None and sigma_per_image is None:
+        sigma = noise.estimate_noise(x4).reshape(B).cpu().to(torch.float64)
+    else:
+        sigma = _image.per_image_values(sigma, sigma_per_image, "sigma", B, positive=False)
+    auto = [parameters(s, C) for s in sigma.tolist()]
+    widest = max(auto, key=lambda p: p[0])
+    patch_size = widest[0] if patch_size is None else patch_size
+    search_radius = widest[1] if search_radius is None else search_radius
+    if h is None and h_per_image is None:
+        # a clean image estimates sigma = 0: keep h positive, so identical patches still count
+        h = torch.tensor([max(p[2], 1e-4) for p in auto], dtype=torch.float64)
+    else:
+        h = _image.per_image_values(h, h_per_image, "h", B)
+    if not _image.uses_kernels(img):
+        y = reference.nl_means(_image.to_unit(x4), h, sigma, patch_size, search_radius, border, border_value)
+        return _image.in_layout(img, _image.from_unit(y, img.dtype))
+    area = patch_size * patch_size * C
+    coef = _image.on((-kernels.LOG2E / (h * h * area)).clamp(min=-1e30), img.device)
+    floor = _image.on(2 * sigma * sigma * area, img.device)
+    pro, epi, dtype = pointwise.fused_chains(C, img.device, img.dtype)
+    y = _image.new_image(img, dtype=dtype)
+    kernels.launch(x4, _image.as_planes(y), coef, floor, patch_size, search_radius, _image.check_border(border),
+                   border_value, pro=pro, epi=epi)
+    return y

@@ -24,8 +24,10 @@ import functools
 
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 
 from imgfilters import _image
+from imgfilters.ops import library
 
 __all__ = ["estimate_noise"]
 
@@ -52,19 +54,33 @@ def estimate_noise(img):
         ``img``'s device; float64 for float64 input.
     """
     _image.check_image(img)
-    x4 = _image.as_planes(img)
-    B, C, H, W = x4.shape
+    check_size(img)
+    return _estimate_op(img)
+
+
+def check_size(img):
+    """Raise unless ``img`` has enough 7 x 7 patches per image for an estimate."""
+    C, H, W = _image.as_planes(img).shape[1:]
     if H < PATCH or W < PATCH or (H - PATCH + 1) * (W - PATCH + 1) * C < MIN_PATCHES:
         raise ValueError(f"img of {C} x {H} x {W} is too small to estimate its noise: it needs {MIN_PATCHES} "
                          f"{PATCH} x {PATCH} patches (about 29 x 29 grey, 19 x 19 colour); pass sigma instead")
+
+
+def _dtype(img):
+    return torch.float64 if img.dtype == torch.float64 else torch.float32
+
+
+def _batch(img):
+    return img.shape[:-3] if img.ndim > 2 else ()
+
+
+@library.op("estimate_noise", lambda img: img.new_empty(_batch(img), dtype=_dtype(img)))
+def _estimate_op(img: Tensor) -> Tensor:
+    x4 = _image.as_planes(img)
     if x4.is_floating_point() and not torch.isfinite(x4).all():
         raise ValueError("img has NaN or infinite values; its noise cannot be estimated")
-    out_dtype = torch.float64 if img.dtype == torch.float64 else torch.float32
-    with torch.no_grad():
-        sigmas = [_estimate(_image.to_unit(x4[b], torch.float32 if out_dtype == torch.float32 else torch.float64))
-                  for b in range(B)]
-    batch = img.shape[:-3] if img.ndim > 2 else ()
-    return torch.stack(sigmas).sqrt().to(out_dtype).reshape(batch)
+    sigmas = [_estimate(_image.to_unit(x4[b], _dtype(img))) for b in range(x4.shape[0])]
+    return torch.stack(sigmas).sqrt().to(_dtype(img)).reshape(_batch(img))
 
 
 def _estimate(x):

@@ -6,15 +6,16 @@ pass, either on its own (``pointwise``) or as a filter kernel's prologue/epilogu
 definition, used by the reference path and the tests.
 """
 import contextlib
-import contextvars
 from dataclasses import dataclass
-from typing import Callable, Tuple
+from typing import Callable, List, NamedTuple, Tuple
 
 import torch
+from torch import Tensor
 
 from imgfilters import _image
 from imgfilters.kernels.core import pointwise as kernels
 from imgfilters.kernels.core.tiling import interpreting, needs_int64, on_device, pow2_at_least, programs
+from imgfilters.ops import library
 
 __all__ = ["Step", "scale", "normalize", "clamp", "quantize", "gamma", "srgb_to_linear", "linear_to_srgb",
            "pointwise"]
@@ -22,33 +23,69 @@ __all__ = ["Step", "scale", "normalize", "clamp", "quantize", "gamma", "srgb_to_
 
 @dataclass(frozen=True)
 class Step:
-    """One pointwise step: its name, its Triton function, its scalar arguments, per-channel
-    vectors (broadcast to C channels at launch) and its float64 torch definition."""
+    """One pointwise step: the name of its kind (``KINDS``: its Triton function and its
+    float64 torch definition), its scalar arguments and per-channel vectors (broadcast to
+    C channels at launch). Name, scalars and vectors are all an op's schema can carry."""
     name: str
-    kernel: object
     scalars: Tuple[float, ...] = ()
     channel_vectors: Tuple[torch.Tensor, ...] = ()
-    reference: Callable = None
+
+    @property
+    def kernel(self):
+        return KINDS[self.name].kernel
+
+    def reference(self, x):
+        """The step on a float64 ``(..., C, H, W)`` tensor."""
+        return KINDS[self.name].reference(x, *self.scalars, *(_per_channel(v, x) for v in self.channel_vectors))
 
     def __repr__(self):
         vals = [f"{v:g}" for v in self.scalars] + [str(v.tolist()) for v in self.channel_vectors]
         return f"{self.name}({', '.join(vals)})"
 
 
+class Kind(NamedTuple):
+    """What a step's name stands for: its Triton function, its float64 definition
+    ``reference(x, *scalars, *vectors)`` and how many scalars and vectors it takes."""
+    kernel: object
+    reference: Callable
+    scalars: int
+    vectors: int
+
+
+def _srgb_to_linear(x):
+    x = x.clamp(min=0)
+    return torch.where(x <= 0.04045, x / 12.92, ((x + 0.055) / 1.055) ** 2.4)
+
+
+def _linear_to_srgb(x):
+    x = x.clamp(min=0)
+    return torch.where(x <= 0.0031308, x * 12.92, 1.055 * x ** (1 / 2.4) - 0.055)
+
+
+KINDS = {
+    "scale": Kind(kernels.scale, lambda x, f: x * f, 1, 0),
+    "normalize": Kind(kernels.channel_affine, lambda x, a, b: x * a + b, 0, 2),
+    "clamp": Kind(kernels.clamp, lambda x, lo, hi: x.clamp(lo, hi), 2, 0),
+    "quantize": Kind(kernels.quantize, lambda x, n: (x * n).round().clamp(0, n) / n, 1, 0),
+    "gamma": Kind(kernels.gamma, lambda x, g: x.clamp(min=0) ** g, 1, 0),
+    "srgb_to_linear": Kind(kernels.srgb_to_linear, _srgb_to_linear, 0, 0),
+    "linear_to_srgb": Kind(kernels.linear_to_srgb, _linear_to_srgb, 0, 0),
+}
+
+
 def scale(factor):
     """x * factor."""
-    f = _image.check_number(factor, "factor")
-    return Step("scale", kernels.scale, (f,), reference=lambda x: x * f)
+    return Step("scale", (_image.check_number(factor, "factor"),))
 
 
 def normalize(mean, std):
-    """(x - mean[c]) / std[c], torchvision's ``Normalize`` (one value or one per channel)."""
+    """(x - mean[c]) / std[c], torchvision's ``Normalize`` (one value or one per channel),
+    as x * (1 / std[c]) + (-mean[c] / std[c])."""
     mean = _vector(mean, "mean")
     std = _vector(std, "std")
     if (std == 0).any():
         raise ValueError("std must be non-zero")
-    return Step("normalize", kernels.channel_affine, (), (1.0 / std, -mean / std),
-                reference=lambda x: (x - _per_channel(mean, x)) / _per_channel(std, x))
+    return Step("normalize", (), (1.0 / std, -mean / std))
 
 
 def clamp(lo=0.0, hi=1.0):
@@ -57,49 +94,37 @@ def clamp(lo=0.0, hi=1.0):
     hi = _image.check_number(hi, "hi")
     if lo > hi:
         raise ValueError(f"clamp needs lo <= hi, got {lo} > {hi}")
-    return Step("clamp", kernels.clamp, (lo, hi), reference=lambda x: x.clamp(lo, hi))
+    return Step("clamp", (lo, hi))
 
 
 def quantize(levels):
     """Round to the grid of an integer image with ``levels`` + 1 values (255 for uint8)
     and saturate: an integer store and load, without the memory."""
-    levels = _image.check_number(levels, "levels", low=0.0, low_open=True)
-    return Step("quantize", kernels.quantize, (levels,),
-                reference=lambda x: (x * levels).round().clamp(0, levels) / levels)
+    return Step("quantize", (_image.check_number(levels, "levels", low=0.0, low_open=True),))
 
 
 def gamma(g):
     """max(x, 0) ** g."""
-    g = _image.check_number(g, "gamma", low=0.0, low_open=True)
-    return Step("gamma", kernels.gamma, (g,), reference=lambda x: x.clamp(min=0) ** g)
+    return Step("gamma", (_image.check_number(g, "gamma", low=0.0, low_open=True),))
 
 
 def srgb_to_linear():
     """sRGB decoding (IEC 61966-2-1)."""
-    def ref(x):
-        x = x.clamp(min=0)
-        return torch.where(x <= 0.04045, x / 12.92, ((x + 0.055) / 1.055) ** 2.4)
-    return Step("srgb_to_linear", kernels.srgb_to_linear, reference=ref)
+    return Step("srgb_to_linear")
 
 
 def linear_to_srgb():
     """sRGB encoding (IEC 61966-2-1)."""
-    def ref(x):
-        x = x.clamp(min=0)
-        return torch.where(x <= 0.0031308, x * 12.92, 1.055 * x ** (1 / 2.4) - 0.055)
-    return Step("linear_to_srgb", kernels.linear_to_srgb, reference=ref)
+    return Step("linear_to_srgb")
 
 
 def kernel_chain(steps, channels, device, epilogue=False):
     """(steps, args) for a kernel's ``STEPS`` constexpr and its argument tuple; with
     ``epilogue`` each step is wrapped to take the epilogue's extra ``x_in`` argument."""
+    _check_channels(steps, channels)
     fns, args = [], []
     for step in steps:
-        vecs = []
-        for v in step.channel_vectors:
-            if v.numel() not in (1, channels):
-                raise ValueError(f"{step.name} has {v.numel()} values for {channels} channels")
-            vecs.append(v.expand(channels).to(device=device, dtype=torch.float32).contiguous())
+        vecs = [v.expand(channels).to(device=device, dtype=torch.float32).contiguous() for v in step.channel_vectors]
         if epilogue:
             fns.append(kernels.as_epilogue)
             args.append((step.kernel, (*step.scalars, *vecs)))
@@ -109,25 +134,22 @@ def kernel_chain(steps, channels, device, epilogue=False):
     return tuple(fns), tuple(args)
 
 
-# The fusion context: ``imgfilters.fuse`` sets chains and an output dtype here, and the
-# next filter launch (every filter is one launch) takes them as its prologue and epilogue.
-_FUSED = contextvars.ContextVar("imgfilters_fused", default=None)
-
-
 @contextlib.contextmanager
 def fused(prologue, epilogue, dtype):
-    """Run the filter called inside with ``prologue``/``epilogue`` steps and output ``dtype``."""
-    token = _FUSED.set((tuple(prologue), tuple(epilogue), dtype))
+    """Run the filter called inside with ``prologue``/``epilogue`` steps and output ``dtype``:
+    ``imgfilters.fuse`` sets them, and the next filter launch (every filter is one launch)
+    takes them as its prologue and epilogue (``fused_chains``)."""
+    token = library.FUSION.set((tuple(prologue), tuple(epilogue), dtype))
     try:
         yield
     finally:
-        _FUSED.reset(token)
+        library.FUSION.reset(token)
 
 
 def fused_chains(channels, device, dtype):
     """(prologue chain, epilogue chain, output dtype) for a filter launch of ``dtype``
     images: the fusion context's, or empty chains and ``dtype``."""
-    ctx = _FUSED.get()
+    ctx = library.FUSION.get()
     if ctx is None:
         return ((), ()), ((), ()), dtype
     pro, epi, out = ctx
@@ -160,20 +182,45 @@ def pointwise(img, steps, *, dtype=None):
     dtype = dtype or img.dtype
     if dtype not in _image.DTYPES:
         raise TypeError(f"dtype must be one of {_image.DTYPE_NAMES}, got {dtype}")
+    _check_channels(steps, _image.as_planes(img).shape[1])
+    names = ",".join(s.name for s in steps)
+    scalars = [float(v) for s in steps for v in s.scalars]
+    vectors = [v for s in steps for v in s.channel_vectors]
+    return _image.wrap(img, _pointwise_op(img, names, scalars, vectors, dtype))
+
+
+@library.op("pointwise", lambda img, names, scalars, vectors, dtype: _image.new_image(img, dtype=dtype))
+def _pointwise_op(img: Tensor, names: str, scalars: List[float], vectors: List[Tensor],
+                  dtype: torch.dtype) -> Tensor:
+    """The chain travels as its steps' names (comma-separated), their scalars and their
+    vectors, in order."""
+    steps, scalars, vectors = [], iter(scalars), iter(vectors)
+    for name in filter(None, names.split(",")):
+        kind = KINDS[name]
+        steps.append(Step(name, tuple(next(scalars) for _ in range(kind.scalars)),
+                          tuple(next(vectors) for _ in range(kind.vectors))))
     x4 = _image.as_planes(img)
     B, C, H, W = x4.shape
-    fns, args = kernel_chain(steps, C, img.device)  # also checks per-channel lengths
     if not _image.uses_kernels(img) or dtype == torch.float64:
         y = reference_chain(steps, _image.to_unit(x4))
-        return _image.like_input(img, _image.from_unit(y, dtype))
-    y4 = _image.new_planes(x4, dtype=dtype)
+        return _image.in_layout(img, _image.from_unit(y, dtype))
+    fns, args = kernel_chain(steps, C, img.device)
+    y = _image.new_image(img, dtype=dtype)
+    y4 = _image.as_planes(y)
     # Memory-bound: 16 x 128 tiles of 4 warps keep 16-byte accesses on contiguous rows.
     bh, bw = (pow2_at_least(H, 1, 256), pow2_at_least(W, 16, 256)) if interpreting() else (16, 128)
     with on_device(img):
         kernels.elementwise_kernel[(programs(B * C, H, W, bh, bw),)](
             x4, y4, C, H, W, *x4.stride(), *y4.stride(), fns, args, OFF64=needs_int64(x4, y4), BH=bh, BW=bw,
             num_warps=4)
-    return _image.like_input(img, y4)
+    return y
+
+
+def _check_channels(steps, channels):
+    for step in steps:
+        for v in step.channel_vectors:
+            if v.numel() not in (1, channels):
+                raise ValueError(f"{step.name} has {v.numel()} values for {channels} channels")
 
 
 def _vector(v, name):

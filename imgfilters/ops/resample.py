@@ -17,12 +17,15 @@ Gradients for floating-point inputs are the transposed resampling, exactly
 """
 import math
 import numbers
+from typing import List
 
 import torch
+from torch import Tensor
 from torchvision.transforms import InterpolationMode
 
 from imgfilters import _image
 from imgfilters.kernels import resample as kernels
+from imgfilters.ops import library
 from imgfilters.reference import resample as reference
 
 __all__ = ["resize", "upsample", "imresize"]
@@ -130,7 +133,7 @@ def _pair_of(value, name, kind):
     if kind is int and not all(float(v).is_integer() for v in vals):
         raise TypeError(f"{name} must hold integers, got {value!r}")
     vals = [kind(v) for v in vals]
-    if not all(math.isfinite(v) and v > 0 for v in vals):
+    if not all(0 < v < math.inf for v in vals):
         raise ValueError(f"{name} must be positive, got {value!r}")
     return tuple(vals)
 
@@ -171,48 +174,43 @@ def _code(mode, antialias):
 
 
 def _resample(img, out, mode, antialias, align_corners, scales):
+    """All three public functions: the kernels' coordinate scales from the sizes, then the op."""
+    H, W = img.shape[-2:]
+    scale = [_axis_scale(H, out[0], mode, antialias, align_corners, scales[0]),
+             _axis_scale(W, out[1], mode, antialias, align_corners, scales[1])]
+    return _image.wrap(img, _resample_op(img, list(out), mode, antialias, align_corners, scale))
+
+
+def _output_shape(img, size):
+    return (*img.shape[:-2], *size)
+
+
+def adjoint(grad, in_size, size, mode, antialias, align_corners, scale):
+    """The transposed resampling of ``grad`` (..., h, w) of ``size`` back to ``in_size``,
+    ``Wh^T g Ww`` with the reference's weight matrices (float32 on the device; both are
+    at most out x in): the gradient of every mode, and of the guide's bilinear resampling
+    in ``joint_bilateral_upsample``."""
+    f32 = dict(dtype=torch.float32, device=grad.device)
+    aa = antialias or mode == "lanczos"
+    wh, ww = (reference.weights(n, m, mode, antialias=aa, align_corners=align_corners, scale=s).to(**f32)
+              for n, m, s in zip(in_size, size, scale))
+    g = grad.float().reshape(-1, *size)
+    return torch.einsum("oh,bop,pw->bhw", wh, g, ww).reshape(*grad.shape[:-2], *in_size)
+
+
+@library.op("resample", lambda img, size, *args: _image.new_image(img, _output_shape(img, size)), grads=("img",),
+            backward=lambda grad, img, *args: adjoint(grad, img.shape[-2:], *args))
+def _resample_op(img: Tensor, size: List[int], mode: str, antialias: bool, align_corners: bool,
+                 scale: List[float]) -> Tensor:
+    """``resize``, ``upsample`` and ``imresize``: ``size`` (h, w) out, ``scale`` the
+    coordinate scale per axis (``_axis_scale``); one launch."""
     x4 = _image.as_planes(img)
-    H, W = x4.shape[-2:]
-    out_shape = (*img.shape[:-2], *out)
     integer = img.dtype in _image.MAX_VALUE
     if not _image.uses_kernels(img):
-        y = reference.resize(_image.to_unit(x4), out, mode, antialias or mode == "lanczos", align_corners,
-                             scale=(_axis_scale(H, out[0], mode, antialias, align_corners, scales[0]),
-                                    _axis_scale(W, out[1], mode, antialias, align_corners, scales[1])),
-                             intermediate_clamp=integer)
-        return _image.like_input(img, _image.from_unit(y, img.dtype), out_shape)
-    params = (out, mode, antialias, align_corners, scales, integer)
-    return _image.like_input(img, _Resample.apply(img, params), out_shape)
-
-
-class _Resample(torch.autograd.Function):
-    """Forward: one launch. Backward: the transposed resampling, ``Wh^T g Ww`` with the
-    reference's weight matrices (float32 on the device; both are at most out x in)."""
-
-    @staticmethod
-    def forward(ctx, img, params):
-        out, mode, antialias, align_corners, scales, integer = params
-        ctx.params, ctx.in_shape = params, img.shape
-        x4 = _image.as_planes(img)
-        H, W = x4.shape[-2:]
-        sy = _axis_scale(H, out[0], mode, antialias, align_corners, scales[0])
-        sx = _axis_scale(W, out[1], mode, antialias, align_corners, scales[1])
-        layout = torch.channels_last if _image.is_channels_last(x4) else torch.contiguous_format
-        y4 = torch.empty(*x4.shape[:2], *out, dtype=img.dtype, device=img.device, memory_format=layout)
-        kernels.launch(x4, y4, _code(mode, antialias), sy, sx, align_corners, antialias, clamp_rows=integer)
-        return y4
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad):
-        out, mode, antialias, align_corners, scales, _ = ctx.params
-        H, W = ctx.in_shape[-2:]
-        f32 = dict(dtype=torch.float32, device=grad.device)
-        aa = antialias or mode == "lanczos"
-        wh = reference.weights(H, out[0], mode, antialias=aa, align_corners=align_corners,
-                               scale=_axis_scale(H, out[0], mode, antialias, align_corners, scales[0])).to(**f32)
-        ww = reference.weights(W, out[1], mode, antialias=aa, align_corners=align_corners,
-                               scale=_axis_scale(W, out[1], mode, antialias, align_corners, scales[1])).to(**f32)
-        g = grad.float().reshape(-1, *out)
-        dx = torch.einsum("oh,bop,pw->bhw", wh, g, ww)
-        return dx.reshape(ctx.in_shape).to(grad.dtype), None
+        y = reference.resize(_image.to_unit(x4), size, mode, antialias or mode == "lanczos", align_corners,
+                             scale=tuple(scale), intermediate_clamp=integer)
+        return _image.in_layout(img, _image.from_unit(y, img.dtype), _output_shape(img, size))
+    y = _image.new_image(img, _output_shape(img, size))
+    kernels.launch(x4, _image.as_planes(y), _code(mode, antialias), scale[0], scale[1], align_corners, antialias,
+                   clamp_rows=integer)
+    return y

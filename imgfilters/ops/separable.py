@@ -15,12 +15,14 @@ Gradients flow to the image for floating-point inputs (not to the taps).
 """
 import functools
 import numbers
+from typing import List
 
 import torch
+from torch import Tensor
 
 from imgfilters import _image
 from imgfilters.kernels import separable as kernels
-from imgfilters.ops import pointwise
+from imgfilters.ops import library, pointwise
 from imgfilters.reference import separable as reference
 from imgfilters.reference.borders import fold
 
@@ -47,7 +49,8 @@ def separable_filter(img, kernel_x, kernel_y=None, *, border="reflect", border_v
     """
     tx = _check_taps(kernel_x, "kernel_x")
     ty = tx if kernel_y is None else _check_taps(kernel_y, "kernel_y")
-    return _filter(img, tx, ty, border, border_value)
+    _check(img, border, border_value)
+    return _image.wrap(img, _separable_op(img, tx, ty, border, float(border_value)))
 
 
 def gaussian_blur(inpt, kernel_size, sigma=None, *, border="reflect", border_value=0.0):
@@ -73,14 +76,16 @@ def gaussian_blur(inpt, kernel_size, sigma=None, *, border="reflect", border_val
         sx, sy = _pair(sigma, "sigma", float)
         for s in (sx, sy):
             _image.check_number(s, "sigma", low=0.0, low_open=True)
-    return _filter(inpt, _gaussian(kx, sx), _gaussian(ky, sy), border, border_value)
+    _check(inpt, border, border_value)
+    return _image.wrap(inpt, _gaussian_op(inpt, [kx, ky], [sx, sy], border, float(border_value)))
 
 
 def box_blur(img, kernel_size, *, border="reflect", border_value=0.0):
     """Mean over a ``ky x kx`` box (``kernel_size`` int or ``[kx, ky]``, odd), as
     ``cv2.blur`` with ``BORDER_REFLECT_101`` and ``kornia.filters.box_blur``."""
     kx, ky = _kernel_sizes(kernel_size)
-    return _filter(img, reference.box_taps(kx), reference.box_taps(ky), border, border_value)
+    _check(img, border, border_value)
+    return _image.wrap(img, _box_op(img, [kx, ky], border, float(border_value)))
 
 
 def unsharp_mask(img, sigma=1.0, amount=1.0, threshold=0.0, *, border="reflect", border_value=0.0):
@@ -95,17 +100,10 @@ def unsharp_mask(img, sigma=1.0, amount=1.0, threshold=0.0, *, border="reflect",
     sigma = _image.check_number(sigma, "sigma", low=0.0, low_open=True)
     amount = _image.check_number(amount, "amount")
     threshold = _image.check_number(threshold, "threshold", low=0.0)
-    radius = reference.unsharp_radius(sigma)
-    if 2 * radius + 1 > MAX_TAPS:
+    if 2 * reference.unsharp_radius(sigma) + 1 > MAX_TAPS:
         raise ValueError(f"sigma must be <= {kernels.MAX_RADIUS / 3:.1f}, got {sigma}")
-    taps = _gaussian(2 * radius + 1, sigma)
-    _image.check_image(img)
-    code = _image.check_border(border, border_value)
-    if not _image.uses_kernels(img):
-        y = reference.unsharp_mask(_image.to_unit(img), sigma, amount, threshold, border, border_value)
-        return _image.like_input(img, _image.from_unit(y, img.dtype))
-    return _image.like_input(img, _UnsharpMask.apply(img, taps, code, border, float(border_value), amount,
-                                                     threshold))
+    _check(img, border, border_value)
+    return _image.wrap(img, _unsharp_op(img, sigma, amount, threshold, border, float(border_value)))
 
 
 # ---- helpers -------------------------------------------------------------------------------
@@ -140,8 +138,9 @@ def _pair(value, name, kind):
 
 
 def _check_taps(taps, name):
-    """A private float64 CPU copy of 1-D odd-length finite taps (a copy: the backward pass
-    must see the taps of the forward even if the caller changes theirs in between)."""
+    """A private float64 CPU copy of 1-D odd-length taps (a copy: the backward pass must see
+    the taps of the forward even if the caller changes theirs in between). That they are
+    finite is checked inside the op (``_finite_taps``)."""
     try:
         t = torch.as_tensor(taps.detach() if isinstance(taps, torch.Tensor) else taps)
     except (TypeError, ValueError, RuntimeError):
@@ -151,9 +150,18 @@ def _check_taps(taps, name):
     t = t.to("cpu", torch.float64, copy=True)
     if t.ndim != 1 or t.numel() % 2 == 0 or t.numel() > MAX_TAPS:
         raise ValueError(f"{name} must be 1-D with an odd length <= {MAX_TAPS}, got shape {tuple(t.shape)}")
-    if not torch.isfinite(t).all():
-        raise ValueError(f"{name} must be finite")
     return t
+
+
+def _finite_taps(taps, name):
+    if not torch.isfinite(taps).all():
+        raise ValueError(f"{name} must be finite")
+    return taps
+
+
+def _check(img, border, border_value):
+    _image.check_image(img)
+    _image.check_border(border, border_value)
 
 
 @functools.lru_cache(maxsize=256)
@@ -172,22 +180,21 @@ def _on(taps, device):
 
 
 def _filter(img, tx, ty, border, border_value):
-    _image.check_image(img)
-    code = _image.check_border(border, border_value)
+    """The separable filter of ``img``: the reference, or one launch."""
     if not _image.uses_kernels(img):
         y = reference.separable_filter(_image.to_unit(img), tx, ty, border, border_value)
-        return _image.like_input(img, _image.from_unit(y, img.dtype))
-    return _image.like_input(img, _Separable.apply(img, tx, ty, code, border, float(border_value)))
+        return _image.in_layout(img, _image.from_unit(y, img.dtype))
+    return _run(img, tx, ty, _image.check_border(border), border_value)
 
 
 def _run(img, tx, ty, code, border_value, epi=((), ())):
     """One launch; ``epi`` runs before the fusion context's epilogue (pointwise.fused)."""
     x4 = _image.as_planes(img)
     pro, (steps, args), dtype = pointwise.fused_chains(x4.shape[1], img.device, img.dtype)
-    y4 = _image.new_planes(x4, dtype)
-    kernels.launch(x4, y4, _on(tx, img.device), _on(ty, img.device), border=code,
+    y = _image.new_image(img, dtype=dtype)
+    kernels.launch(x4, _image.as_planes(y), _on(tx, img.device), _on(ty, img.device), border=code,
                    border_value=border_value, pro=pro, epi=(epi[0] + steps, epi[1] + args))
-    return y4.reshape(img.shape)
+    return y
 
 
 def _adjoint(grad, tx, ty, border, shape):
@@ -200,40 +207,60 @@ def _adjoint(grad, tx, ty, border, shape):
     z = torch.empty(B, C, H + 2 * ry, W + 2 * rx, dtype=torch.float32, device=grad.device)
     kernels.launch(g4, z, _on(tx.flip(0), grad.device), _on(ty.flip(0), grad.device),
                    oy=-ry, ox=-rx, border=_image.check_border("constant"))
-    return fold(z, H, W, ry, rx, border).reshape(shape).to(grad.dtype)
+    return fold(z, H, W, ry, rx, border).reshape(shape)
 
 
-class _Separable(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, img, tx, ty, code, border, border_value):
-        ctx.taps, ctx.border, ctx.shape = (tx, ty), border, img.shape
-        return _run(img, tx, ty, code, border_value)
+# ---- the custom ops (imgfilters.ops.library): gradients flow to the image only -------------
 
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad):
-        tx, ty = ctx.taps
-        return _adjoint(grad, tx, ty, ctx.border, ctx.shape), None, None, None, None, None
+def _gaussian_taps(kernel_size, sigma):
+    return _gaussian(kernel_size[0], sigma[0]), _gaussian(kernel_size[1], sigma[1])
 
 
-class _UnsharpMask(torch.autograd.Function):
+def _box_taps(kernel_size):
+    return reference.box_taps(kernel_size[0]), reference.box_taps(kernel_size[1])
+
+
+@library.op("separable_filter", library.same_as_input, grads=("img",),
+            backward=lambda grad, img, tx, ty, border, bv: _adjoint(grad, tx, ty, border, img.shape))
+def _separable_op(img: Tensor, kernel_x: Tensor, kernel_y: Tensor, border: str, border_value: float) -> Tensor:
+    return _filter(img, _finite_taps(kernel_x, "kernel_x"), _finite_taps(kernel_y, "kernel_y"), border,
+                   border_value)
+
+
+@library.op("gaussian_blur", library.same_as_input, grads=("img",),
+            backward=lambda grad, img, ks, sigma, border, bv: _adjoint(grad, *_gaussian_taps(ks, sigma), border,
+                                                                       img.shape))
+def _gaussian_op(img: Tensor, kernel_size: List[int], sigma: List[float], border: str,
+                 border_value: float) -> Tensor:
+    return _filter(img, *_gaussian_taps(kernel_size, sigma), border, border_value)
+
+
+@library.op("box_blur", library.same_as_input, grads=("img",),
+            backward=lambda grad, img, ks, border, bv: _adjoint(grad, *_box_taps(ks), border, img.shape))
+def _box_op(img: Tensor, kernel_size: List[int], border: str, border_value: float) -> Tensor:
+    return _filter(img, *_box_taps(kernel_size), border, border_value)
+
+
+def _unsharp_taps(sigma):
+    return _gaussian(2 * reference.unsharp_radius(sigma) + 1, sigma)
+
+
+def _unsharp_backward(grad, img, sigma, amount, threshold, border, border_value):
     """y = x + a * m * (x - blur(x)), m = |x - blur(x)| >= t (piecewise constant), so
     dx = g * (1 + a m) - blur^T(a m g)."""
+    taps = _unsharp_taps(sigma)
+    x = img.float()
+    detail = x - _run(x, taps, taps, _image.check_border(border), border_value)
+    am_g = amount * (detail.abs() >= threshold) * grad.float()
+    return grad.float() + am_g - _adjoint(am_g, taps, taps, border, img.shape)
 
-    @staticmethod
-    def forward(ctx, img, taps, code, border, border_value, amount, threshold):
-        ctx.save_for_backward(img)
-        ctx.params = (taps, code, border, border_value, amount, threshold)
-        return _run(img, taps, taps, code, border_value,
-                    epi=((kernels.unsharp,), ((amount, threshold),)))
 
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad):
-        (img,) = ctx.saved_tensors
-        taps, code, border, border_value, amount, threshold = ctx.params
-        x = img.float()
-        detail = x - _run(x, taps, taps, code, border_value)
-        am_g = amount * (detail.abs() >= threshold) * grad.float()
-        dx = grad.float() + am_g - _adjoint(am_g, taps, taps, border, img.shape)
-        return dx.to(img.dtype), None, None, None, None, None, None
+@library.op("unsharp_mask", library.same_as_input, grads=("img",), backward=_unsharp_backward)
+def _unsharp_op(img: Tensor, sigma: float, amount: float, threshold: float, border: str,
+                border_value: float) -> Tensor:
+    if not _image.uses_kernels(img):
+        y = reference.unsharp_mask(_image.to_unit(img), sigma, amount, threshold, border, border_value)
+        return _image.in_layout(img, _image.from_unit(y, img.dtype))
+    taps = _unsharp_taps(sigma)
+    return _run(img, taps, taps, _image.check_border(border), border_value,
+                epi=((kernels.unsharp,), ((amount, threshold),)))

@@ -1,0 +1,128 @@
+"""The public ops as PyTorch custom ops (``torch.ops.imgfilters.<name>``): the one place
+for their registration, their autograd and the fusion bypass.
+
+``torch.compile`` traces the public functions, whose argument checks look only at
+shapes, dtypes and Python values (and raise before anything runs), and keeps each op as
+one opaque node with a fake implementation for shape inference. Everything that reads
+tensor values (per-image parameters, taps, automatic radii and noise levels) and the
+choice between the kernels and the float64 reference happens inside the op, where it
+cannot break the graph. Per-image parameters travel as two arguments, a float and a
+tensor, exactly one of them given (``_image.per_image``).
+"""
+import contextvars
+import inspect
+
+import torch
+
+from imgfilters import _image
+
+__all__ = ["op", "same_as_input", "FUSION"]
+
+# The fusion context (``pointwise.fused``): prologue and epilogue chains of Triton functions
+# for the next filter launch. A custom op's schema cannot carry them, so while it is set
+# the public functions run their implementation directly, not through the op.
+FUSION = contextvars.ContextVar("imgfilters_fused", default=None)
+
+
+def same_as_input(img, *args):
+    """The fake implementation of filters whose output is shaped and typed as ``img``."""
+    return _image.new_image(img)
+
+
+def op(name, fake, *, grads=(), backward=None):
+    """Register the decorated implementation as ``torch.ops.imgfilters.<name>`` and return
+    the callable that the public functions call with positional arguments.
+
+    Args:
+        name: the op's name in the ``imgfilters`` namespace.
+        fake: ``fake(*args)`` -> an empty output of the op's shape, dtype and layout,
+            allocated as the implementation allocates it (``_image.new_image``).
+        grads: names of the tensor arguments that receive gradients; empty for ops without
+            a gradient (NLM, the noise estimate, pointwise chains), whose outputs never
+            require grad.
+        backward: ``backward(grad, *args)`` -> those gradients on the kernel path (a tensor,
+            or a tuple in the order of ``grads``). It becomes the op ``<name>_backward``
+            (the incoming gradient, then every argument of the forward), so that compiled
+            graphs call it as one opaque node too. On the reference path (decided by the
+            first argument, the image, as in the forward) the backward differentiates the
+            float64 torch definition instead.
+    """
+    def register(impl):
+        custom = torch.library.custom_op(f"imgfilters::{name}", impl, mutates_args=())
+        custom.register_fake(fake)
+        if grads:
+            _register_autograd(custom, impl, name, grads, backward)
+        overload = getattr(torch.ops.imgfilters, name).default
+
+        def call(*args):
+            if FUSION.get() is not None:
+                return impl(*args)
+            if not grads:
+                with torch.no_grad():
+                    return overload(*args)
+            return overload(*args)
+        return call
+    return register
+
+
+def _register_autograd(custom, impl, name, grads, backward):
+    params = list(inspect.signature(impl).parameters)
+    slots = [params.index(g) for g in grads]
+    schema = torch.library.infer_schema(impl, mutates_args=())
+    outputs = "Tensor" if len(slots) == 1 else f"({', '.join(['Tensor'] * len(slots))})"
+    backward_schema = f"(Tensor grad_out, {schema[1:schema.rindex(') -> ')]}) -> {outputs}"
+
+    def backward_impl(grad, *args):
+        if _image.uses_kernels(args[0]):
+            out = backward(grad, *args)
+        else:
+            out = _reference_vjp(impl, grad, args, slots)
+        out = (out,) if isinstance(out, torch.Tensor) else out
+        # as the fake allocates them: each gradient in its input's dtype and layout
+        out = tuple(_image.in_layout(args[i], g.to(args[i].dtype)) for i, g in zip(slots, out))
+        return out[0] if len(out) == 1 else out
+
+    def backward_fake(grad, *args):
+        out = tuple(_image.new_image(args[i]) for i in slots)
+        return out[0] if len(out) == 1 else out
+
+    backward_op = torch.library.custom_op(f"imgfilters::{name}_backward", backward_impl, mutates_args=(),
+                                          schema=backward_schema)
+    backward_op.register_fake(backward_fake)
+    overload = getattr(torch.ops.imgfilters, f"{name}_backward").default
+
+    def setup_context(ctx, inputs, output):  # all of the forward's arguments, for the backward op
+        ctx.tensors = [i for i, a in enumerate(inputs) if isinstance(a, torch.Tensor)]
+        ctx.save_for_backward(*(inputs[i] for i in ctx.tensors))
+        ctx.others = [None if isinstance(a, torch.Tensor) else a for a in inputs]
+
+    def backward_formula(ctx, grad):
+        args = list(ctx.others)
+        for i, t in zip(ctx.tensors, ctx.saved_tensors):
+            args[i] = t
+        out = overload(grad, *args)
+        out = (out,) if isinstance(out, torch.Tensor) else out
+        result = [None] * len(args)
+        for i, g in zip(slots, out):
+            if ctx.needs_input_grad[i]:
+                result[i] = g
+        return tuple(result)
+
+    custom.register_autograd(backward_formula, setup_context=setup_context)
+
+
+def _reference_vjp(impl, grad, args, slots):
+    """Gradients of ``impl`` on its reference path (plain differentiable torch code): its
+    vector-Jacobian product with ``grad``, through ``torch.func`` because autograd's own
+    dispatch is off inside an op's implementation. Integer inputs get zeros (unused)."""
+    floats = [i for i in slots if args[i].is_floating_point()]
+
+    def forward(*inputs):
+        full = list(args)
+        for i, t in zip(floats, inputs):
+            full[i] = t
+        return impl(*full)
+
+    _, vjp = torch.func.vjp(forward, *(args[i] for i in floats))
+    found = dict(zip(floats, vjp(grad)))
+    return tuple(found[i] if i in found else torch.zeros_like(args[i]) for i in slots)

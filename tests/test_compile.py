@@ -1,0 +1,180 @@
+"""torch.compile and autograd through the custom ops (torch.ops.imgfilters): graphs with no
+break, compiled results and gradients equal to eager ones, opcheck on every op."""
+import pytest
+import torch
+
+import imgfilters
+from imgfilters.ops import pointwise as pw
+from imgfilters.reference import bilateral as bilateral_reference
+
+from helpers import random_image
+
+OPS = torch.ops.imgfilters
+STEPS = [pw.normalize([0.4, 0.5, 0.6], [0.2, 0.25, 0.3]), pw.clamp(-1.0, 1.0)]
+
+# name -> (function of (img, guide, low), indices of the inputs it differentiates)
+CALLS = {
+    "separable_filter": (lambda x, g, low: imgfilters.separable_filter(x, [0.25, 0.5, 0.25],
+                                                                       torch.tensor([0.1, 0.3, 0.6])), [0]),
+    "gaussian_blur": (lambda x, g, low: imgfilters.gaussian_blur(x, [3, 5], [0.8, 1.2]), [0]),
+    "box_blur": (lambda x, g, low: imgfilters.box_blur(x, 3, border="constant", border_value=0.5), [0]),
+    "unsharp_mask": (lambda x, g, low: imgfilters.unsharp_mask(x, 0.6, 1.5, 0.02), [0]),
+    "bilateral": (lambda x, g, low: imgfilters.bilateral(x, 0.2, 0.8), [0]),
+    "bilateral_per_image": (lambda x, g, low: imgfilters.bilateral(x, torch.tensor([0.1, 0.3]), 1.0, radius=1,
+                                                                   window="disk", color_distance="l1"), [0]),
+    "joint_bilateral": (lambda x, g, low: imgfilters.joint_bilateral(x, g, 0.2, 1.0, radius=1), [0, 1]),
+    "joint_bilateral_upsample": (lambda x, g, low: imgfilters.joint_bilateral_upsample(low, x, 0.2, 1.0, radius=1),
+                                 [0, 2]),
+    "nl_means": (lambda x, g, low: imgfilters.nl_means(x, torch.tensor([0.1, 0.2]), sigma=0.02, patch_size=3,
+                                                       search_radius=1), []),
+    "resize": (lambda x, g, low: imgfilters.resize(x, [7, 9], antialias=True), [0]),
+    "upsample": (lambda x, g, low: imgfilters.upsample(x, 1.5, mode="bicubic"), [0]),
+    "imresize": (lambda x, g, low: imgfilters.imresize(x, 0.5), [0]),
+    "pointwise": (lambda x, g, low: imgfilters.pointwise(x, STEPS, dtype=torch.float32), []),
+}
+DIFFERENTIABLE = [name for name, (_, grads) in CALLS.items() if grads]
+
+
+def inputs(gen, dtype=torch.float32, device="cpu"):
+    """A batch of 2 tiny images, a shared one-channel guide and a half-size image."""
+    return (random_image((2, 3, 12, 16), dtype, gen, device), random_image((1, 1, 12, 16), dtype, gen, device),
+            random_image((2, 3, 6, 8), dtype, gen, device))
+
+
+@pytest.mark.parametrize("name", CALLS)
+def test_compiles_without_graph_breaks_and_matches_eager(name, gen):
+    fn = CALLS[name][0]
+    args = inputs(gen, torch.uint8 if name == "pointwise" else torch.float32)
+    compiled = torch.compile(fn, fullgraph=True, backend="eager")
+    assert torch.equal(compiled(*args), fn(*args))
+
+
+def test_automatic_parameters_and_noise_estimates_compile(gen):
+    x = random_image((2, 3, 20, 20), torch.float32, gen)
+    fn = lambda x: (imgfilters.nl_means(x, search_radius=1), imgfilters.estimate_noise(x))  # noqa: E731
+    (y, sigma), (y_ref, sigma_ref) = torch.compile(fn, fullgraph=True, backend="eager")(x), fn(x)
+    assert torch.equal(y, y_ref) and torch.equal(sigma, sigma_ref) and sigma.shape == (2,)
+
+
+def test_layout_dtype_and_changing_python_numbers(gen):
+    x = random_image((2, 3, 12, 16), torch.uint8, gen).to(memory_format=torch.channels_last)
+    fn = lambda x, s: imgfilters.resize(imgfilters.bilateral(x, s, radius=1), 8)  # noqa: E731
+    compiled = torch.compile(fn, fullgraph=True, backend="aot_eager")
+    for s in (0.1, 0.2):  # a second value of a float argument makes it symbolic: still no break
+        y = compiled(x, s)
+        assert torch.equal(y, fn(x, s)) and y.dtype == torch.uint8
+        assert y.is_contiguous(memory_format=torch.channels_last)
+
+
+@pytest.mark.parametrize("name", DIFFERENTIABLE)
+def test_compiled_gradients_equal_eager(name, gen):
+    fn, wrt = CALLS[name]
+    base, results = inputs(gen), []
+    for compiled in (False, True):
+        args = [a.clone().requires_grad_(i in wrt) for i, a in enumerate(base)]
+        y = (torch.compile(fn, fullgraph=True, backend="aot_eager") if compiled else fn)(*args)
+        g = torch.linspace(-1, 1, y.numel()).reshape(y.shape)
+        results.append((y, torch.autograd.grad(y, [args[i] for i in wrt], g)))
+    (y, grads), (y_c, grads_c) = results
+    assert torch.equal(y, y_c)
+    for a, b in zip(grads, grads_c):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)
+
+
+def test_compiled_gradient_of_the_float64_reference(gen):
+    # float64 runs the reference inside the op; its backward is the reference's own derivative
+    x = torch.rand(1, 2, 7, 9, generator=gen, dtype=torch.float64, requires_grad=True)
+    g = torch.rand(1, 1, 7, 9, generator=gen, dtype=torch.float64, requires_grad=True)
+    fn = lambda x, g: imgfilters.joint_bilateral(x, g, 0.3, 1.0, radius=1, window="disk")  # noqa: E731
+    out = torch.compile(fn, fullgraph=True, backend="aot_eager")(x, g)
+    grads = torch.autograd.grad(out.square().sum(), [x, g])
+    expected = bilateral_reference.bilateral(x, g, 0.3, 1.0, 1, "disk")
+    torch.testing.assert_close(out, expected)
+    for a, b in zip(grads, torch.autograd.grad(expected.square().sum(), [x, g])):
+        torch.testing.assert_close(a, b)
+
+
+def test_values_are_checked_inside_the_compiled_graph(gen):
+    x = random_image((2, 3, 12, 16), torch.float32, gen)
+    compiled = torch.compile(lambda x, s: imgfilters.bilateral(x, s, radius=1), fullgraph=True, backend="eager")
+    with pytest.raises(ValueError, match="sigma_color"):
+        compiled(x, torch.tensor([0.1, -0.1]))
+    taps = torch.tensor([0.2, float("nan"), 0.2])
+    with pytest.raises(ValueError, match="kernel_x"):
+        torch.compile(lambda x: imgfilters.separable_filter(x, taps), fullgraph=True, backend="eager")(x)
+
+
+def test_ops_without_gradient_return_no_graph(gen):
+    x = random_image((1, 3, 20, 20), torch.float32, gen).requires_grad_()
+    assert not imgfilters.nl_means(x, 0.1, sigma=0.02, patch_size=3, search_radius=1).requires_grad
+    assert not imgfilters.estimate_noise(x).requires_grad
+    assert not imgfilters.pointwise(x, STEPS).requires_grad
+
+
+def _opcheck_cases(gen):
+    """Every op with small arguments: forward inputs require grad (opcheck then checks the
+    autograd registration too); backward ops take (grad_out, *the forward's arguments)."""
+    def img(*shape, grad=True, layout=torch.contiguous_format):
+        return torch.rand(*shape, generator=gen).to(memory_format=layout).requires_grad_(grad)
+
+    def plain(*shape, layout=torch.contiguous_format):
+        return img(*shape, grad=False, layout=layout)
+
+    taps = torch.tensor([0.25, 0.5, 0.25], dtype=torch.float64)
+    bil = (0.2, None, None, torch.tensor([0.8, 1.2]), 1, "disk", "l1", "reflect", 0.0)
+    resample = ([5, 13], "bicubic", True, False, [1.6, 10 / 13])
+    cl = torch.channels_last
+    u8 = torch.randint(0, 256, (1, 3, 8, 10), generator=gen, dtype=torch.uint8)
+    return {
+        "separable_filter": (img(2, 3, 8, 10, layout=cl), taps, taps, "reflect", 0.0),
+        "gaussian_blur": (img(3, 8, 10), [3, 5], [1.0, 1.5], "symmetric", 0.0),
+        "box_blur": (img(8, 10), [3, 3], "constant", 0.5),
+        "unsharp_mask": (img(1, 2, 8, 10), 0.6, 1.5, 0.01, "replicate", 0.0),
+        "bilateral": (img(2, 3, 8, 10), *bil),
+        "joint_bilateral": (img(2, 3, 8, 10), img(1, 1, 8, 10), *bil),
+        "joint_bilateral_upsample": (img(2, 2, 4, 5, layout=cl), img(1, 1, 8, 10), *bil),
+        "nl_means": (plain(1, 3, 8, 10), 0.1, None, None, torch.tensor([0.02]), 3, 1, "reflect", 0.0),
+        "estimate_noise": (plain(2, 1, 30, 30),),
+        "resample": (img(1, 3, 8, 10, layout=cl), *resample),
+        "pointwise": (u8, "scale,normalize", [2.0], [torch.tensor([0.5]), torch.tensor([0.1, 0.2, 0.3])],
+                      torch.float32),
+        "separable_filter_backward": (plain(1, 2, 8, 10), plain(1, 2, 8, 10, layout=cl), taps, taps, "reflect", 0.0),
+        "gaussian_blur_backward": (plain(3, 8, 10), plain(3, 8, 10), [3, 5], [1.0, 1.5], "symmetric", 0.0),
+        "box_blur_backward": (plain(8, 10), plain(8, 10), [3, 5], "constant", 0.5),
+        "unsharp_mask_backward": (plain(1, 2, 8, 10), plain(1, 2, 8, 10), 0.6, 1.5, 0.01, "reflect", 0.0),
+        "bilateral_backward": (plain(2, 3, 8, 10), plain(2, 3, 8, 10), *bil),
+        "joint_bilateral_backward": (plain(2, 3, 8, 10), plain(2, 3, 8, 10), plain(1, 1, 8, 10), *bil),
+        "joint_bilateral_upsample_backward": (plain(2, 2, 8, 10), plain(2, 2, 4, 5), plain(1, 1, 8, 10), *bil),
+        "resample_backward": (plain(1, 3, 5, 13), plain(1, 3, 8, 10), *resample),
+    }
+
+
+OPCHECKED = list(_opcheck_cases(torch.Generator()))
+
+
+@pytest.mark.parametrize("name", OPCHECKED)
+def test_opcheck(name, gen):
+    torch.library.opcheck(getattr(OPS, name), _opcheck_cases(gen)[name])
+
+
+def test_every_op_is_opchecked():
+    assert {name for name in dir(OPS) if hasattr(getattr(OPS, name), "default")} == set(OPCHECKED)
+
+
+# ---- GPU only ------------------------------------------------------------------------------
+
+gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
+
+@gpu
+@pytest.mark.parametrize("name", ["gaussian_blur", "bilateral_per_image", "joint_bilateral", "resize"])
+def test_inductor_on_gpu(name, gen):
+    fn, wrt = CALLS[name]
+    args = [a.requires_grad_(i in wrt) for i, a in enumerate(inputs(gen, device="cuda"))]
+    post = lambda *a: (fn(*a) * 2).sin()  # noqa: E731  (inductor fuses around the opaque op)
+    y = torch.compile(post, fullgraph=True)(*args)
+    y_ref = post(*args)
+    torch.testing.assert_close(y, y_ref)
+    grads = torch.autograd.grad(y.sum(), [args[i] for i in wrt])
+    for a, b in zip(grads, torch.autograd.grad(y_ref.sum(), [args[i] for i in wrt])):
+        torch.testing.assert_close(a, b)
