@@ -106,20 +106,18 @@ def per_image_values(value, values, name, batch, *, positive=True):
 
 
 def on(values, device):
-    """A float64 CPU vector of per-image parameters as float32 on ``device``. One value for
-    all images comes from a small cache of device tensors, filled once: a host-to-device
-    copy from pageable memory waits for the host and cannot be captured in a CUDA graph,
-    and a fill on every call would be one more launch next to the filter's."""
+    """A small CPU vector of parameters (per image or per channel) as float32 on
+    ``device``, from a cache of device tensors keyed by the values: a host-to-device copy
+    from pageable memory waits for the host and cannot be captured in a CUDA graph, and a
+    copy or fill on every call would be one more transfer or launch next to the filter's."""
     values = values.to(torch.float32)
-    if bool((values == values.flatten()[0]).all()):
-        return _filled(float(values.flatten()[0]), tuple(values.shape), torch.device(device))
-    return values.to(device)
+    return _constant(tuple(values.flatten().tolist()), tuple(values.shape), torch.device(device))
 
 
 @functools.lru_cache(maxsize=256)
-def _filled(value, shape, device):
-    """A read-only float32 tensor of ``shape`` filled with ``value`` on ``device``."""
-    return torch.full(shape, value, dtype=torch.float32, device=device)
+def _constant(values, shape, device):
+    """A read-only float32 tensor of ``shape`` holding ``values`` on ``device``."""
+    return torch.tensor(values, dtype=torch.float32, device=device).reshape(shape)
 
 
 def to_unit(img, dtype=torch.float64):

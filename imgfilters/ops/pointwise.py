@@ -124,7 +124,7 @@ def kernel_chain(steps, channels, device, epilogue=False):
     _check_channels(steps, channels)
     fns, args = [], []
     for step in steps:
-        vecs = [v.expand(channels).to(device=device, dtype=torch.float32).contiguous() for v in step.channel_vectors]
+        vecs = [_image.on(v.expand(channels), device) for v in step.channel_vectors]
         if epilogue:
             fns.append(kernels.as_epilogue)
             args.append((step.kernel, (*step.scalars, *vecs)))
