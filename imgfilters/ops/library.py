@@ -55,7 +55,8 @@ def op(name, fake, *, grads=(), backward=None):
         overload = getattr(torch.ops.imgfilters, name).default
 
         def call(*args):
-            if FUSION.get() is not None:
+            # (a fused pipeline runs eagerly; dynamo before torch 2.12 cannot trace ContextVar.get)
+            if not torch.compiler.is_compiling() and FUSION.get() is not None:
                 return impl(*args)
             if not grads:
                 with torch.no_grad():
