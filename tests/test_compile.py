@@ -42,22 +42,22 @@ def inputs(gen, dtype=torch.float32, device="cpu"):
 
 
 @pytest.mark.parametrize("name", CALLS)
-def test_compiles_without_graph_breaks_and_matches_eager(name, gen):
+def test_compiles_without_graph_breaks_and_matches_eager(name, gen, device):
     fn = CALLS[name][0]
-    args = inputs(gen, torch.uint8 if name == "pointwise" else torch.float32)
+    args = inputs(gen, torch.uint8 if name == "pointwise" else torch.float32, device)
     compiled = torch.compile(fn, fullgraph=True, backend="eager")
     assert torch.equal(compiled(*args), fn(*args))
 
 
-def test_automatic_parameters_and_noise_estimates_compile(gen):
-    x = random_image((2, 3, 20, 20), torch.float32, gen)
+def test_automatic_parameters_and_noise_estimates_compile(gen, device):
+    x = random_image((2, 3, 20, 20), torch.float32, gen, device)
     fn = lambda x: (imgfilters.nl_means(x, search_radius=1), imgfilters.estimate_noise(x))  # noqa: E731
     (y, sigma), (y_ref, sigma_ref) = torch.compile(fn, fullgraph=True, backend="eager")(x), fn(x)
     assert torch.equal(y, y_ref) and torch.equal(sigma, sigma_ref) and sigma.shape == (2,)
 
 
-def test_layout_dtype_and_changing_python_numbers(gen):
-    x = random_image((2, 3, 12, 16), torch.uint8, gen).to(memory_format=torch.channels_last)
+def test_layout_dtype_and_changing_python_numbers(gen, device):
+    x = random_image((2, 3, 12, 16), torch.uint8, gen, device).to(memory_format=torch.channels_last)
     fn = lambda x, s: imgfilters.resize(imgfilters.bilateral(x, s, radius=1), 8)  # noqa: E731
     compiled = torch.compile(fn, fullgraph=True, backend="aot_eager")
     for s in (0.1, 0.2):  # a second value of a float argument makes it symbolic: still no break
@@ -67,13 +67,13 @@ def test_layout_dtype_and_changing_python_numbers(gen):
 
 
 @pytest.mark.parametrize("name", DIFFERENTIABLE)
-def test_compiled_gradients_equal_eager(name, gen):
+def test_compiled_gradients_equal_eager(name, gen, device):
     fn, wrt = CALLS[name]
-    base, results = inputs(gen), []
+    base, results = inputs(gen, device=device), []
     for compiled in (False, True):
         args = [a.clone().requires_grad_(i in wrt) for i, a in enumerate(base)]
         y = (torch.compile(fn, fullgraph=True, backend="aot_eager") if compiled else fn)(*args)
-        g = torch.linspace(-1, 1, y.numel()).reshape(y.shape)
+        g = torch.linspace(-1, 1, y.numel(), device=device).reshape(y.shape)
         results.append((y, torch.autograd.grad(y, [args[i] for i in wrt], g)))
     (y, grads), (y_c, grads_c) = results
     assert torch.equal(y, y_c)
@@ -94,8 +94,8 @@ def test_compiled_gradient_of_the_float64_reference(gen):
         torch.testing.assert_close(a, b)
 
 
-def test_values_are_checked_inside_the_compiled_graph(gen):
-    x = random_image((2, 3, 12, 16), torch.float32, gen)
+def test_values_are_checked_inside_the_compiled_graph(gen, device):
+    x = random_image((2, 3, 12, 16), torch.float32, gen, device)
     compiled = torch.compile(lambda x, s: imgfilters.bilateral(x, s, radius=1), fullgraph=True, backend="eager")
     with pytest.raises(ValueError, match="sigma_color"):
         compiled(x, torch.tensor([0.1, -0.1]))
@@ -104,18 +104,20 @@ def test_values_are_checked_inside_the_compiled_graph(gen):
         torch.compile(lambda x: imgfilters.separable_filter(x, taps), fullgraph=True, backend="eager")(x)
 
 
-def test_ops_without_gradient_return_no_graph(gen):
-    x = random_image((1, 3, 20, 20), torch.float32, gen).requires_grad_()
+def test_ops_without_gradient_return_no_graph(gen, device):
+    x = random_image((1, 3, 20, 20), torch.float32, gen, device).requires_grad_()
     assert not imgfilters.nl_means(x, 0.1, sigma=0.02, patch_size=3, search_radius=1).requires_grad
     assert not imgfilters.estimate_noise(x).requires_grad
     assert not imgfilters.pointwise(x, STEPS).requires_grad
 
 
-def _opcheck_cases(gen):
-    """Every op with small arguments: forward inputs require grad (opcheck then checks the
-    autograd registration too); backward ops take (grad_out, *the forward's arguments)."""
+def _opcheck_cases(gen, device="cpu"):
+    """Every op with small arguments on ``device`` (where the kernels run: opcheck's schema
+    check cannot look inside the reference path's torch.func backward): forward inputs
+    require grad (opcheck then checks the autograd registration too); backward ops take
+    (grad_out, *the forward's arguments)."""
     def img(*shape, grad=True, layout=torch.contiguous_format):
-        return torch.rand(*shape, generator=gen).to(memory_format=layout).requires_grad_(grad)
+        return torch.rand(*shape, generator=gen).to(device, memory_format=layout).requires_grad_(grad)
 
     def plain(*shape, layout=torch.contiguous_format):
         return img(*shape, grad=False, layout=layout)
@@ -124,7 +126,7 @@ def _opcheck_cases(gen):
     bil = (0.2, None, None, torch.tensor([0.8, 1.2]), 1, "disk", "l1", "reflect", 0.0)
     resample = ([5, 13], "bicubic", True, False, [1.6, 10 / 13])
     cl = torch.channels_last
-    u8 = torch.randint(0, 256, (1, 3, 8, 10), generator=gen, dtype=torch.uint8)
+    u8 = torch.randint(0, 256, (1, 3, 8, 10), generator=gen, dtype=torch.uint8).to(device)
     return {
         "separable_filter": (img(2, 3, 8, 10, layout=cl), taps, taps, "reflect", 0.0),
         "gaussian_blur": (img(3, 8, 10), [3, 5], [1.0, 1.5], "symmetric", 0.0),
@@ -153,8 +155,8 @@ OPCHECKED = list(_opcheck_cases(torch.Generator()))
 
 
 @pytest.mark.parametrize("name", OPCHECKED)
-def test_opcheck(name, gen):
-    torch.library.opcheck(getattr(OPS, name), _opcheck_cases(gen)[name])
+def test_opcheck(name, gen, device):
+    torch.library.opcheck(getattr(OPS, name), _opcheck_cases(gen, device)[name])
 
 
 def test_every_op_is_opchecked():
@@ -178,3 +180,13 @@ def test_inductor_on_gpu(name, gen):
     grads = torch.autograd.grad(y.sum(), [args[i] for i in wrt])
     for a, b in zip(grads, torch.autograd.grad(y_ref.sum(), [args[i] for i in wrt])):
         torch.testing.assert_close(a, b)
+
+
+def test_linear_ops_keep_no_copy_of_the_image_for_backward(gen, device):
+    x = random_image((1, 3, 16, 20), torch.float32, gen, device).requires_grad_()
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+        y = imgfilters.gaussian_blur(x, 5, 1.0).sum() + imgfilters.resize(x, [8, 10]).sum()
+    assert saved and all(t.untyped_storage().nbytes() <= 8 for t in saved)
+    y.backward()
+    assert x.grad.shape == x.shape
