@@ -82,6 +82,14 @@ def test_bad_pipelines_raise():
         imgfilters.fuse([T.BoxBlur(3), 3])
 
 
+def test_a_compiled_function_runs_the_fused_pipeline_eagerly(gen, device):
+    x = random_image((2, 3, 12, 16), torch.uint8, gen, device)
+    fused = imgfilters.fuse([v2.ToDtype(torch.float32, scale=True), T.Bilateral(0.1, radius=1), v2.Normalize(MEAN, STD)])
+    compiled = torch.compile(lambda x: fused(x) * 2, backend="aot_eager")
+    y = compiled(x)
+    assert y.dtype == torch.float32 and torch.equal(y, fused(x) * 2)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_one_kernel_launch_on_the_gpu(gen):
     x = random_image((2, 3, 256, 320), torch.uint8, gen, "cuda")
