@@ -7,7 +7,8 @@ one opaque node with a fake implementation for shape inference. Everything that 
 tensor values (per-image parameters, taps, automatic radii and noise levels) and the
 choice between the kernels and the float64 reference happens inside the op, where it
 cannot break the graph. Per-image parameters travel as two arguments, a float and a
-tensor, exactly one of them given (``_image.per_image``).
+tensor, at most one of them given (``_image.per_image``; neither means automatic, as for
+``nl_means``'s ``h`` and ``sigma``).
 """
 import contextvars
 import inspect
@@ -29,7 +30,7 @@ def same_as_input(img, *args):
     return _image.new_image(img)
 
 
-def op(name, fake, *, grads=(), backward=None):
+def op(name, fake, *, grads=(), backward=None, linear=False):
     """Register the decorated implementation as ``torch.ops.imgfilters.<name>`` and return
     the callable that the public functions call with positional arguments.
 
@@ -46,16 +47,19 @@ def op(name, fake, *, grads=(), backward=None):
             graphs call it as one opaque node too. On the reference path (decided by the
             first argument, the image, as in the forward) the backward differentiates the
             float64 torch definition instead.
+        linear: the op is linear (or affine) in its image, the first argument, so its
+            backward needs only the image's shape, dtype and device: autograd then keeps a
+            one-element stand-in, not the image, until the backward pass.
     """
     def register(impl):
         custom = torch.library.custom_op(f"imgfilters::{name}", impl, mutates_args=())
         custom.register_fake(fake)
         if grads:
-            _register_autograd(custom, impl, name, grads, backward)
+            _register_autograd(custom, impl, name, grads, backward, linear)
         overload = getattr(torch.ops.imgfilters, name).default
 
         def call(*args):
-            # (a fused pipeline runs eagerly; dynamo before torch 2.12 cannot trace ContextVar.get)
+            # (a fused pipeline runs eagerly; torch 2.11's dynamo cannot trace ContextVar.get)
             if not torch.compiler.is_compiling() and FUSION.get() is not None:
                 return impl(*args)
             if not grads:
@@ -66,7 +70,7 @@ def op(name, fake, *, grads=(), backward=None):
     return register
 
 
-def _register_autograd(custom, impl, name, grads, backward):
+def _register_autograd(custom, impl, name, grads, backward, linear):
     params = list(inspect.signature(impl).parameters)
     slots = [params.index(g) for g in grads]
     schema = torch.library.infer_schema(impl, mutates_args=())
@@ -93,6 +97,8 @@ def _register_autograd(custom, impl, name, grads, backward):
     overload = getattr(torch.ops.imgfilters, f"{name}_backward").default
 
     def setup_context(ctx, inputs, output):  # all of the forward's arguments, for the backward op
+        if linear:  # (its values do not matter: a zero-stride view of one element)
+            inputs = (inputs[0].new_empty(()).expand(inputs[0].shape), *inputs[1:])
         ctx.tensors = [i for i, a in enumerate(inputs) if isinstance(a, torch.Tensor)]
         ctx.save_for_backward(*(inputs[i] for i in ctx.tensors))
         ctx.others = [None if isinstance(a, torch.Tensor) else a for a in inputs]

@@ -188,8 +188,7 @@ def _output_shape(img, size):
 def adjoint(grad, in_size, size, mode, antialias, align_corners, scale):
     """The transposed resampling of ``grad`` (..., h, w) of ``size`` back to ``in_size``,
     ``Wh^T g Ww`` with the reference's weight matrices (float32 on the device; both are
-    at most out x in): the gradient of every mode, and of the guide's bilinear resampling
-    in ``joint_bilateral_upsample``."""
+    at most out x in): the gradient of every mode."""
     f32 = dict(dtype=torch.float32, device=grad.device)
     aa = antialias or mode == "lanczos"
     wh, ww = (reference.weights(n, m, mode, antialias=aa, align_corners=align_corners, scale=s).to(**f32)
@@ -199,7 +198,7 @@ def adjoint(grad, in_size, size, mode, antialias, align_corners, scale):
 
 
 @library.op("resample", lambda img, size, *args: _image.new_image(img, _output_shape(img, size)), grads=("img",),
-            backward=lambda grad, img, *args: adjoint(grad, img.shape[-2:], *args))
+            linear=True, backward=lambda grad, img, *args: adjoint(grad, img.shape[-2:], *args))
 def _resample_op(img: Tensor, size: List[int], mode: str, antialias: bool, align_corners: bool,
                  scale: List[float]) -> Tensor:
     """``resize``, ``upsample`` and ``imresize``: ``size`` (h, w) out, ``scale`` the

@@ -220,14 +220,14 @@ def _box_taps(kernel_size):
     return reference.box_taps(kernel_size[0]), reference.box_taps(kernel_size[1])
 
 
-@library.op("separable_filter", library.same_as_input, grads=("img",),
+@library.op("separable_filter", library.same_as_input, grads=("img",), linear=True,
             backward=lambda grad, img, tx, ty, border, bv: _adjoint(grad, tx, ty, border, img.shape))
 def _separable_op(img: Tensor, kernel_x: Tensor, kernel_y: Tensor, border: str, border_value: float) -> Tensor:
     return _filter(img, _finite_taps(kernel_x, "kernel_x"), _finite_taps(kernel_y, "kernel_y"), border,
                    border_value)
 
 
-@library.op("gaussian_blur", library.same_as_input, grads=("img",),
+@library.op("gaussian_blur", library.same_as_input, grads=("img",), linear=True,
             backward=lambda grad, img, ks, sigma, border, bv: _adjoint(grad, *_gaussian_taps(ks, sigma), border,
                                                                        img.shape))
 def _gaussian_op(img: Tensor, kernel_size: List[int], sigma: List[float], border: str,
@@ -235,7 +235,7 @@ def _gaussian_op(img: Tensor, kernel_size: List[int], sigma: List[float], border
     return _filter(img, *_gaussian_taps(kernel_size, sigma), border, border_value)
 
 
-@library.op("box_blur", library.same_as_input, grads=("img",),
+@library.op("box_blur", library.same_as_input, grads=("img",), linear=True,
             backward=lambda grad, img, ks, border, bv: _adjoint(grad, *_box_taps(ks), border, img.shape))
 def _box_op(img: Tensor, kernel_size: List[int], border: str, border_value: float) -> Tensor:
     return _filter(img, *_box_taps(kernel_size), border, border_value)
