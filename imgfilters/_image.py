@@ -100,8 +100,10 @@ def per_image_values(value, values, name, batch, *, positive=True):
     if values is None:
         return torch.full((batch,), value, dtype=torch.float64)
     t = values.to("cpu", torch.float64).reshape(-1).expand(batch)
-    if not (torch.isfinite(t).all() and ((t > 0) if positive else (t >= 0)).all()):
-        raise ValueError(f"{name} must be finite and {'>' if positive else '>='} 0")
+    ok = torch.isfinite(t) & ((t > 0) if positive else (t >= 0))
+    if not ok.all():
+        bad = ", ".join(f"{v:g}" for v in t[~ok][:4].tolist())
+        raise ValueError(f"{name} must be finite and {'>' if positive else '>='} 0, got {bad}")
     return t
 
 
@@ -109,9 +111,17 @@ def on(values, device):
     """A small CPU vector of parameters (per image or per channel) as float32 on
     ``device``, from a cache of device tensors keyed by the values: a host-to-device copy
     from pageable memory waits for the host and cannot be captured in a CUDA graph, and a
-    copy or fill on every call would be one more transfer or launch next to the filter's."""
+    copy or fill on every call would be one more transfer or launch next to the filter's.
+    A tensor used while a CUDA graph is being captured is kept for good: the graph reads
+    it at every replay, after the cache may have dropped it."""
     values = values.to(torch.float32)
-    return _constant(tuple(values.flatten().tolist()), tuple(values.shape), torch.device(device))
+    t = _constant(tuple(values.flatten().tolist()), tuple(values.shape), torch.device(device))
+    if t.is_cuda and torch.cuda.is_current_stream_capturing():
+        _CAPTURED[id(t)] = t
+    return t
+
+
+_CAPTURED = {}
 
 
 @functools.lru_cache(maxsize=256)
@@ -143,8 +153,18 @@ def is_channels_last(img) -> bool:
     return img.ndim == 4 and not img.is_contiguous() and img.is_contiguous(memory_format=torch.channels_last)
 
 
-def _layout(img, shape):
-    return torch.channels_last if is_channels_last(img) and len(shape) == 4 else torch.contiguous_format
+def _planes(shape):
+    """The (B, C, H, W) shape that ``as_planes`` gives an image of ``shape``."""
+    shape = tuple(shape)
+    if len(shape) == 2:
+        return (1, 1, *shape)
+    return (math.prod(shape[:-3]), *shape[-3:])
+
+
+def _layout(img):
+    """Channels-last when ``img``'s planes are (a (C, H, W) tensor with HWC strides, as
+    ``pil_to_tensor`` gives, counts), else contiguous."""
+    return torch.channels_last if is_channels_last(as_planes(img)) else torch.contiguous_format
 
 
 def new_image(img, shape=None, dtype=None):
@@ -153,13 +173,14 @@ def new_image(img, shape=None, dtype=None):
     inference) implementations both allocate through here, so a compiled graph sees the
     layout an eager call returns."""
     shape = img.shape if shape is None else shape
-    return torch.empty(shape, dtype=dtype or img.dtype, device=img.device, memory_format=_layout(img, shape))
+    planes = torch.empty(_planes(shape), dtype=dtype or img.dtype, device=img.device, memory_format=_layout(img))
+    return planes.view(shape)
 
 
 def in_layout(img, out, shape=None):
     """``out`` reshaped to ``img``'s shape (or ``shape``) in ``new_image``'s layout."""
     shape = img.shape if shape is None else shape
-    return out.reshape(shape).contiguous(memory_format=_layout(img, shape))
+    return out.reshape(_planes(shape)).contiguous(memory_format=_layout(img)).view(shape)
 
 
 def wrap(img, out):

@@ -162,3 +162,10 @@ def test_pointwise_rejects_bad_arguments(device):
         imgfilters.pointwise(x, [], dtype=torch.int32)
     with pytest.raises(TypeError, match="mean"):
         pw.normalize(None, [1.0])
+
+
+def test_hwc_strided_images_keep_their_layout(gen, device):
+    # (C, H, W) with HWC strides, as pil_to_tensor and v2.ToImage give: channels-last planes
+    x = random_image((9, 11, 3), torch.uint8, gen, device).permute(2, 0, 1)
+    for y in (imgfilters.gaussian_blur(x, 3, 1.0), imgfilters.resize(x, [5, 6]), imgfilters.bilateral(x, 0.1)):
+        assert y.permute(1, 2, 0).is_contiguous()
