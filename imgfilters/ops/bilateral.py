@@ -21,7 +21,7 @@ from torch import Tensor
 
 from imgfilters import _image
 from imgfilters.kernels import bilateral as kernels
-from imgfilters.ops import library, pointwise, resample
+from imgfilters.ops import library, pointwise
 from imgfilters.reference import bilateral as reference
 from imgfilters.reference.borders import fold
 
@@ -229,7 +229,9 @@ def _upsample_backward(grad, low, guide, sc, scs, ss, sss, radius, window, color
     go = grad.reshape(B, C, H, W).float().contiguous()
     kernels.launch_upsample(low4, g4, go, *p.kernel_args(low.device, window, color_distance),
                             _image.check_border(border), border_value, backward=(go, d_low, d_glow, d_guide))
-    through_samples = resample.adjoint(d_glow, (H, W), (h, w), "bilinear", False, False, (None, None))
+    # the guide's bilinear resampling to the samples is linear: its adjoint is torch's own
+    # backward kernel of F.interpolate(guide, (h, w), mode="bilinear")
+    through_samples = torch.ops.aten.upsample_bilinear2d_backward(d_glow, [h, w], [B, CG, H, W], False, None, None)
     return d_low.reshape(low.shape), _as_guide(d_guide + through_samples, guide)
 
 
