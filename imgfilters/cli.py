@@ -18,6 +18,8 @@ from pathlib import Path
 import torch
 
 from imgfilters.io import FORMATS, ImageError, Picture, read_image, write_image
+from imgfilters.kernels import bilateral as bilateral_kernels
+from imgfilters.kernels import nlm as nlm_kernels
 
 PROG = "imgfilters-denoise"
 BATCH = 8                 # images read at once in directory mode; equal sizes share one launch
@@ -97,11 +99,14 @@ def _settings(args):
     for name, value, low, inclusive in checks:
         if value is not None and (not math.isfinite(value) or value < low or (value == low and not inclusive)):
             raise UsageError(f"{name} must be a finite number {'>=' if inclusive else '>'} {low}, got {value}")
-    if args.patch_size is not None and (args.patch_size < 1 or args.patch_size % 2 == 0 or args.patch_size > 15):
-        raise UsageError(f"--patch-size must be odd, 1 to 15, got {args.patch_size}")
-    for name, value in (("--search-radius", args.search_radius), ("--radius", args.radius)):
-        if value is not None and not 0 <= value <= 32:
-            raise UsageError(f"{name} must be 0 to 32, got {value}")
+    # the library's own limits, checked here so a bad value stops before any image is read
+    top = nlm_kernels.MAX_PATCH
+    if args.patch_size is not None and (args.patch_size < 1 or args.patch_size % 2 == 0 or args.patch_size > top):
+        raise UsageError(f"--patch-size must be odd, 1 to {top}, got {args.patch_size}")
+    for name, value, top in (("--search-radius", args.search_radius, nlm_kernels.MAX_RADIUS),
+                             ("--radius", args.radius, bilateral_kernels.MAX_RADIUS)):
+        if value is not None and not 0 <= value <= top:
+            raise UsageError(f"{name} must be 0 to {top}, got {value}")
     if args.quality is not None and not 1 <= args.quality <= 100:
         raise UsageError(f"--quality must be 1 to 100, got {args.quality}")
     if args.tile is not None and args.tile < 16:

@@ -205,6 +205,8 @@ def test_every_usage_error_gives_code_2_and_one_line(tmp_path):
         (tmp_path / "tiny.png", tmp_path / "o13.png"),
         (rgb16, tmp_path / "o14.png"),
         (tmp_path / "ok.png", tmp_path / "o15.png", "--method", "bilateral", "--sigma-space", "20"),
+        (tmp_path / "ok.png", tmp_path / "o16.png", "--search-radius", "36"),  # the library's limits: 35
+        (tmp_path / "ok.png", tmp_path / "o17.png", "--method", "bilateral", "--radius", "33"),  # and 32
     ]
     for case in cases:
         r = run(*case)
