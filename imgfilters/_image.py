@@ -130,12 +130,12 @@ def _constant(values, shape, device):
     return torch.tensor(values, dtype=torch.float32, device=device).reshape(shape)
 
 
-def to_unit(img, dtype=torch.float64):
-    """``img`` as a float tensor in unit scale (integers divided by their max); always a
-    copy, so that a reference result never shares the input's memory (an op's output must
-    not alias its input)."""
+def to_unit(img, dtype=torch.float64, copy=True):
+    """``img`` as a float tensor in unit scale (integers divided by their max); a copy
+    unless ``copy=False``, so that a reference result never shares the input's memory (an
+    op's output must not alias its input)."""
     scale = MAX_VALUE.get(img.dtype)
-    out = img.to(dtype, copy=True)
+    out = img.to(dtype, copy=copy)
     return out / scale if scale else out
 
 

@@ -79,7 +79,7 @@ def _estimate_op(img: Tensor) -> Tensor:
     x4 = _image.as_planes(img)
     if x4.is_floating_point() and not torch.isfinite(x4).all():
         raise ValueError("img has NaN or infinite values; its noise cannot be estimated")
-    sigmas = [_estimate(_image.to_unit(x4[b], _dtype(img))) for b in range(x4.shape[0])]
+    sigmas = [_estimate(_image.to_unit(x4[b], _dtype(img), copy=False)) for b in range(x4.shape[0])]  # read only
     return torch.stack(sigmas).sqrt().to(_dtype(img)).reshape(_batch(img))
 
 
