@@ -103,3 +103,19 @@ def test_one_kernel_launch_on_the_gpu(gen):
     kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
                and "Memcpy" not in e.name and "Memset" not in e.name]
     assert len(kernels) == 1, [e.name for e in kernels]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_a_captured_cuda_graph_replays_after_the_constant_cache_moves_on(gen):
+    x = random_image((2, 3, 64, 80), torch.uint8, gen, "cuda")
+    fused = imgfilters.fuse([v2.ToDtype(torch.float32, scale=True), T.Bilateral(0.1, radius=2),
+                             v2.Normalize(MEAN, STD)])
+    expected = fused(x)  # compiles, and puts the coefficients and mean/std in the cache
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = fused(x)
+    for s in torch.linspace(0.01, 0.5, 300).tolist():  # more new values than the cache holds
+        imgfilters.bilateral(x, s, radius=1)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(y, expected)
