@@ -4,10 +4,10 @@ Every mode is separable: output pixel (i, j) is ``sum_a wy_i(a) sum_b wx_j(b) X[
 x_j(b)]`` over a few source rows and columns per axis. Each program owns a ``BH x BW``
 output tile of one plane; per axis it computes, for its rows (columns), the first source
 index, the tap count and every tap's weight from the mode's index mapping and kernel
-function (normalised where the mode normalises), then loops over the taps of both axes.
-Downsampling with antialias widens the kernel with the scale, so taps per output grow
-with the scale squared while outputs shrink with it: about (2 x support)^2 multiply-adds
-per *input* pixel whatever the factor, in one launch.
+function (normalised where the mode normalises). It resamples along x each source row
+the tile needs, once, and combines those rows with a matrix of row weights on the tensor
+cores (``resample_kernel``). Downsampling with antialias widens the kernel with the
+scale, and the source rows and taps per tile grow with it, in the same single launch.
 
 Modes (``MODE`` constexpr), as defined in ``imgfilters/reference/resample.py``:
 
