@@ -2,10 +2,14 @@
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 from PIL import Image
 
 from imgfilters import _image
+
+# Tests that need the compiled kernels on a GPU (full-size images, peak memory, inductor).
+gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 SAMPLE_NAMES = ("astronaut", "camera", "coffee", "chelsea")

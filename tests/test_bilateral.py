@@ -6,7 +6,7 @@ import torch
 
 from imgfilters.reference import bilateral as ref
 
-from helpers import SAMPLE_NAMES, sample
+from helpers import SAMPLE_NAMES, gpu, sample
 
 
 def unit(t):
@@ -211,9 +211,6 @@ def test_bad_arguments_raise_before_launch(call, error, match):
     x = torch.rand(2, 3, 8, 8)
     with pytest.raises(error, match=match):
         call(x)
-
-
-gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
 
 @gpu

@@ -7,7 +7,7 @@ import imgfilters
 from imgfilters.ops import pointwise as pw
 from imgfilters.reference import bilateral as bilateral_reference
 
-from helpers import random_image
+from helpers import gpu, random_image
 
 OPS = torch.ops.imgfilters
 STEPS = [pw.normalize([0.4, 0.5, 0.6], [0.2, 0.25, 0.3]), pw.clamp(-1.0, 1.0)]
@@ -164,9 +164,6 @@ def test_every_op_is_opchecked():
 
 
 # ---- GPU only ------------------------------------------------------------------------------
-
-gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-
 
 @gpu
 @pytest.mark.parametrize("name", ["gaussian_blur", "bilateral_per_image", "joint_bilateral", "resize"])

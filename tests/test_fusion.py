@@ -7,7 +7,7 @@ from torchvision.transforms import v2
 import imgfilters
 from imgfilters import transforms as T
 
-from helpers import random_image
+from helpers import gpu, random_image
 
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 
@@ -90,7 +90,7 @@ def test_a_compiled_function_runs_the_fused_pipeline_eagerly(gen, device):
     assert y.dtype == torch.float32 and torch.equal(y, fused(x) * 2)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@gpu
 def test_one_kernel_launch_on_the_gpu(gen):
     x = random_image((2, 3, 256, 320), torch.uint8, gen, "cuda")
     fused = imgfilters.fuse([v2.ToDtype(torch.float32, scale=True), T.Bilateral(0.1, radius=2),
@@ -105,7 +105,7 @@ def test_one_kernel_launch_on_the_gpu(gen):
     assert len(kernels) == 1, [e.name for e in kernels]
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@gpu
 def test_a_captured_cuda_graph_replays_after_the_constant_cache_moves_on(gen):
     x = random_image((2, 3, 64, 80), torch.uint8, gen, "cuda")
     fused = imgfilters.fuse([v2.ToDtype(torch.float32, scale=True), T.Bilateral(0.1, radius=2),

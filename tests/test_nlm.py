@@ -11,7 +11,7 @@ from imgfilters.kernels.core.borders import BORDERS
 from imgfilters.ops.nlm import parameters
 from imgfilters.reference import nlm as ref
 
-from helpers import KERNEL_DTYPES, SAMPLE_NAMES, TOLERANCE, random_image, sample
+from helpers import KERNEL_DTYPES, SAMPLE_NAMES, TOLERANCE, gpu, random_image, sample
 
 
 def psnr(a, b):
@@ -220,9 +220,6 @@ def test_bad_arguments_raise_before_launch(call, error, match):
     x = torch.rand(2, 3, 8, 8)
     with pytest.raises(error, match=match):
         call(x)
-
-
-gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
 
 @gpu

@@ -13,7 +13,7 @@ from imgfilters import _image
 from imgfilters.kernels.core.borders import BORDERS
 from imgfilters.reference import separable as ref
 
-from helpers import KERNEL_DTYPES, SAMPLE_NAMES, assert_matches, random_image, sample
+from helpers import KERNEL_DTYPES, SAMPLE_NAMES, assert_matches, gpu, random_image, sample
 
 CV_BORDER = {"reflect": cv2.BORDER_REFLECT_101, "symmetric": cv2.BORDER_REFLECT,
              "replicate": cv2.BORDER_REPLICATE, "constant": cv2.BORDER_CONSTANT}
@@ -288,9 +288,6 @@ def test_float64_runs_the_reference(gen):
 
 
 # ---- GPU only ------------------------------------------------------------------------------
-
-gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-
 
 @gpu
 @pytest.mark.parametrize("dtype", [torch.float32, torch.uint8, torch.float16])
