@@ -6,8 +6,10 @@ Each program owns a ``BH x BW`` tile of one image, all channels at once: pixel v
 couples the channels. For every offset of the window it loads the neighbours' guide
 vectors (shifted loads of the same lines: L1/L2 hits), forms the distance, and takes
 *one* exponential per tap: the spatial and range terms share one ``exp2`` whose
-coefficients are prescaled by log2(e). Rows are a run-time loop and columns are unrolled,
-so compile time grows with the diameter, not its square.
+coefficients are prescaled by log2(e). Rows and columns of the window are both run-time
+loops: unrolling the columns made Triton 3.6 keep every tap's shifted block live (255
+registers and spills, 38 s to compile radius 32, 74 s for the upsample gradient at radius
+8) for no speed (PERFORMANCE.md).
 """
 import triton
 import triton.language as tl
@@ -104,7 +106,7 @@ def bilateral_kernel(X, G, Y, DEN, COLOR, SPACE, C, CG, H, W,
     for dy in range(-R, R + 1):
         q_rows = borders.remap(rows + dy, H, BORDER)
         q_ok = borders.inside(rows + dy, H)
-        for dx in tl.static_range(-R, R + 1):
+        for dx in range(-R, R + 1):
             if (not DISK) or (dx * dx + dy * dy <= R * R):
                 v = _prologue(
                     _vectors(x_base, ch, C, sxc, q_rows, q_ok, cols + dx, H, W, sxh, sxw, border_value,
@@ -190,7 +192,7 @@ def bilateral_backward_kernel(X, G, GO, OUT, DEN, ZV, ZG, COLOR, SPACE, C, CG, H
         q_rows = t_rows + dy
         qr = borders.remap(q_rows, H, BORDER)
         q_row_ok = borders.inside(q_rows, H)
-        for dx in tl.static_range(-R, R + 1):
+        for dx in range(-R, R + 1):
             if (not DISK) or (dx * dx + dy * dy <= R * R):
                 spatial = space * (dx * dx + dy * dy)
                 # value path and the neighbour side of the guide path: centres p = t - d
@@ -328,7 +330,7 @@ def upsample_kernel(L, G, Y, GO, DL, DGL, DGH, COLOR, SPACE, C, CG, h, w, H, W,
         a = a0 + dy
         a_ok = borders.inside(a, h)
         du2 = _distance_to_sample2(rows, a, h, H)
-        for dx in tl.static_range(-R, R + 1):
+        for dx in range(-R, R + 1):
             if (not DISK) or (dx * dx + dy * dy <= R * R):
                 bcol = b0 + dx
                 vals, g = _upsample_tap(l_base, g_base, ch, chg, C, CG, slc, sgc, a, a_ok, bcol, h, w, H, W, slh,
@@ -363,7 +365,7 @@ def upsample_kernel(L, G, Y, GO, DL, DGL, DGH, COLOR, SPACE, C, CG, h, w, H, W,
             a_ok = borders.inside(a, h)
             ar = borders.remap(a, h, BORDER)
             du2 = _distance_to_sample2(rows, a, h, H)
-            for dx in tl.static_range(-R, R + 1):
+            for dx in range(-R, R + 1):
                 if (not DISK) or (dx * dx + dy * dy <= R * R):
                     bcol = b0 + dx
                     vals, g = _upsample_tap(l_base, g_base, ch, chg, C, CG, slc, sgc, a, a_ok, bcol, h, w, H, W,
