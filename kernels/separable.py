@@ -27,9 +27,10 @@ from .core.tiling import (autotuning, interpreting, needs_int64, offset, on_devi
                           programs, size_class, sm_count, tile_configs, tile_origin)
 
 MAX_RADIUS = 63  # 127 taps
-# Tap loops are unrolled up to this many taps and run as loops beyond. Unrolled, 5 and 15
-# taps ran 1.3x and 1.09x faster on the H200; but LLVM took 14-18 s to compile one
-# variant of 31 taps and 80-100 s of 127, and the unrolled loads spill registers.
+# The horizontal and vertical tap loops are unrolled up to this many taps and run as loops
+# beyond (the taps' sum, a scalar once per tile, is always a loop). Unrolled, 5 and 15 taps
+# ran 1.3x and 1.09x faster on the H200; but LLVM took 14-18 s to compile one variant of
+# 31 taps and 80-100 s of 127, and the unrolled loads spill registers.
 UNROLL_TAPS = tl.constexpr(15)
 
 
@@ -193,9 +194,10 @@ def _prune(configs_, named_args, **kwargs):
 # Candidate tiles, and how many programs of each fit on one SM: the register count bounds
 # residency, and a persistent grid larger than what is resident runs as extra waves.
 # Registers as ptxas reports them for sm_90 with the JIT's specialisation (aligned
-# pointers), the worse of float32 and uint8, 15 taps: 255, 80 and 105 (31 taps: 255, 128,
-# 163). The unrolled tap loop hoists its loads, so 8 pixels a thread is what keeps a tile
-# near 100 registers; 16 (the 970f89a set, measured in PERFORMANCE.md) reached 166-255.
+# pointers), the worse of float32 and uint8, 15 taps: 255, 80 and 105 (31 taps, when they
+# were still unrolled: 255, 128, 163). The unrolled tap loop hoists its loads, so 8 pixels
+# a thread is what keeps a tile near 100 registers; 16 (the 970f89a set, measured in
+# PERFORMANCE.md) reached 166-255.
 TILES = [dict(BH=64, BW=32, num_warps=8), dict(BH=32, BW=64, num_warps=8), dict(BH=16, BW=128, num_warps=4)]
 RESIDENT_PER_SM = {(64, 32): 3, (32, 64): 2, (16, 128): 2}
 DEFAULT_TILE = TILES[0]  # lowest registers at every tap count measured; 1.25x halo rows at 15 taps
