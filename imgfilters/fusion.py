@@ -27,7 +27,8 @@ from imgfilters.ops import pointwise as pw
 
 __all__ = ["fuse", "Fused"]
 
-FILTERS = (T.GaussianBlur, T.BoxBlur, T.SeparableFilter, T.UnsharpMask, T.Bilateral, T.NonLocalMeans)
+FILTERS = (T.GaussianBlur, T.BoxBlur, T.SeparableFilter, T.UnsharpMask, T.Bilateral, T.NonLocalMeans, T.Resize,
+           T.Upsample)
 
 
 def fuse(pipeline):
@@ -70,7 +71,7 @@ class _Filter:
         self.out_dtype = dtype
 
     def __call__(self, x):
-        with pw.fused(self.prologue, self.epilogue, self.out_dtype):
+        with pw.fused(self.prologue, self.epilogue, self.in_dtype, self.out_dtype):
             return self.transform(x)
 
 

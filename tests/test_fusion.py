@@ -32,6 +32,10 @@ def assert_same(fused, unfused, rtol=2e-5):
     ([v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD), T.NonLocalMeans(search_radius=1)], 2),
     ([v2.ToDtype(torch.float32, scale=True), T.NonLocalMeans(0.1, sigma=0.02, patch_size=3, search_radius=1)], 1),
     ([T.BoxBlur(3), v2.ToDtype(torch.uint8, scale=True)], 2),
+    # resampling clamps the row pass of integer images only: here the image it gets is float
+    ([v2.ToDtype(torch.float32, scale=True), T.Resize((29, 37), "bicubic"), v2.Normalize(MEAN, STD)], 1),
+    ([T.Resize((11, 13), "bicubic"), v2.ToDtype(torch.float32, scale=True)], 1),  # and here uint8
+    ([v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD), T.Upsample(2, mode="bilinear")], 1),
 ])
 def test_fused_equals_unfused_in_fewer_launches(steps, launches, gen, device):
     x = random_image((2, 3, 19, 23), torch.uint8, gen, device)

@@ -135,11 +135,12 @@ def kernel_chain(steps, channels, device, epilogue=False):
 
 
 @contextlib.contextmanager
-def fused(prologue, epilogue, dtype):
-    """Run the filter called inside with ``prologue``/``epilogue`` steps and output ``dtype``:
+def fused(prologue, epilogue, in_dtype, dtype):
+    """Run the filter called inside with ``prologue``/``epilogue`` steps and output ``dtype``,
+    as if its input were of ``in_dtype`` (the dtype after the prologue in the pipeline):
     ``imgfilters.fuse`` sets them, and the next filter launch (every filter is one launch)
     takes them as its prologue and epilogue (``fused_chains``)."""
-    token = library.FUSION.set((tuple(prologue), tuple(epilogue), dtype))
+    token = library.FUSION.set((tuple(prologue), tuple(epilogue), in_dtype, dtype))
     try:
         yield
     finally:
@@ -152,8 +153,16 @@ def fused_chains(channels, device, dtype):
     ctx = library.FUSION.get()
     if ctx is None:
         return ((), ()), ((), ()), dtype
-    pro, epi, out = ctx
+    pro, epi, _, out = ctx
     return kernel_chain(pro, channels, device), kernel_chain(epi, channels, device, epilogue=True), out
+
+
+def fused_input_dtype(dtype):
+    """The dtype of the image the filter receives in the pipeline being fused (what its
+    prologue makes of the stored one), or ``dtype`` outside fusion: for the filters whose
+    arithmetic depends on it (resampling clamps the row pass of integer images)."""
+    ctx = library.FUSION.get()
+    return dtype if ctx is None else ctx[2]
 
 
 def reference_chain(steps, x):

@@ -25,7 +25,7 @@ from torchvision.transforms import InterpolationMode
 
 from imgfilters import _image
 from imgfilters.kernels import resample as kernels
-from imgfilters.ops import library
+from imgfilters.ops import library, pointwise
 from imgfilters.reference import resample as reference
 
 __all__ = ["resize", "upsample", "imresize"]
@@ -204,12 +204,13 @@ def _resample_op(img: Tensor, size: List[int], mode: str, antialias: bool, align
     """``resize``, ``upsample`` and ``imresize``: ``size`` (h, w) out, ``scale`` the
     coordinate scale per axis (``_axis_scale``); one launch."""
     x4 = _image.as_planes(img)
-    integer = img.dtype in _image.MAX_VALUE
+    integer = pointwise.fused_input_dtype(img.dtype) in _image.MAX_VALUE
     if not _image.uses_kernels(img):
         y = reference.resize(_image.to_unit(x4), size, mode, antialias or mode == "lanczos", align_corners,
                              scale=tuple(scale), intermediate_clamp=integer)
         return _image.in_layout(img, _image.from_unit(y, img.dtype), _output_shape(img, size))
-    y = _image.new_image(img, _output_shape(img, size))
+    pro, epi, dtype = pointwise.fused_chains(x4.shape[1], img.device, img.dtype)
+    y = _image.new_image(img, _output_shape(img, size), dtype=dtype)
     kernels.launch(x4, _image.as_planes(y), _code(mode, antialias), scale[0], scale[1], align_corners, antialias,
-                   clamp_rows=integer)
+                   clamp_rows=integer, pro=pro, epi=epi)
     return y
