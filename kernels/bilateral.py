@@ -1,16 +1,19 @@
 """Bilateral, joint bilateral filtering and joint bilateral upsampling, with their
 backward kernels. Each forward is one launch with no allocation beyond the output.
 
-Each program owns a ``BH x BW`` tile of one image, all channels at once: pixel vectors are
-``(CP, BH, BW)`` blocks (CP, a power of two >= C, masked), because the range weight
-couples the channels. For every offset of the window it loads the neighbours' guide
-vectors (shifted loads of the same lines: L1/L2 hits), forms the distance, and takes
-*one* exponential per tap: the spatial and range terms share one ``exp2`` whose
-coefficients are prescaled by log2(e). Rows and columns of the window are both run-time
-loops: unrolling the columns made Triton 3.6 keep every tap's shifted block live (255
-registers and spills, 38 s to compile radius 32, 74 s for the upsample gradient at radius
-8); as loops the forward runs as fast (within 5 % on the H200) and the gradients and
-the upsampling faster (PERFORMANCE.md).
+The filter (``bilateral_kernel``) works on rows: every value is one row of one channel,
+a (BW,) vector with one column per thread, so there is no padded channel and no axis
+reduction. Each loaded input row serves every output row it is a tap of (up to 2R + 1),
+through a rotating set of pending output rows (``SLIDE``) or, for windows too wide for
+that, a block of K output rows; and a tap's weight is one ``exp2``, the guide being
+prescaled so that the exponent is (spatial term - squared distance). See
+``bilateral_kernel`` and PERFORMANCE.md for what each choice measured.
+
+The backward kernel and joint bilateral upsampling still work on ``(CP, BH, BW)`` blocks
+(CP, a power of two >= C, masked) of all channels at once, one exponential per tap, the
+window's rows and columns as run-time loops: unrolled columns made Triton 3.6 keep every
+tap's shifted block live (255 registers and spills, 74 s to compile the upsample
+gradient at radius 8).
 """
 import triton
 import triton.language as tl
@@ -79,58 +82,225 @@ def _output_tile(COLOR, SPACE, H, W, CP: tl.constexpr, CGP: tl.constexpr, BH: tl
 
 
 @triton.jit
-def bilateral_kernel(X, G, Y, DEN, COLOR, SPACE, C, CG, H, W,
+def _row(base, r, cols, H, W, sc, sh, sw, border_value, N: tl.constexpr, PRO: tl.constexpr, pro_args,
+         BORDER: tl.constexpr, NEAR: tl.constexpr):
+    """The N channel vectors of row ``r`` at columns ``cols`` (indices through the border:
+    within one image size of it when NEAR), in unit scale; the constant border's value is
+    applied before PRO, as for a border pixel that existed. A tuple of N (BW,) vectors."""
+    if NEAR:
+        row = base + borders.remap_near(r, H, BORDER) * sh
+        col = borders.remap_near(cols, W, BORDER) * sw
+    else:
+        row = base + borders.remap(r, H, BORDER) * sh
+        col = borders.remap(cols, W, BORDER) * sw
+    out = ()
+    for c in tl.static_range(N):
+        v = pixels.load(row + c * sc + col)
+        if BORDER == borders.CONSTANT:
+            v = tl.where(borders.inside(cols, W) & borders.inside(r, H), v, border_value)
+        out = out + (pointwise.apply_chain(v, c, PRO, pro_args),)
+    return out
+
+
+@triton.jit
+def _scaled(vectors, s):
+    """Each vector times s."""
+    out = ()
+    for c in tl.static_range(len(vectors)):
+        out = out + (vectors[c] * s,)
+    return out
+
+
+@triton.jit
+def _zeros(n: tl.constexpr, BW: tl.constexpr):
+    """A tuple of n zero (BW,) vectors."""
+    out = ()
+    for _ in tl.static_range(n):
+        out = out + (tl.zeros((BW,), dtype=tl.float32),)
+    return out
+
+
+@triton.jit
+def _wide(strides, OFF64: tl.constexpr):
+    """The strides as int64 when in-image offsets can pass 2**31, so every product with
+    them is int64; else as they are."""
+    if OFF64:
+        out = ()
+        for i in tl.static_range(len(strides)):
+            out = out + (strides[i].to(tl.int64),)
+        return out
+    else:
+        return strides
+
+
+@triton.jit
+def _exponent(spatial, g, centre, L1: tl.constexpr):
+    """spatial - D^2, the guide vectors being prescaled by sqrt(-COLOR) so that D^2 is
+    sum d^2 (l2) or (sum |d|)^2 (l1) over the channels: one FFMA a channel for l2."""
+    if L1:
+        s = tl.abs(g[0] - centre[0])
+        for c in tl.static_range(1, len(g)):
+            s += tl.abs(g[c] - centre[c])
+        return spatial - s * s
+    else:
+        e = spatial
+        for c in tl.static_range(len(g)):
+            d = g[c] - centre[c]
+            e -= d * d
+        return e
+
+
+@triton.jit
+def _tap(num, den, k: tl.constexpr, v, g, centre, spatial, C: tl.constexpr, CG: tl.constexpr, L1: tl.constexpr):
+    """Add the tap with values ``v``, prescaled guide ``g`` and spatial exponent
+    ``spatial`` into output slot k's sums: num[k*C + c] and den[k]."""
+    w = tl.exp2(_exponent(spatial, g, centre[k * CG:k * CG + CG], L1))
+    for c in tl.static_range(C):
+        num = num[:k * C + c] + (num[k * C + c] + w * v[c],) + num[k * C + c + 1:]
+    return num, den[:k] + (den[k] + w,) + den[k + 1:]
+
+
+@triton.jit
+def _window_tap(num, den, k: tl.constexpr, dx, dy, v, g, centre, space, C: tl.constexpr, CG: tl.constexpr,
+                R: tl.constexpr, DISK: tl.constexpr, L1: tl.constexpr):
+    """``_tap`` for offset (dx, dy), skipped (a uniform branch) outside a disk window. The
+    spatial term is the sum of its parts so that space * dx^2 is formed once per dx and
+    space * dy^2, a constant dy's, once per program."""
+    spatial = space * (dx * dx) + space * (dy * dy)
+    if DISK:
+        if dx * dx + dy * dy <= R * R:
+            num, den = _tap(num, den, k, v, g, centre, spatial, C, CG, L1)
+    else:
+        num, den = _tap(num, den, k, v, g, centre, spatial, C, CG, L1)
+    return num, den
+
+
+@triton.jit
+def _guide_row(x_base, g_base, r, cols, gscale, H, W, sx, sg, border_value, PRO: tl.constexpr, pro_args,
+               C: tl.constexpr, CG: tl.constexpr, JOINT: tl.constexpr, BORDER: tl.constexpr, NEAR: tl.constexpr):
+    """The prescaled guide vectors of row r: G's, or PRO(X)'s."""
+    if JOINT:
+        g = _row(g_base, r, cols, H, W, sg[0], sg[1], sg[2], border_value, CG, (), (), BORDER, NEAR)
+    else:
+        g = _row(x_base, r, cols, H, W, sx[0], sx[1], sx[2], border_value, C, PRO, pro_args, BORDER, NEAR)
+    return _scaled(g, gscale)
+
+
+@triton.jit
+def _store_row(Y, DEN, b, x_base, r, ok, cols, num, den, k: tl.constexpr, H, W, sx, sy, border_value,
+               PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args, C: tl.constexpr, BORDER: tl.constexpr,
+               NEAR: tl.constexpr, STORE_DEN: tl.constexpr):
+    """Output row r from slot k's sums (``ok`` masks the columns and rows written)."""
+    inv = 1.0 / den[k]
+    if len(EPI) > 0:
+        x_in = _row(x_base, r, cols, H, W, sx[0], sx[1], sx[2], border_value, C, PRO, pro_args, BORDER, NEAR)
+    y_row = Y + b * sy[0] + r * sy[2] + cols * sy[3]
+    for c in tl.static_range(C):
+        y = num[k * C + c] * inv
+        if len(EPI) > 0:
+            y = pointwise.apply_epilogue(y, x_in[c], c, EPI, epi_args)
+        pixels.store(y_row + c * sy[1], y, ok)
+    if STORE_DEN:
+        tl.store(DEN + (b * H + r) * W + cols, den[k], ok)
+
+
+@triton.jit
+def bilateral_kernel(X, G, Y, DEN, COLOR, SPACE, H, W,
                      sxb, sxc, sxh, sxw, sgb, sgc, sgh, sgw, syb, syc, syh, syw, border_value,
                      PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
-                     R: tl.constexpr, DISK: tl.constexpr, L1: tl.constexpr, JOINT: tl.constexpr,
-                     BORDER: tl.constexpr, OFF64: tl.constexpr, CP: tl.constexpr, CGP: tl.constexpr,
-                     STORE_DEN: tl.constexpr, SIZE_CLASS, BH: tl.constexpr, BW: tl.constexpr):
+                     C: tl.constexpr, CG: tl.constexpr, R: tl.constexpr, DISK: tl.constexpr, L1: tl.constexpr,
+                     JOINT: tl.constexpr, BORDER: tl.constexpr, NEAR: tl.constexpr, OFF64: tl.constexpr,
+                     STORE_DEN: tl.constexpr, SIZE_CLASS, SLIDE: tl.constexpr, K: tl.constexpr,
+                     BW: tl.constexpr):
     """Y = sum_q w X~[q] / sum_q w with w = exp2(SPACE[b] |p-q|^2 + COLOR[b] D^2), D the
-    l1 or l2 distance of the guide vectors (G if JOINT, else PRO(X)). COLOR and SPACE hold
-    per-image coefficients already multiplied by -log2(e) / 2 / sigma^2. With STORE_DEN
-    the weight sums go to DEN (B, 1, H, W) float32, for the backward pass."""
-    b, color, space, ch, chg, rows, cols = _output_tile(COLOR, SPACE, H, W, CP, CGP, BH, BW)
+    l1 or l2 distance of the guide vectors (G if JOINT, else PRO(X); CG channels, C when
+    not JOINT). COLOR and SPACE hold per-image coefficients already multiplied by
+    -log2(e) / 2 / sigma^2. With STORE_DEN the weight sums go to DEN (B, 1, H, W) float32,
+    for the backward pass. NEAR: the window is smaller than the image (cheaper borders).
+
+    Every vector is one row of one channel, BW columns (one per thread); the guide is
+    prescaled by sqrt(-COLOR[b]), so a tap's weight is one exp2 of (spatial term -
+    squared scaled distance). A loaded input row serves every output row it is a tap of:
+
+    - SLIDE: the program's column strip marches down K output rows. The 2R + 1 output
+      rows that the current input row reaches are slots of a rotating tuple; for each
+      column offset dx the row is loaded once and added to all of them (2R + 1 taps,
+      all known at compile time). When the row is done, the oldest slot is complete:
+      it is stored, and the next output row enters.
+    - otherwise (wide windows or many channels, whose 2R + 1 slots would not fit the
+      registers): the program owns K output rows; for each dx it loads each of their
+      K + 2R input rows once and adds it to the output rows within R of it."""
+    pid = tl.program_id(0)
+    tiles_w = tl.cdiv(W, BW)
+    tiles = tiles_w * tl.cdiv(H, K)
+    b = (pid // tiles).to(tl.int64)
+    t = pid % tiles
+    h0 = (t // tiles_w) * K
+    cols = (t % tiles_w) * BW + tl.arange(0, BW)
+    col_ok = cols < W
+    sx = _wide((sxb, sxc, sxh, sxw), OFF64)
+    sg = _wide((sgc, sgh, sgw), OFF64)
+    sy = _wide((syb, syc, syh, syw), OFF64)
+    color = tl.load(COLOR + b)
+    space = tl.load(SPACE + b)
+    gscale = tl.sqrt(-color)
     x_base = X + b * sxb
     g_base = G + b * sgb
-    centre_rows = borders.remap(rows, H, BORDER)
-    x_in = _prologue(
-        _vectors(x_base, ch, C, sxc, centre_rows, rows < H, cols, H, W, sxh, sxw, border_value, BORDER, OFF64),
-        ch, C, PRO, pro_args)
-    if JOINT:
-        g_in = _vectors(g_base, chg, CG, sgc, centre_rows, rows < H, cols, H, W, sgh, sgw, border_value,
-                        BORDER, OFF64)
-    else:
-        g_in = x_in
 
-    num = tl.zeros((CP, BH, BW), dtype=tl.float32)
-    den = tl.zeros((BH, BW), dtype=tl.float32)
-    for dy in range(-R, R + 1):
-        q_rows = borders.remap(rows + dy, H, BORDER)
-        q_ok = borders.inside(rows + dy, H)
-        for dx in range(-R, R + 1):
-            if (not DISK) or (dx * dx + dy * dy <= R * R):
-                v = _prologue(
-                    _vectors(x_base, ch, C, sxc, q_rows, q_ok, cols + dx, H, W, sxh, sxw, border_value,
-                             BORDER, OFF64),
-                    ch, C, PRO, pro_args)
+    if SLIDE:
+        # slot j holds output row r + R - j while input row r is added (dy = j - R); the
+        # slots of rows above h0 are scratch (never stored), so they start with h0's guide
+        first = _guide_row(x_base, g_base, h0, cols, gscale, H, W, sx[1:], sg, border_value, PRO, pro_args,
+                           C, CG, JOINT, BORDER, NEAR)
+        centre = first
+        for _ in tl.static_range(2 * R):
+            centre = centre + first
+        num = _zeros((2 * R + 1) * C, BW)
+        den = _zeros(2 * R + 1, BW)
+        h1 = tl.minimum(h0 + K, H)
+        for r in range(h0 - R, h1 + R):
+            for dx in range(-R, R + 1):
+                v = _row(x_base, r, cols + dx, H, W, sx[1], sx[2], sx[3], border_value, C, PRO, pro_args,
+                         BORDER, NEAR)
                 if JOINT:
-                    g = _vectors(g_base, chg, CG, sgc, q_rows, q_ok, cols + dx, H, W, sgh, sgw, border_value,
-                                 BORDER, OFF64)
+                    g = _scaled(_row(g_base, r, cols + dx, H, W, sg[0], sg[1], sg[2], border_value, CG, (), (),
+                                     BORDER, NEAR), gscale)
                 else:
-                    g = v
-                w = tl.exp2(space * (dx * dx + dy * dy) + color * _distance2(g - g_in, L1))
-                num += w[None, :, :] * v
-                den += w
-
-    y = num / den[None, :, :]
-    y = pointwise.apply_epilogue(y, x_in, tl.minimum(ch, C - 1)[:, None, None], EPI, epi_args)
-    offs = (offset(ch, syc, OFF64)[:, None, None] + offset(rows, syh, OFF64)[None, :, None]
-            + offset(cols, syw, OFF64)[None, None, :])
-    mask = (ch < C)[:, None, None] & ((rows < H)[:, None] & (cols < W)[None, :])[None, :, :]
-    pixels.store(Y + b * syb + offs, y, mask)
-    if STORE_DEN:
-        den_offs = (b * H + rows)[:, None].to(tl.int64) * W + cols[None, :]
-        tl.store(DEN + den_offs, den, (rows < H)[:, None] & (cols < W)[None, :])
+                    g = _scaled(v, gscale)
+                for j in tl.static_range(2 * R + 1):
+                    num, den = _window_tap(num, den, j, dx, j - R, v, g, centre, space, C, CG, R, DISK, L1)
+            done = r - R
+            _store_row(Y, DEN, b, x_base, done, col_ok & (done >= h0), cols, num, den, 2 * R, H, W, sx[1:], sy,
+                       border_value, PRO, pro_args, EPI, epi_args, C, BORDER, NEAR, STORE_DEN)
+            entering = _guide_row(x_base, g_base, r + R + 1, cols, gscale, H, W, sx[1:], sg, border_value, PRO,
+                                  pro_args, C, CG, JOINT, BORDER, NEAR)
+            centre = entering + centre[:2 * R * CG]
+            num = _zeros(C, BW) + num[:2 * R * C]
+            den = _zeros(1, BW) + den[:2 * R]
+    else:
+        centre = ()
+        for k in tl.static_range(K):
+            centre = centre + _guide_row(x_base, g_base, h0 + k, cols, gscale, H, W, sx[1:], sg, border_value,
+                                         PRO, pro_args, C, CG, JOINT, BORDER, NEAR)
+        num = _zeros(K * C, BW)
+        den = _zeros(K, BW)
+        for dx in range(-R, R + 1):
+            for i in range(K + 2 * R):
+                r = h0 - R + i
+                v = _row(x_base, r, cols + dx, H, W, sx[1], sx[2], sx[3], border_value, C, PRO, pro_args,
+                         BORDER, NEAR)
+                if JOINT:
+                    g = _scaled(_row(g_base, r, cols + dx, H, W, sg[0], sg[1], sg[2], border_value, CG, (), (),
+                                     BORDER, NEAR), gscale)
+                else:
+                    g = _scaled(v, gscale)
+                for k in tl.static_range(K):
+                    dy = i - R - k
+                    if dy * dy <= R * R:
+                        num, den = _window_tap(num, den, k, dx, dy, v, g, centre, space, C, CG, R, DISK, L1)
+        for k in tl.static_range(K):
+            _store_row(Y, DEN, b, x_base, h0 + k, col_ok & (h0 + k < H), cols, num, den, k, H, W, sx[1:], sy,
+                       border_value, PRO, pro_args, EPI, epi_args, C, BORDER, NEAR, STORE_DEN)
 
 
 @triton.jit
@@ -400,13 +570,38 @@ def _prune(configs_, named_args, **kwargs):
     return kept or [min(configs_, key=lambda c: c.kwargs["BH"] * c.kwargs["BW"])]
 
 
+# Forward tiles, one column per thread. SLIDE keeps 2R + 1 output rows of C + 1 sums
+# and CG guide values live, so it serves windows and channel counts whose slots fit
+# SLIDE_VECTORS; K is the strip's length. Otherwise each of K output rows keeps C + 1
+# sums and CG guide values, and K shrinks as channels grow (ROW_VECTORS). The sets are
+# the best of a sweep on the H200 (scripts/sweep_bilateral.py, PERFORMANCE.md), kept to
+# two or three so that a new variant's first call, which compiles each, stays near 3 s.
+SLIDE_TILES = [dict(SLIDE=True, K=128, BW=128, num_warps=4), dict(SLIDE=True, K=32, BW=128, num_warps=4),
+               dict(SLIDE=True, K=128, BW=256, num_warps=8)]
+ROW_TILES = [dict(SLIDE=False, K=8, BW=128, num_warps=4), dict(SLIDE=False, K=8, BW=256, num_warps=8)]
+SLIDE_VECTORS = 128
+ROW_VECTORS = 96
+
+
+def forward_tiles(configs_, named_args, **meta):
+    """The forward's candidate tiles for a launch's ``meta`` (an early_config_prune: the
+    autotuner's own list is only a placeholder): SLIDE when the 2R + 1 slots fit."""
+    if (2 * meta["R"] + 1) * (meta["C"] + 1 + meta["CG"]) <= SLIDE_VECTORS:
+        return tile_configs(SLIDE_TILES)
+    k_max = max(1, ROW_VECTORS // (meta["C"] + 1 + meta["CG"]))
+    kept = {}
+    for t in ROW_TILES:
+        kept.setdefault((min(t["K"], k_max), t["BW"], t["num_warps"]), dict(t, K=min(t["K"], k_max)))
+    return tile_configs(kept.values())
+
+
 TILES = [dict(BH=16, BW=32, num_warps=4), dict(BH=16, BW=64, num_warps=4),
          dict(BH=32, BW=32, num_warps=4), dict(BH=8, BW=64, num_warps=4), dict(BH=8, BW=32, num_warps=2)]
 CONFIGS = tile_configs(TILES)
 bilateral_tuned = triton.autotune(
-    configs=CONFIGS,
-    key=["R", "DISK", "L1", "JOINT", "BORDER", "CP", "CGP", "PRO", "EPI", "SIZE_CLASS"],
-    prune_configs_by={"early_config_prune": _prune},
+    configs=tile_configs(ROW_TILES),
+    key=["C", "CG", "R", "DISK", "L1", "JOINT", "BORDER", "NEAR", "PRO", "EPI", "SIZE_CLASS"],
+    prune_configs_by={"early_config_prune": forward_tiles},
 )(bilateral_kernel)
 upsample_tuned = triton.autotune(
     configs=CONFIGS,
@@ -416,7 +611,7 @@ upsample_tuned = triton.autotune(
 
 
 def _common(x, guide, joint, radius, disk, l1, border):
-    """Arguments shared by the forward and backward launches."""
+    """Arguments shared by the backward launches."""
     B, C, H, W = x.shape
     CG = guide.shape[1]
     sgb = guide.stride(0) if guide.shape[0] == B else 0
@@ -426,17 +621,26 @@ def _common(x, guide, joint, radius, disk, l1, border):
 
 
 def launch(x, guide, y, color, space, radius, disk, l1, joint, border=0, border_value=0.0,
-           pro=((), ()), epi=((), ()), den=None):
+           pro=((), ()), epi=((), ()), den=None, tile=None):
     """Filter 4-D ``x`` (B, C, H, W) into ``y`` with the guide ``guide`` (batch B or 1;
     ignored unless ``joint``). ``color``/``space`` are float32 per-image coefficients
     (-log2(e) / (2 sigma^2)) on the device; ``den``, a float32 (B, 1, H, W) tensor,
-    receives the weight sums when given."""
+    receives the weight sums when given. ``tile``, a ``triton.Config`` of SLIDE, K, BW
+    and num_warps, bypasses the tile choice."""
     B, C, H, W = x.shape
-    sizes, meta = _common(x, guide, joint, radius, disk, l1, border)
-    args = (x, guide, y, y if den is None else den, color, space, *sizes, *y.stride(), float(border_value),
-            pro[0], pro[1], epi[0], epi[1])
-    meta.update(OFF64=meta["OFF64"] or needs_int64(y), STORE_DEN=den is not None, SIZE_CLASS=size_class(H, W))
-    _dispatch(bilateral_kernel, bilateral_tuned, x, B, H, W, args, meta)
+    sgb = guide.stride(0) if guide.shape[0] == B else 0
+    args = (x, guide, y, y if den is None else den, color, space, H, W, *x.stride(), sgb, *guide.stride()[1:],
+            *y.stride(), float(border_value), pro[0], pro[1], epi[0], epi[1])
+    meta = dict(C=C, CG=guide.shape[1] if joint else C, R=radius, DISK=disk, L1=l1, JOINT=joint, BORDER=border,
+                NEAR=radius < min(H, W), OFF64=needs_int64(x, guide, y), STORE_DEN=den is not None,
+                SIZE_CLASS=size_class(H, W))
+    grid = lambda m: (B * triton.cdiv(H, m["K"]) * triton.cdiv(W, m["BW"]),)
+    if tile is None and interpreting():  # one column strip per image: the interpreter's cost is per operation
+        slide = forward_tiles(None, None, **meta)[0].kwargs["SLIDE"]
+        tile = triton.Config(dict(SLIDE=slide, K=H if slide else min(H, 16), BW=pow2_at_least(W, 16, 128)))
+    elif tile is None and not autotuning():
+        tile = forward_tiles(None, None, **meta)[0]
+    launch_tile_or_tuned(bilateral_kernel, bilateral_tuned, grid, args, meta, tile, x)
 
 
 def launch_backward(x, guide, grad, out, den, zv, zg, color, space, radius, disk, l1, joint, border=0,

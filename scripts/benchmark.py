@@ -98,6 +98,9 @@ def bilateral_cases():
         op = f"bilateral {2 * radius + 1}x{2 * radius + 1} {window}"
         cases.append((op, x, lambda x=x, r=radius, w=window: imgfilters.bilateral(x, 0.1, 1.5, radius=r, window=w),
                       peers))
+    x, guide3 = image(k4, torch.float32), image(k4, torch.float32, seed=1)
+    cases.append(("joint_bilateral 9x9, 3-channel guide", x,
+                  lambda: imgfilters.joint_bilateral(x, guide3, 0.1, 1.5, radius=4), {}))
     x = image(k4, torch.float32).requires_grad_()
     y = imgfilters.bilateral(x, 0.1, 1.5, radius=4)
     g = torch.rand_like(y)
@@ -182,7 +185,7 @@ def tuned_tile(family_name):
     if cfg is None:
         return None
     k = cfg.kwargs
-    return f"{k.get('BH', k.get('TH'))}x{k.get('BW', k.get('TW'))}/{cfg.num_warps}w"
+    return f"{k.get('BH', k.get('TH', k.get('K')))}x{k.get('BW', k.get('TW'))}/{cfg.num_warps}w"
 
 
 def peer_ms(name, fn):

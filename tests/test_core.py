@@ -17,10 +17,14 @@ NUMPY_MODE = {"reflect": "reflect", "symmetric": "symmetric", "replicate": "edge
 
 
 @triton.jit
-def _remap_kernel(I, O, n, count, BORDER: tl.constexpr, BLOCK: tl.constexpr):
+def _remap_kernel(I, O, n, count, BORDER: tl.constexpr, NEAR: tl.constexpr, BLOCK: tl.constexpr):
     k = tl.arange(0, BLOCK)
     i = tl.load(I + k, mask=k < count)
-    tl.store(O + k, borders.remap(i, n, BORDER), mask=k < count)
+    if NEAR:
+        j = borders.remap_near(i, n, BORDER)
+    else:
+        j = borders.remap(i, n, BORDER)
+    tl.store(O + k, j, mask=k < count)
 
 
 @pytest.mark.parametrize("border", borders.BORDERS)
@@ -41,12 +45,26 @@ def test_border_indices_match_numpy_pad(border, n):
 def test_kernel_remap_matches_reference(border, n, device):
     i = torch.arange(-6 * n - 3, 7 * n + 4, dtype=torch.int32, device=device)
     out = torch.empty_like(i)
-    _remap_kernel[(1,)](i, out, n, i.numel(), BORDER=borders.border_code(border),
+    _remap_kernel[(1,)](i, out, n, i.numel(), BORDER=borders.border_code(border), NEAR=False,
                         BLOCK=triton.next_power_of_2(i.numel()))
     ref = border_indices(n, 6 * n + 3, 6 * n + 4, border)
     inside = ref >= 0
     # constant: the kernel clamps (the caller substitutes the value); elsewhere identical
     assert torch.equal(out.cpu().long()[inside], ref[inside])
+    assert ((out >= 0) & (out < n)).all()
+
+
+@pytest.mark.parametrize("border", borders.BORDERS)
+@pytest.mark.parametrize("n", [1, 2, 5, 8])
+def test_kernel_remap_near_is_exact_within_one_image_size_and_in_range_beyond(border, n, device):
+    i = torch.arange(-6 * n - 3, 7 * n + 4, dtype=torch.int32, device=device)
+    out = torch.empty_like(i)
+    _remap_kernel[(1,)](i, out, n, i.numel(), BORDER=borders.border_code(border), NEAR=True,
+                        BLOCK=triton.next_power_of_2(i.numel()))
+    ref = border_indices(n, 6 * n + 3, 6 * n + 4, border)
+    near = (i.cpu() > -n) & (i.cpu() < 2 * n - 1) & (ref >= 0)
+    assert near.sum() >= n
+    assert torch.equal(out.cpu().long()[near], ref[near])
     assert ((out >= 0) & (out < n)).all()
 
 

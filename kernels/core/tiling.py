@@ -69,7 +69,8 @@ def launch_tile_or_tuned(kernel, tuned, grid, args, meta, fixed, x):
         if fixed is None:
             tuned[grid](*args, **meta)
         else:
-            kernel[grid(fixed.kwargs)](*args, **meta, **fixed.kwargs, num_warps=fixed.num_warps)
+            kernel[grid(fixed.kwargs)](*args, **meta, **fixed.kwargs, num_warps=fixed.num_warps,
+                                       num_stages=fixed.num_stages)
 
 
 def programs(planes: int, h: int, w: int, bh: int, bw: int) -> int:
