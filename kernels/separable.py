@@ -1,19 +1,19 @@
-"""Separable 2-D correlation: both 1-D passes in one launch, no intermediate image.
+"""Separable 2-D correlation in one launch, two kernels by vertical radius.
 
-A persistent grid of programs walks over output tiles of ``BH x BW`` pixels of one plane.
-For each tile:
+``strip_kernel`` (vertical radius <= ``RING_MAX``, every filter the musts name): a program
+owns a strip of ``T*S`` output columns (``S`` pixels per lane) and ``SEG`` output rows and
+marches down its input rows once. Each input row's horizontal result is computed from
+registers (narrow filters: each lane loads the blocks of ``S`` pixels around its own with
+vector loads and splits them) or from shifted L1 loads (wide filters), then added into the
+``2*RY`` pending output rows, a tuple of registers shifted by one slot per row; the row it
+completes is stored. No scratch, each pixel read from memory once per strip, and every
+loop over rows and taps is a run-time loop: only the ``2*RY + 1`` pending-row updates
+(and the narrow filters' horizontal taps) are unrolled, which keeps compiles short.
 
-1. Horizontal pass: for each of the ``2*RX + 1`` taps, load the input rows the tile needs
-   (``BH`` rows plus a halo block of ``HALO >= 2*RY`` rows), shifted by the tap, and
-   accumulate in float32 registers. Rows are border-remapped once per tile; columns only
-   on tiles that touch the left or right border, so interior tiles read
-   ``base + constant`` addresses (L1 hits after the first tap).
-2. The ``(BH + HALO) x BW`` float32 result goes to this program's slot of a small scratch
-   buffer (one slot per resident program, L1/L2-resident, capped at the output's size),
-   and after a barrier the vertical pass reads it back shifted by whole rows: aligned,
-   vectorised loads, exact float32 FMAs. Triton has no shared-memory API to shift a
-   register tile by rows; a product with a banded matrix on the tensor cores was measured
-   slower (and tf32 is not float32).
+``separable_kernel`` (taller filters, up to 127 taps): output tiles of ``BH x BW``; the
+horizontal pass of the tile's rows goes to a per-program scratch slot (L1/L2-resident,
+capped at the output's size), then after a barrier the vertical pass reads it back
+shifted by whole rows. The pending rows of a 127-tap filter would not fit in registers.
 
 The output grid may be larger than the input and start before it (``OY``, ``OX``): the
 adjoint used by autograd evaluates the transposed filter on the zero-extended gradient.
@@ -27,7 +27,7 @@ from .core.tiling import (autotuning, interpreting, needs_int64, offset, on_devi
                           programs, size_class, sm_count, tile_configs, tile_origin)
 
 MAX_RADIUS = 63  # 127 taps
-# The horizontal and vertical tap loops are unrolled up to this many taps and run as loops
+# separable_kernel's horizontal tap loop is unrolled up to this many taps and runs as a loop
 # beyond (the taps' sum, a scalar once per tile, is always a loop). Unrolled, 5 and 15 taps
 # ran 1.3x and 1.09x faster on the H200; but LLVM took 14-18 s to compile one variant of
 # 31 taps and 80-100 s of 127, and the unrolled loads spill registers.
@@ -142,12 +142,8 @@ def separable_kernel(X, Y, S, TX, TY, B, C, H, W, HO, WO, OY, OX,
 
         # 2. vertical pass: whole-row shifts of the slot
         y = tl.zeros((BH, BW), dtype=tl.float32)
-        if 2 * RY + 1 <= UNROLL_TAPS:
-            for u in tl.static_range(2 * RY + 1):
-                y += tl.load(TY + u) * tl.load(slot + (i + u)[:, None] * BW + j[None, :])
-        else:
-            for u in range(2 * RY + 1):
-                y += tl.load(TY + u) * tl.load(slot + (i + u)[:, None] * BW + j[None, :])
+        for u in range(2 * RY + 1):  # RY > RING_MAX here: never unrolled
+            y += tl.load(TY + u) * tl.load(slot + (i + u)[:, None] * BW + j[None, :])
         tl.debug_barrier()  # the slot is rewritten by the next tile
 
         out_rows = h0 + i
@@ -208,15 +204,273 @@ separable_tuned = triton.autotune(
 )(separable_kernel)
 
 
+# ---- the register strip (vertical radius <= RING_MAX) ----------------------------------------
+
+RING_MAX = 31  # vertical radius up to which the pending output rows fit in registers
+INTERPRETER_RING_MAX = 15
+
+
+@triton.jit
+def _split(x, S: tl.constexpr):
+    """The S columns of a (T, S) block as a tuple of S (T,) vectors, in order (registers:
+    each lane holds its S pixels, so this moves nothing)."""
+    if S == 1:
+        return (tl.reshape(x, (x.shape[0],)),)
+    elif S == 2:
+        a, b = tl.split(x)
+        return (a, b)
+    else:  # S == 4
+        even, odd = tl.split(tl.reshape(x, (x.shape[0], 2, 2)))
+        p0, p2 = tl.split(even)
+        p1, p3 = tl.split(odd)
+        return (p0, p1, p2, p3)
+
+
+@triton.jit
+def _join(p, S: tl.constexpr):
+    """Inverse of ``_split``: S (T,) vectors -> one (T, S) block."""
+    if S == 1:
+        return tl.reshape(p[0], (p[0].shape[0], 1))
+    elif S == 2:
+        return tl.join(p[0], p[1])
+    else:
+        return tl.reshape(tl.join(tl.join(p[0], p[2]), tl.join(p[1], p[3])), (p[0].shape[0], 4))
+
+
+@triton.jit
+def _strip_pixels(ptrs, c, keep, border_value, PRO: tl.constexpr, pro_args, BORDER: tl.constexpr):
+    """Pixels of one block for the horizontal taps (see ``_pixels``); under the constant
+    border, columns outside the image (``keep`` false) read the border value."""
+    x = _pixels(ptrs, c, PRO, pro_args)
+    if BORDER == borders.CONSTANT:
+        x = tl.where(keep, x, border_value)
+    return x
+
+
+@triton.jit
+def _row_from_registers(row_ptr, col_off, keep, c, tx, border_value, PRO: tl.constexpr, pro_args,
+                        RX: tl.constexpr, BORDER: tl.constexpr, S: tl.constexpr, KB0: tl.constexpr,
+                        NB: tl.constexpr, OXR: tl.constexpr):
+    """Horizontal pass of one input row for a (T, S) block of outputs: each lane loads the
+    NB blocks of S pixels around its own (one vector load each when the columns are
+    contiguous and aligned), splits them in registers and applies every tap from
+    registers. ``col_off[k]`` / ``keep[k]`` are block k's offsets and inside-mask."""
+    p = ()
+    for k in tl.static_range(NB):
+        p = p + _split(_strip_pixels(row_ptr + col_off[k], c, keep[k], border_value, PRO, pro_args, BORDER), S)
+    h = ()
+    for s in tl.static_range(S):
+        acc = tx[0] * p[OXR + s - RX - KB0 * S]
+        for v in tl.static_range(1, 2 * RX + 1):
+            acc += tx[v] * p[OXR + s + v - RX - KB0 * S]
+        h = h + (acc,)
+    return _join(h, S)
+
+
+@triton.jit
+def _row_from_l1(row_ptr, cols, W, c, TX, scale, border_value, PRO: tl.constexpr, pro_args,
+                 interior, RX: tl.constexpr, SXW: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr,
+                 CH: tl.constexpr):
+    """Horizontal pass of one input row for wide filters: each tap a shifted load (an L1
+    hit after the first) of the block's columns ``cols``, in a run-time loop over chunks
+    of CH taps unrolled so that a chunk's loads are in flight together."""
+    acc = tl.zeros(cols.shape, dtype=tl.float32)
+    for v0 in range(0, (2 * RX + 1) // CH * CH, CH):
+        for dv in tl.static_range(CH):
+            acc += _l1_tap(row_ptr, cols, v0 + dv, W, c, TX, scale, border_value, PRO, pro_args, interior,
+                           RX, SXW, BORDER, OFF64)
+    for dv in tl.static_range((2 * RX + 1) % CH):
+        acc += _l1_tap(row_ptr, cols, (2 * RX + 1) // CH * CH + dv, W, c, TX, scale, border_value, PRO, pro_args,
+                       interior, RX, SXW, BORDER, OFF64)
+    return acc
+
+
+@triton.jit
+def _l1_tap(row_ptr, cols, v, W, c, TX, scale, border_value, PRO: tl.constexpr, pro_args, interior: tl.constexpr,
+            RX: tl.constexpr, SXW: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr):
+    """Tap v of ``_row_from_l1``: interior strips read plain offsets, border strips remap."""
+    cv = cols + (v - RX)
+    if interior:
+        x = _pixels(row_ptr + offset(cv, SXW, OFF64), c, PRO, pro_args)
+    else:
+        x = _pixels(row_ptr + offset(borders.remap(cv, W, BORDER), SXW, OFF64), c, PRO, pro_args)
+        if BORDER == borders.CONSTANT:
+            x = tl.where(borders.inside(cv, W), x, border_value)
+    return (tl.load(TX + v) * scale) * x
+
+
+@triton.jit
+def _march(x_base, y_base, TX, tx, ty, tap_sum, scale, c, h0, r0, n_rows, H, W, sxh, syh, border_value,
+           col_off, keep, cols, in_off, out_off, out_ok, interior,
+           PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
+           RX: tl.constexpr, RY: tl.constexpr, SXW: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr,
+           S: tl.constexpr, KB0: tl.constexpr, NB: tl.constexpr, OXR: tl.constexpr, OY, T: tl.constexpr,
+           HREG: tl.constexpr, CH: tl.constexpr):
+    """March down input rows r0 .. r0 + n_rows - 1: each row's horizontal result is added
+    into the 2*RY pending output rows it touches plus the one it completes, which is
+    stored. The pending rows are a tuple of registers shifted by one slot per row."""
+    pending = ()
+    for k in tl.static_range(2 * RY):
+        pending = pending + (tl.zeros((T, S), dtype=tl.float32),)
+    for i in range(n_rows):
+        r = r0 + i
+        row_ptr = x_base + offset(borders.remap(r, H, BORDER), sxh, OFF64)
+        if HREG:
+            h = _row_from_registers(row_ptr, col_off, keep, c, tx, border_value / scale, PRO, pro_args,
+                                    RX, BORDER, S, KB0, NB, OXR)
+        else:
+            h = _row_from_l1(row_ptr, cols, W, c, TX, scale, border_value / scale, PRO, pro_args,
+                             interior, RX, SXW, BORDER, OFF64, CH)
+        if BORDER == borders.CONSTANT:
+            h = tl.where((r >= 0) & (r < H), h, border_value / scale * tap_sum)
+        if RY > 0:
+            y = pending[0] + ty[2 * RY] * h
+            nxt = ()
+            for k in tl.static_range(1, 2 * RY):
+                nxt = nxt + (pending[k] + ty[2 * RY - k] * h,)
+            pending = nxt + (ty[0] * h,)
+        else:
+            y = ty[0] * h
+        o = h0 + i - 2 * RY  # the output row completed by input row r
+        if len(EPI) > 0:
+            xr = borders.remap(o + OY, H, BORDER)
+            x_in = pointwise.apply_chain(pixels.load(x_base + offset(xr, sxh, OFF64) + in_off), c, PRO, pro_args)
+            y = pointwise.apply_epilogue(y, x_in, c, EPI, epi_args)
+        pixels.store(y_base + offset(o, syh, OFF64) + out_off, y, out_ok & (i >= 2 * RY))
+
+
+@triton.jit
+def strip_kernel(X, Y, TX, TY, C, H, W, HO, WO, OY, OXA,
+                 sxb, sxc, sxh, syb, syc, syh, border_value,
+                 PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
+                 RX: tl.constexpr, RY: tl.constexpr, OXR: tl.constexpr,
+                 SXW: tl.constexpr, SYW: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr,
+                 HREG: tl.constexpr, S: tl.constexpr, KB0: tl.constexpr, NB: tl.constexpr,
+                 T: tl.constexpr, SEG: tl.constexpr, CH: tl.constexpr):
+    """Y[b, c, i, j] = EPI(sum_{u,v} TY[u] TX[v] PRO(X~[b, c, i+OY+u-RY, j+OXA+OXR+v-RX])) for
+    (i, j) in [0, HO) x [0, WO), X~ being X extended by the border.
+
+    One program owns a strip of T*S output columns (S per lane) and SEG output rows, and
+    marches down its SEG + 2*RY input rows once (``_march``): one launch, no scratch, each
+    input pixel read from memory once per strip. Lane l's columns start at a multiple of S
+    (OXA is one, OXR in [0, S) the rest of the column offset), so contiguous rows load S
+    pixels per lane with one vector load. Interior strips use plain offsets; only strips
+    that touch the left or right border (or the output's right edge) remap and mask."""
+    b, c, h0, w0 = tile_origin(tl.program_id(0), C, HO, WO, SEG, T * S)
+    x_base = X + b * sxb + c * sxc
+    y_base = Y + b * syb + c * syc
+    # Without a prologue the filter is linear in the stored values: scale the taps, not pixels.
+    if len(PRO) == 0:
+        scale = pixels.unit_scale(X.dtype.element_ty)
+    else:
+        scale = 1.0
+    tx = ()
+    tap_sum = 0.0
+    if HREG:
+        for v in tl.static_range(2 * RX + 1):
+            tx = tx + (tl.load(TX + v) * scale,)
+    if BORDER == borders.CONSTANT:
+        tap_sum = _tap_sum(TX, RX) * scale
+    ty = ()
+    for u in tl.static_range(2 * RY + 1):
+        ty = ty + (tl.load(TY + u),)
+
+    lane = tl.arange(0, T)[:, None] * S + tl.arange(0, S)[None, :]  # column of each output in the strip
+    col0 = tl.multiple_of(w0 + OXA, S)  # input column of lane 0's block 0, a multiple of S
+    r0 = h0 + OY - RY
+    n_rows = tl.minimum(SEG, HO - h0) + 2 * RY
+    out_cols = w0 + lane
+    # the blocks (HREG) or the taps (L1) of every lane stay inside the image and the strip inside the output
+    if HREG:
+        interior = (col0 + KB0 * S >= 0) & (col0 + (T + KB0 + NB - 1) * S <= W) & (w0 + T * S <= WO)
+    else:
+        interior = (col0 + OXR - RX >= 0) & (col0 + OXR + T * S + RX <= W) & (w0 + T * S <= WO)
+    in_cols = col0 + OXR + lane
+    if interior:
+        offs_in = ()
+        keep_in = ()
+        for k in tl.static_range(NB):
+            offs_in = offs_in + (offset(col0 + (lane + k * S + KB0 * S), SXW, OFF64),)
+            keep_in = keep_in + (True,)
+        x_in_off = offset(in_cols, SXW, OFF64)
+        _march(x_base, y_base, TX, tx, ty, tap_sum, scale, c, h0, r0, n_rows, H, W, sxh, syh, border_value,
+               offs_in, keep_in, in_cols, x_in_off, offset(out_cols, SYW, OFF64), True, True,
+               PRO, pro_args, EPI, epi_args, RX, RY, SXW, BORDER, OFF64, S, KB0, NB, OXR, OY, T, HREG, CH)
+    else:
+        offs_edge = ()
+        keep_edge = ()
+        for k in tl.static_range(NB):
+            cols_k = col0 + (lane + k * S + KB0 * S)
+            offs_edge = offs_edge + (offset(borders.remap(cols_k, W, BORDER), SXW, OFF64),)
+            keep_edge = keep_edge + (borders.inside(cols_k, W),)
+        x_edge_off = offset(borders.remap(in_cols, W, BORDER), SXW, OFF64)
+        _march(x_base, y_base, TX, tx, ty, tap_sum, scale, c, h0, r0, n_rows, H, W, sxh, syh, border_value,
+               offs_edge, keep_edge, in_cols, x_edge_off, offset(out_cols, SYW, OFF64), out_cols < WO, False,
+               PRO, pro_args, EPI, epi_args, RX, RY, SXW, BORDER, OFF64, S, KB0, NB, OXR, OY, T, HREG, CH)
+
+
+def strip_config(rx, ry, dtype):
+    """Tile of ``strip_kernel`` for a filter of radii (rx, ry) on ``dtype`` pixels:
+    dict(HREG, S, T, SEG, CH, num_warps), from the H200 sweep in PERFORMANCE.md. The
+    pending rows take 2*ry*S registers a lane, the horizontal taps from registers 2*rx + S
+    more (and the taps themselves 2*rx + 1): S shrinks as the radii grow."""
+    if ry <= 7:
+        s = 4
+    elif ry <= 15:
+        s = 2
+    else:
+        s = 1
+    hreg = 2 * rx + s <= 40
+    # Fewer rows a segment for short filters (more programs), more for long ones (less halo).
+    seg = 48 if ry <= 2 else 96 if ry <= 7 else 128 if ry <= 15 else 256
+    return dict(HREG=hreg, S=s, T=64 if s > 1 else 128, SEG=seg, CH=16, num_warps=2 if s > 1 else 4)
+
+
+def _launch_strip(x, y, tx, ty, oy, ox, border, border_value, pro, epi, cfg):
+    B, C, H, W = x.shape
+    HO, WO = y.shape[-2:]
+    rx, ry = (tx.numel() - 1) // 2, (ty.numel() - 1) // 2
+    cfg = dict(cfg)
+    S, num_warps = cfg["S"], cfg.pop("num_warps")
+    if interpreting():  # one strip and one segment per plane
+        cfg.update(T=pow2_at_least(triton.cdiv(WO, S), 1, 1024), SEG=pow2_at_least(HO, 1, 1 << 20))
+    oxa, oxr = ox // S * S, ox % S
+    if cfg["HREG"]:
+        kb0 = (oxr - rx) // S
+        nb = (oxr + S - 1 + rx) // S - kb0 + 1
+    else:
+        kb0, nb = 0, 0
+    grid = (programs(B * C, HO, WO, cfg["SEG"], cfg["T"] * S),)
+    with on_device(x):
+        strip_kernel[grid](x, y, tx, ty, C, H, W, HO, WO, oy, oxa,
+                           x.stride(0), x.stride(1), x.stride(2), y.stride(0), y.stride(1), y.stride(2),
+                           float(border_value), pro[0], pro[1], epi[0], epi[1],
+                           RX=rx, RY=ry, OXR=oxr, SXW=x.stride(3), SYW=y.stride(3), BORDER=border,
+                           OFF64=needs_int64(x, y), KB0=kb0, NB=nb, **cfg, num_warps=num_warps)
+
+
 def launch(x, y, tx, ty, oy=0, ox=0, border=0, border_value=0.0, pro=((), ()), epi=((), ()),
            tile=None):
     """Run the filter from 4-D ``x`` (B, C, H, W) into 4-D ``y`` (B, C, HO, WO).
 
     ``tx``/``ty`` are float32 taps on the device (odd lengths), ``pro``/``epi`` are
-    (steps, args) chains, ``border`` a code from ``core.borders``; ``tile`` (one of
-    ``TILES``) bypasses autotuning. Allocates a scratch buffer of at most the output's
-    size (one slot per resident program).
+    (steps, args) chains, ``border`` a code from ``core.borders``. ``tile`` picks the
+    kernel's tile instead of the default: a ``strip_config`` dict when the vertical radius
+    is at most ``RING_MAX``, else one of ``TILES``.
     """
+    rx, ry = (tx.numel() - 1) // 2, (ty.numel() - 1) // 2
+    # The interpreter's cost is per operation: the strip's per-row steps cost it seconds
+    # a row for tall filters, which the scratch kernel does in whole-tile steps.
+    if ry <= (INTERPRETER_RING_MAX if interpreting() else RING_MAX):
+        _launch_strip(x, y, tx, ty, oy, ox, border, border_value, pro, epi,
+                      tile or strip_config(rx, ry, x.dtype))
+    else:
+        _launch_scratch(x, y, tx, ty, oy, ox, border, border_value, pro, epi, tile)
+
+
+def _launch_scratch(x, y, tx, ty, oy, ox, border, border_value, pro, epi, tile):
+    """``separable_kernel``; ``tile`` (one of ``TILES``) bypasses autotuning. Allocates a
+    scratch buffer of at most the output's size (one slot per resident program)."""
     B, C, H, W = x.shape
     HO, WO = y.shape[-2:]
     rx, ry = (tx.numel() - 1) // 2, (ty.numel() - 1) // 2

@@ -52,9 +52,10 @@ def separable_cases():
     import torchvision.transforms.v2.functional as tvf
     kornia = optional("kornia")
     cases = []
-    k4 = (1, 3, 2160, 3840)
+    k4, hd16 = (1, 3, 2160, 3840), (16, 3, 1080, 1920)
     for shape, dtype, k, sigma in [(k4, torch.float32, 15, 3.0), (k4, torch.uint8, 15, 3.0),
-                                   (k4, torch.float32, 5, 1.0)]:
+                                   (k4, torch.float32, 5, 1.0), (hd16, torch.float32, 15, 3.0),
+                                   (k4, torch.float32, 31, 6.0), (k4, torch.float32, 63, 12.0)]:
         x = image(shape, dtype)
         peers = {"torchvision": lambda x=x, k=k, s=sigma: tvf.gaussian_blur(x, [k, k], [s, s])}
         if dtype != torch.uint8:
@@ -73,7 +74,7 @@ def separable_cases():
     x = image(k4, torch.float32)
     cases.append(("box_blur 9x9", x, lambda x=x: imgfilters.box_blur(x, 9),
                   {"kornia": lambda x=x: kornia.filters.box_blur(x, (9, 9), border_type="reflect")} if kornia else {}))
-    cases.append(("unsharp_mask s=2", x, lambda x=x: imgfilters.unsharp_mask(x, 2.0, 1.0), {}))
+    cases.append(("unsharp_mask s=1.5", x, lambda x=x: imgfilters.unsharp_mask(x, 1.5, 1.0), {}))
     xg = x.clone().requires_grad_()
     y = imgfilters.gaussian_blur(xg, 15, 3.0)
     g = torch.rand_like(y)

@@ -52,6 +52,17 @@ def test_longest_kernel(gen, device):
     assert_matches(imgfilters.separable_filter(x, tx, ty), reference(x, tx, ty))
 
 
+def test_wide_and_short_filter_takes_taps_from_l1(gen, device):
+    # 41 taps along x (too many for registers), 3 along y; misaligned output grid as the adjoint's
+    from imgfilters.kernels import separable as kernels
+    assert not kernels.strip_config(20, 1, torch.float32)["HREG"]
+    x = random_image((1, 2, 23, 150), torch.float32, gen, device)
+    tx, ty = ref.gaussian_taps(41, 6.0), torch.rand(3, generator=gen, dtype=torch.float64)
+    for border in BORDERS:
+        assert_matches(imgfilters.separable_filter(x, tx, ty, border=border, border_value=0.5),
+                       reference(x, tx, ty, border, 0.5))
+
+
 def test_tiles_across_a_larger_image(gen, device):
     # several tiles in both directions, interior and border tiles, uint8 edge rounding
     x = random_image((1, 2, 300, 600), torch.uint8, gen, device)
@@ -314,15 +325,61 @@ def test_peak_extra_memory_is_at_most_the_output(dtype, gen):
     assert torch.cuda.max_memory_allocated() - base <= 2 * out_bytes  # the output + scratch <= output
 
 
+STRIP_TILES = [dict(HREG=True, S=4, T=64, SEG=64, CH=8, num_warps=2),
+               dict(HREG=True, S=2, T=32, SEG=128, CH=8, num_warps=1),
+               dict(HREG=True, S=1, T=128, SEG=32, CH=8, num_warps=4),
+               dict(HREG=False, S=1, T=128, SEG=128, CH=8, num_warps=4),
+               dict(HREG=False, S=2, T=64, SEG=64, CH=4, num_warps=2)]
+
+
 @gpu
-@pytest.mark.parametrize("tile", range(3))
+@pytest.mark.parametrize("tile", range(len(STRIP_TILES)))
 @pytest.mark.parametrize("ksize", [1, 15, 63])
-def test_every_tile_config(tile, ksize, gen):
+def test_every_strip_tile(tile, ksize, gen):
     from imgfilters.kernels import separable as kernels
-    assert len(kernels.TILES) == 3
+    if STRIP_TILES[tile]["HREG"] and ksize > 40:
+        pytest.skip("taps from registers are for narrow filters (strip_config)")
     x = random_image((2, 3, 301, 517), torch.float32, gen, "cuda")
     tx = ref.gaussian_taps(ksize, ksize / 5 + 0.5)
     ty = ref.gaussian_taps(ksize + 4 if ksize < 63 else 61, 3.0)
+    for border in (0, 3):  # reflect, and the constant border the adjoint uses, on a shifted grid
+        y = torch.empty_like(x)
+        kernels.launch(x, y, tx.float().cuda(), ty.float().cuda(), border=border, tile=STRIP_TILES[tile])
+        assert_matches(y, ref.separable_filter(x.double(), tx.cuda(), ty.cuda(), BORDERS[border]))
+
+
+@gpu
+@pytest.mark.parametrize("tile", range(3))
+def test_every_scratch_tile(tile, gen):
+    from imgfilters.kernels import separable as kernels
+    x = random_image((2, 3, 301, 517), torch.float32, gen, "cuda")
+    tx, ty = ref.gaussian_taps(15, 3.0), ref.gaussian_taps(2 * kernels.RING_MAX + 3, 12.0)
     y = torch.empty_like(x)
     kernels.launch(x, y, tx.float().cuda(), ty.float().cuda(), tile=kernels.TILES[tile])
     assert_matches(y, ref.separable_filter(x.double(), tx.cuda(), ty.cuda()))
+
+
+@gpu
+@pytest.mark.parametrize("case", ["15 float32", "15 uint8", "63 float32"])
+def test_cold_first_call_compiles_in_5_s_and_a_new_sigma_never_recompiles(case, tmp_path):
+    import subprocess
+    import sys
+    ksize, dtype = case.split()
+    script = f"""
+import time, torch, imgfilters
+x = (torch.rand(1, 3, 1024, 1536, device="cuda") * 255).to(torch.{dtype})
+torch.cuda.synchronize()
+t = time.perf_counter()
+imgfilters.gaussian_blur(x, {ksize}, 3.0)
+torch.cuda.synchronize()
+first = time.perf_counter() - t
+t = time.perf_counter()
+imgfilters.gaussian_blur(x, {ksize}, 2.5)
+torch.cuda.synchronize()
+print(first, time.perf_counter() - t)
+"""
+    env = dict(__import__("os").environ, TRITON_CACHE_DIR=str(tmp_path), IMGFILTERS_AUTOTUNE="1")
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    first, again = map(float, out.stdout.split())
+    assert first <= 5.0
+    assert again <= 0.1
