@@ -211,18 +211,22 @@ def resample_kernel(X, Y, C, H, W, HO, WO, scale_y, scale_x, support_y, support_
 # replicating pixel 0), bicubic, nearest, nearest-exact and area (both copy pixel o // f).
 # Factors per axis: 1, 2 and 4 (the output phases interleave with tl.join, powers of two).
 PHASE_FACTORS = (1, 2, 4)
+# The adjoint's factors: 1 and 2 (at 4 its (BW, 4) gradient blocks spill: 255 registers and
+# 10 s compiles with Triton 3.6; those gradients take the matrix products).
+ADJOINT_FACTORS = (1, 2)
 # Source offsets a phase reads: -2 .. 2 around the source pixel o // f.
 REACH: tl.constexpr = tl.constexpr(2)
 # GPU tile: source columns per strip, source rows per program, warps (H200, PERFORMANCE.md).
 STRIP = (128, 32, 4)
 
 
-def phase_factor(mode, n_in, n_out, scale, align_corners):
-    """The integer factor f of an axis that ``upsample_phases_kernel`` handles, else None."""
+def phase_factor(mode, n_in, n_out, scale, align_corners, factors=PHASE_FACTORS):
+    """The integer factor f of an axis that ``upsample_phases_kernel`` handles (its adjoint:
+    ``factors=ADJOINT_FACTORS``), else None."""
     if align_corners or mode not in (NEAREST, NEAREST_EXACT, LINEAR, CUBIC, AREA):
         return None
     f = n_out // n_in
-    return f if f in PHASE_FACTORS and n_out == f * n_in and scale * f == 1.0 else None
+    return f if f in factors and n_out == f * n_in and scale * f == 1.0 else None
 
 
 def phase_weights(mode, f):
@@ -371,6 +375,120 @@ def upsample_phases_kernel(X, Y, C, H, W, WO, sxb, sxc, sxh, sxw, syb, syc, syh,
         win = (win[1], win[2], win[3], new)
 
 
+def adjoint_weights(mode, f):
+    """For ``upsample_phases_adjoint_kernel``: rows k f + q, k = 0 inside, 1 for the first
+    and 2 for the last source index; entry s the weight with which output phase q of
+    source position i + s - 2 feeds source index i in the adjoint (one level of rows: Triton
+    3.6 indexes constexpr tables two deep at most). Inside, that is the one tap d = 2 - s; clamping maps taps past a border onto
+    the first or the last index only, so index 0 gathers every tap d <= 2 - s and index
+    n - 1 every tap d >= 2 - s (so n >= 2 on both axes)."""
+    w = phase_weights(mode, f)
+    r = REACH.value
+    inner = tuple(tuple(w[q][r + 2 - s] for s in range(5)) for q in range(f))
+    first = tuple(tuple(sum(w[q][r + d] for d in range(-2, 3) if d <= 2 - s) for s in range(5)) for q in range(f))
+    last = tuple(tuple(sum(w[q][r + d] for d in range(-2, 3) if d >= 2 - s) for s in range(5)) for q in range(f))
+    return inner + first + last
+
+
+@triton.jit
+def _lane_weights(cols, taps, W, s: tl.constexpr, WA: tl.constexpr, FX: tl.constexpr):
+    """The (BW, FX) weights of output columns FX (cols + s - 2) + p for source columns
+    ``cols`` (``adjoint_weights``: the first and last column differ)."""
+    w = tl.zeros((cols.shape[0], FX), tl.float32)
+    for q in tl.static_range(FX):
+        wq = tl.where(cols == 0, WA[FX + q][s], tl.where(cols == W - 1, WA[2 * FX + q][s], WA[q][s]))
+        w = tl.where(taps == q, wq[:, None], w)
+    return w
+
+
+@triton.jit
+def _adjoint_row(row_ptr, live, g_offs, g_mask, wx):
+    """One gradient row resampled by the adjoint along x: for each source column, the
+    weighted sum of the FX output columns of each offset m (contiguous (BW, FX) loads)."""
+    acc = tl.sum(wx[0] * tl.load(row_ptr + g_offs[0], g_mask[0] & live, other=0.0).to(tl.float32), axis=1)
+    acc += tl.sum(wx[1] * tl.load(row_ptr + g_offs[1], g_mask[1] & live, other=0.0).to(tl.float32), axis=1)
+    acc += tl.sum(wx[2] * tl.load(row_ptr + g_offs[2], g_mask[2] & live, other=0.0).to(tl.float32), axis=1)
+    acc += tl.sum(wx[3] * tl.load(row_ptr + g_offs[3], g_mask[3] & live, other=0.0).to(tl.float32), axis=1)
+    acc += tl.sum(wx[4] * tl.load(row_ptr + g_offs[4], g_mask[4] & live, other=0.0).to(tl.float32), axis=1)
+    return acc
+
+
+@triton.jit
+def _adjoint_rows(G, k, HO, sgh, g_offs, g_mask, wx, FY: tl.constexpr, OFF64: tl.constexpr):
+    """The FY gradient rows FY k + q (zero outside the output), each resampled along x."""
+    r = FY * k
+    if FY == 1:
+        return (_adjoint_row(G + offset(r, sgh, OFF64), (r >= 0) & (r < HO), g_offs, g_mask, wx),)
+    elif FY == 2:
+        return (_adjoint_row(G + offset(r, sgh, OFF64), (r >= 0) & (r < HO), g_offs, g_mask, wx),
+                _adjoint_row(G + offset(r + 1, sgh, OFF64), (r + 1 >= 0) & (r + 1 < HO), g_offs, g_mask, wx))
+    else:
+        return (_adjoint_row(G + offset(r, sgh, OFF64), (r >= 0) & (r < HO), g_offs, g_mask, wx),
+                _adjoint_row(G + offset(r + 1, sgh, OFF64), (r + 1 >= 0) & (r + 1 < HO), g_offs, g_mask, wx),
+                _adjoint_row(G + offset(r + 2, sgh, OFF64), (r + 2 >= 0) & (r + 2 < HO), g_offs, g_mask, wx),
+                _adjoint_row(G + offset(r + 3, sgh, OFF64), (r + 3 >= 0) & (r + 3 < HO), g_offs, g_mask, wx))
+
+
+@triton.jit
+def _adjoint_column(win, new, WA: tl.constexpr, k: tl.constexpr, FY: tl.constexpr):
+    """Source row i of the adjoint: the rows FY (i + s - 2) + q of the x-resampled
+    gradient (``win`` holds s = 0 .. 3, ``new`` s = 4) weighted by ``adjoint_weights``
+    table k (0 inside, 1 for the first row, 2 for the last)."""
+    acc = tl.zeros(new[0].shape, tl.float32)
+    for q in tl.static_range(FY):
+        for s in tl.static_range(4):
+            if WA[k * FY + q][s] != 0.0:
+                acc += WA[k * FY + q][s] * win[s][q]
+        if WA[k * FY + q][4] != 0.0:
+            acc += WA[k * FY + q][4] * new[q]
+    return acc
+
+
+@triton.jit
+def upsample_phases_adjoint_kernel(G, Y, C, H, W, HO, WO, sgb, sgc, sgh, sgw, syb, syc, syh, syw,
+                                   WY: tl.constexpr, WX: tl.constexpr, FY: tl.constexpr, FX: tl.constexpr,
+                                   OFF64: tl.constexpr, BW: tl.constexpr, SEG: tl.constexpr):
+    """The adjoint (transpose) of ``upsample_phases_kernel``: Y (H x W) from the gradient G
+    (HO = FY H x WO = FX W). Source pixel (i, j) gathers the output pixels that read it:
+    along each axis the FX outputs of the five source positions around it (a strided
+    correlation), with the replicated borders' clamped taps folded into the edge pixels.
+    ``WY``/``WX``: ``adjoint_weights``.
+
+    The same row slide as the forward: a program owns BW source columns of SEG source rows,
+    each step reads the FY gradient rows of one new source position as contiguous (BW, FX)
+    blocks, resamples them along x (per-lane weights, computed once per program because
+    the border columns differ) and keeps them for the next four steps."""
+    b, c, r0, j0 = tile_origin(tl.program_id(0), C, H, W, SEG, BW)
+    cols = j0 + tl.arange(0, BW)
+    taps = tl.arange(0, FX)[None, :]
+    wx = (_lane_weights(cols, taps, W, 0, WX, FX), _lane_weights(cols, taps, W, 1, WX, FX),
+          _lane_weights(cols, taps, W, 2, WX, FX), _lane_weights(cols, taps, W, 3, WX, FX),
+          _lane_weights(cols, taps, W, 4, WX, FX))
+    g_cols = (FX * (cols[:, None] - 2) + taps, FX * (cols[:, None] - 1) + taps, FX * cols[:, None] + taps,
+              FX * (cols[:, None] + 1) + taps, FX * (cols[:, None] + 2) + taps)
+    g_offs = (offset(g_cols[0], sgw, OFF64), offset(g_cols[1], sgw, OFF64), offset(g_cols[2], sgw, OFF64),
+              offset(g_cols[3], sgw, OFF64), offset(g_cols[4], sgw, OFF64))
+    g_mask = ((g_cols[0] >= 0) & (g_cols[0] < WO), (g_cols[1] >= 0) & (g_cols[1] < WO),
+              (g_cols[2] >= 0) & (g_cols[2] < WO), (g_cols[3] >= 0) & (g_cols[3] < WO),
+              (g_cols[4] >= 0) & (g_cols[4] < WO))
+    base = G + b * sgb + c * sgc
+    win = (_adjoint_rows(base, r0 - 2, HO, sgh, g_offs, g_mask, wx, FY, OFF64),
+           _adjoint_rows(base, r0 - 1, HO, sgh, g_offs, g_mask, wx, FY, OFF64),
+           _adjoint_rows(base, r0, HO, sgh, g_offs, g_mask, wx, FY, OFF64),
+           _adjoint_rows(base, r0 + 1, HO, sgh, g_offs, g_mask, wx, FY, OFF64))
+    out = Y + b * syb + c * syc + offset(cols, syw, OFF64)
+    for i in range(r0, tl.minimum(r0 + SEG, H)):
+        new = _adjoint_rows(base, i + 2, HO, sgh, g_offs, g_mask, wx, FY, OFF64)
+        if i == 0:
+            y = _adjoint_column(win, new, WY, 1, FY)
+        elif i == H - 1:
+            y = _adjoint_column(win, new, WY, 2, FY)
+        else:
+            y = _adjoint_column(win, new, WY, 0, FY)
+        pixels.store(out + offset(i, syh, OFF64), y, cols < W)
+        win = (win[1], win[2], win[3], new)
+
+
 def taps(mode, n_in, n_out, scale, antialias):
     """Taps per output along an axis (the loop bound), and the kernel's support and
     widening there."""
@@ -425,3 +543,17 @@ def _launch_phases(x, y, mode, fy, fx, clamp_rows, pro, epi):
             x, y, C, H, W, y.shape[-1], *x.stride(), *y.stride(), pro[0], pro[1], epi[0], epi[1],
             WY=phase_weights(mode, fy), WX=phase_weights(mode, fx), FY=fy, FX=fx, CLAMP_ROWS=bool(clamp_rows),
             OFF64=needs_int64(x, y), BW=bw, SEG=seg, num_warps=warps)
+
+
+def launch_adjoint(g, y, mode, fy, fx):
+    """The gradient ``y`` (B, C, H, W) of ``upsample_phases_kernel`` from ``g`` (B, C, fy H,
+    fx W)."""
+    B, C, H, W = y.shape
+    if interpreting():
+        bw, seg, warps = pow2_at_least(W, 16, 128), H, 1
+    else:
+        bw, seg, warps = STRIP
+    with on_device(g):
+        upsample_phases_adjoint_kernel[(programs(B * C, H, W, seg, bw),)](
+            g, y, C, H, W, *g.shape[-2:], *g.stride(), *y.stride(), WY=adjoint_weights(mode, fy),
+            WX=adjoint_weights(mode, fx), FY=fy, FX=fx, OFF64=needs_int64(g, y), BW=bw, SEG=seg, num_warps=warps)

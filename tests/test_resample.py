@@ -152,6 +152,9 @@ def test_channels_last_views_batches_and_input_untouched(gen, device):
     lambda x: imgfilters.upsample(x, scale_factor=2.5, mode="bicubic", align_corners=True),
     lambda x: imgfilters.upsample(x, size=(3, 20), mode="area"),
     lambda x: imgfilters.imresize(x, scale=0.5),
+    lambda x: imgfilters.upsample(x, scale_factor=2.0, mode="bicubic"),  # the constant-phase adjoint
+    lambda x: imgfilters.upsample(x, scale_factor=(1.0, 2.0), mode="bilinear"),
+    lambda x: imgfilters.upsample(x, scale_factor=4.0, mode="nearest"),  # (factor 4: the matrix products)
 ])
 def test_gradients_equal_interpolates(call, gen, device):
     x = random_image((1, 2, 8, 10), torch.float32, gen, device).requires_grad_()
