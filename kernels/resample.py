@@ -25,6 +25,7 @@ Modes (``MODE`` constexpr), as defined in ``imgfilters/reference/resample.py``:
 
 ``scale`` is the source step per output pixel (``in / out``, or torch's ``1 / scale_factor``).
 """
+import functools
 import math
 
 import triton
@@ -209,6 +210,8 @@ def resample_kernel(X, Y, C, H, W, HO, WO, scale_y, scale_x, support_y, support_
 # phase (o mod f) and whose borders clamp the taps into the image (replicate): torch's
 # bilinear (its clamp of a negative source coordinate to 0 gives the same value as
 # replicating pixel 0), bicubic, nearest, nearest-exact and area (both copy pixel o // f).
+# (int codes: comparing with the constexpr codes costs microseconds a call on the host)
+PHASE_MODES = frozenset(m.value for m in (NEAREST, NEAREST_EXACT, LINEAR, CUBIC, AREA))
 # Factors per axis: 1, 2 and 4 (the output phases interleave with tl.join, powers of two).
 PHASE_FACTORS = (1, 2, 4)
 # The adjoint's factors: 1 and 2 (at 4 its (BW, 4) gradient blocks spill: 255 registers and
@@ -223,12 +226,13 @@ STRIP = (128, 32, 4)
 def phase_factor(mode, n_in, n_out, scale, align_corners, factors=PHASE_FACTORS):
     """The integer factor f of an axis that ``upsample_phases_kernel`` handles (its adjoint:
     ``factors=ADJOINT_FACTORS``), else None."""
-    if align_corners or mode not in (NEAREST, NEAREST_EXACT, LINEAR, CUBIC, AREA):
+    if align_corners or mode not in PHASE_MODES:
         return None
     f = n_out // n_in
     return f if f in factors and n_out == f * n_in and scale * f == 1.0 else None
 
 
+@functools.lru_cache(maxsize=None)
 def phase_weights(mode, f):
     """For each output phase p of factor f: the weights of source offsets -REACH .. REACH
     around o // f (torch's definitions, ``_axis`` and ``_tap``, evaluated in float64)."""
@@ -238,9 +242,9 @@ def phase_weights(mode, f):
         src = (p + 0.5) / f - 0.5  # the source coordinate relative to o // f, in (-0.5, 0.5)
         first = math.floor(src)
         t = src - first
-        if mode == LINEAR:
+        if mode == LINEAR.value:
             taps = {first: 1.0 - t, first + 1: t}
-        elif mode == CUBIC:
+        elif mode == CUBIC.value:
             taps = {first - 1 + k: _keys(t + 1 - k, -0.75) for k in range(4)}
         else:
             taps = {0: 1.0}
@@ -375,6 +379,7 @@ def upsample_phases_kernel(X, Y, C, H, W, WO, sxb, sxc, sxh, sxw, syb, syc, syh,
         win = (win[1], win[2], win[3], new)
 
 
+@functools.lru_cache(maxsize=None)
 def adjoint_weights(mode, f):
     """For ``upsample_phases_adjoint_kernel``: rows k f + q, k = 0 inside, 1 for the first
     and 2 for the last source index; entry s the weight with which output phase q of
