@@ -24,6 +24,12 @@ Modes (``MODE`` constexpr), as defined in ``imgfilters/reference/resample.py``:
   when shrinking), symmetric index padding at the borders, weights normalised.
 
 ``scale`` is the source step per output pixel (``in / out``, or torch's ``1 / scale_factor``).
+
+Integer upsampling factors (1, 2, 4 per axis; nearest, nearest-exact, bilinear, bicubic,
+area; no align_corners) take ``upsample_phases_kernel`` instead: there every output phase
+has constant weights, so a strip of source columns slides down its rows, reading each once
+and writing coalesced, interleaved output rows (PERFORMANCE.md). Its adjoint,
+``upsample_phases_adjoint_kernel``, is those gradients (factors 1 and 2).
 """
 import functools
 import math
@@ -243,18 +249,19 @@ def phase_weights(mode, f):
         first = math.floor(src)
         t = src - first
         if mode == LINEAR.value:
-            taps = {first: 1.0 - t, first + 1: t}
+            by_offset = {first: 1.0 - t, first + 1: t}
         elif mode == CUBIC.value:
-            taps = {first - 1 + k: _keys(t + 1 - k, -0.75) for k in range(4)}
+            by_offset = {first - 1 + k: _keys(t + 1 - k, -0.75) for k in range(4)}
         else:
-            taps = {0: 1.0}
-        for d, v in taps.items():
+            by_offset = {0: 1.0}
+        for d, v in by_offset.items():
             w[d + REACH.value] += v
         table.append(tuple(w))
     return tuple(table)
 
 
 def _keys(x, a):
+    """``_cubic`` on the host, for the constant tables."""
     x = abs(x)
     if x < 1:
         return ((a + 2) * x - (a + 3)) * x * x + 1
@@ -537,12 +544,16 @@ def launch(x, y, mode, scale_y, scale_x, align_corners=False, antialias=False, c
             PRECISION="ieee" if interpreting() else "tf32x3", OFF64=needs_int64(x, y), BH=bh, BW=bw, JC=jc, num_warps=1 if interpreting() else warps)
 
 
+def _strip(H, W):
+    """(source columns, source rows, warps) of a row-slide program: in the interpreter one
+    strip of every row per plane where it fits."""
+    return (pow2_at_least(W, 16, 128), H, 1) if interpreting() else STRIP
+
+
 def _launch_phases(x, y, mode, fy, fx, clamp_rows, pro, epi):
+    """``launch`` for the integer factors ``fy``, ``fx`` (``phase_factor``)."""
     B, C, H, W = x.shape
-    if interpreting():  # one strip of all rows per plane where it fits
-        bw, seg, warps = pow2_at_least(W, 16, 128), H, 1
-    else:
-        bw, seg, warps = STRIP
+    bw, seg, warps = _strip(H, W)
     with on_device(x):
         upsample_phases_kernel[(programs(B * C, H, W, seg, bw),)](
             x, y, C, H, W, y.shape[-1], *x.stride(), *y.stride(), pro[0], pro[1], epi[0], epi[1],
@@ -552,12 +563,9 @@ def _launch_phases(x, y, mode, fy, fx, clamp_rows, pro, epi):
 
 def launch_adjoint(g, y, mode, fy, fx):
     """The gradient ``y`` (B, C, H, W) of ``upsample_phases_kernel`` from ``g`` (B, C, fy H,
-    fx W)."""
+    fx W); factors in ADJOINT_FACTORS, H and W at least 2."""
     B, C, H, W = y.shape
-    if interpreting():
-        bw, seg, warps = pow2_at_least(W, 16, 128), H, 1
-    else:
-        bw, seg, warps = STRIP
+    bw, seg, warps = _strip(H, W)
     with on_device(g):
         upsample_phases_adjoint_kernel[(programs(B * C, H, W, seg, bw),)](
             g, y, C, H, W, *g.shape[-2:], *g.stride(), *y.stride(), WY=adjoint_weights(mode, fy),

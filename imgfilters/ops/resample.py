@@ -13,7 +13,8 @@ bilinear, antialiased bicubic and Lanczos, as torch's CPU kernels do. torch's CU
 differ in two corners: bicubic copies only when both axes keep their size, and bilinear
 still applies ``1 / scale_factor`` on an unchanged axis.
 Gradients for floating-point inputs are the transposed resampling, exactly
-``F.interpolate``'s.
+``F.interpolate``'s: one kernel launch for integer factors 1 and 2 per axis, otherwise
+products with the two weight matrices.
 """
 import math
 import numbers
