@@ -24,7 +24,16 @@ Modes (``MODE`` constexpr), as defined in ``imgfilters/reference/resample.py``:
   when shrinking), symmetric index padding at the borders, weights normalised.
 
 ``scale`` is the source step per output pixel (``in / out``, or torch's ``1 / scale_factor``).
+
+Integer upsampling factors (1, 2, 4 per axis; nearest, nearest-exact, bilinear, bicubic,
+area; no align_corners) take ``upsample_phases_kernel`` instead: there every output phase
+has constant weights, so a strip of source columns slides down its rows, reading each once
+and writing coalesced, interleaved output rows (PERFORMANCE.md). Its adjoint,
+``upsample_phases_adjoint_kernel``, is those gradients (factors 1 and 2).
 """
+import functools
+import math
+
 import triton
 import triton.language as tl
 
@@ -201,6 +210,297 @@ def resample_kernel(X, Y, C, H, W, HO, WO, scale_y, scale_x, support_y, support_
     pixels.store(Y + b * syb + c * syc + offs, acc, mask)
 
 
+# ---- integer-factor upsampling: constant phase weights, rows slid down a column strip ------
+
+# Modes whose weights, for n_out = f * n_in without align_corners, depend only on the output
+# phase (o mod f) and whose borders clamp the taps into the image (replicate): torch's
+# bilinear (its clamp of a negative source coordinate to 0 gives the same value as
+# replicating pixel 0), bicubic, nearest, nearest-exact and area (both copy pixel o // f).
+# (int codes: comparing with the constexpr codes costs microseconds a call on the host)
+PHASE_MODES = frozenset(m.value for m in (NEAREST, NEAREST_EXACT, LINEAR, CUBIC, AREA))
+# Factors per axis: 1, 2 and 4 (the output phases interleave with tl.join, powers of two).
+PHASE_FACTORS = (1, 2, 4)
+# The adjoint's factors: 1 and 2 (at 4 its (BW, 4) gradient blocks spill: 255 registers and
+# 10 s compiles with Triton 3.6; those gradients take the matrix products).
+ADJOINT_FACTORS = (1, 2)
+# Source offsets a phase reads: -2 .. 2 around the source pixel o // f.
+REACH: tl.constexpr = tl.constexpr(2)
+# GPU tile: source columns per strip, source rows per program, warps (H200, PERFORMANCE.md).
+STRIP = (128, 32, 4)
+
+
+def phase_factor(mode, n_in, n_out, scale, align_corners, factors=PHASE_FACTORS):
+    """The integer factor f of an axis that ``upsample_phases_kernel`` handles (its adjoint:
+    ``factors=ADJOINT_FACTORS``), else None."""
+    if align_corners or mode not in PHASE_MODES:
+        return None
+    f = n_out // n_in
+    return f if f in factors and n_out == f * n_in and scale * f == 1.0 else None
+
+
+@functools.lru_cache(maxsize=None)
+def phase_weights(mode, f):
+    """For each output phase p of factor f: the weights of source offsets -REACH .. REACH
+    around o // f (torch's definitions, ``_axis`` and ``_tap``, evaluated in float64)."""
+    table = []
+    for p in range(f):
+        w = [0.0] * (2 * REACH.value + 1)
+        src = (p + 0.5) / f - 0.5  # the source coordinate relative to o // f, in (-0.5, 0.5)
+        first = math.floor(src)
+        t = src - first
+        if mode == LINEAR.value:
+            by_offset = {first: 1.0 - t, first + 1: t}
+        elif mode == CUBIC.value:
+            by_offset = {first - 1 + k: _keys(t + 1 - k, -0.75) for k in range(4)}
+        else:
+            by_offset = {0: 1.0}
+        for d, v in by_offset.items():
+            w[d + REACH.value] += v
+        table.append(tuple(w))
+    return tuple(table)
+
+
+def _keys(x, a):
+    """``_cubic`` on the host, for the constant tables."""
+    x = abs(x)
+    if x < 1:
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+    return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a if x < 2 else 0.0
+
+
+@triton.jit
+def _phases_of_row(row_ptr, col_offs, c, WX: tl.constexpr, FX: tl.constexpr, PRO: tl.constexpr, pro_args,
+                   CLAMP: tl.constexpr):
+    """One source row's FX horizontal phases (a tuple of strip vectors): the row is read
+    once per source offset (shifted, coalesced loads; offsets without weight are never
+    loaded), each phase a constant-weight sum of those loads. CLAMP: the row pass of an
+    integer image is clamped to its range, as ``resample_kernel`` does."""
+    v = (pointwise.apply_chain(pixels.load(row_ptr + col_offs[0]), c, PRO, pro_args),
+         pointwise.apply_chain(pixels.load(row_ptr + col_offs[1]), c, PRO, pro_args),
+         pointwise.apply_chain(pixels.load(row_ptr + col_offs[2]), c, PRO, pro_args),
+         pointwise.apply_chain(pixels.load(row_ptr + col_offs[3]), c, PRO, pro_args),
+         pointwise.apply_chain(pixels.load(row_ptr + col_offs[4]), c, PRO, pro_args))
+    if FX == 1:
+        return (_weighted(v, WX, 0, CLAMP),)
+    elif FX == 2:
+        return (_weighted(v, WX, 0, CLAMP), _weighted(v, WX, 1, CLAMP))
+    else:
+        return (_weighted(v, WX, 0, CLAMP), _weighted(v, WX, 1, CLAMP), _weighted(v, WX, 2, CLAMP),
+                _weighted(v, WX, 3, CLAMP))
+
+
+@triton.jit
+def _weighted(v, WX: tl.constexpr, p: tl.constexpr, CLAMP: tl.constexpr):
+    """Phase p: sum_d WX[p][d] v[d] over the 2 REACH + 1 offsets, the zero weights skipped
+    when compiling (Triton 3.6 takes a constexpr table only whole, indexed inline)."""
+    acc = tl.zeros(v[2].shape, tl.float32)
+    for d in tl.static_range(2 * REACH + 1):
+        if WX[p][d] != 0.0:
+            acc += WX[p][d] * v[d]
+    if CLAMP:
+        acc = tl.minimum(tl.maximum(acc, 0.0), 1.0)
+    return acc
+
+
+@triton.jit
+def _interleaved(ph, FX: tl.constexpr):
+    """FX phase vectors of BW values -> a (BW, FX) block, phase fastest: an output row in
+    memory order, each thread holding FX neighbouring values, so its store is contiguous."""
+    if FX == 1:
+        return ph[0][:, None]
+    elif FX == 2:
+        return tl.join(ph[0], ph[1])
+    else:
+        return tl.reshape(tl.join(tl.join(ph[0], ph[2]), tl.join(ph[1], ph[3])), (ph[0].shape[0], 4))
+
+
+@triton.jit
+def _output_row(win, new, WY: tl.constexpr, q: tl.constexpr, FX: tl.constexpr):
+    """One output row's FX phases: the vertical sum over the five source rows i - 2 .. i + 2
+    (``win`` the four above, ``new`` row i + 2) with output phase q's row weights."""
+    if FX == 1:
+        return (_vertical(win, new, WY, q, 0),)
+    elif FX == 2:
+        return (_vertical(win, new, WY, q, 0), _vertical(win, new, WY, q, 1))
+    else:
+        return (_vertical(win, new, WY, q, 0), _vertical(win, new, WY, q, 1), _vertical(win, new, WY, q, 2),
+                _vertical(win, new, WY, q, 3))
+
+
+@triton.jit
+def _vertical(win, new, WY: tl.constexpr, q: tl.constexpr, p: tl.constexpr):
+    acc = tl.zeros(new[0].shape, tl.float32)
+    if WY[q][0] != 0.0:
+        acc += WY[q][0] * win[0][p]
+    if WY[q][1] != 0.0:
+        acc += WY[q][1] * win[1][p]
+    if WY[q][2] != 0.0:
+        acc += WY[q][2] * win[2][p]
+    if WY[q][3] != 0.0:
+        acc += WY[q][3] * win[3][p]
+    if WY[q][4] != 0.0:
+        acc += WY[q][4] * new[p]
+    return acc
+
+
+@triton.jit
+def upsample_phases_kernel(X, Y, C, H, W, WO, sxb, sxc, sxh, sxw, syb, syc, syh, syw,
+                           PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
+                           WY: tl.constexpr, WX: tl.constexpr, FY: tl.constexpr, FX: tl.constexpr,
+                           CLAMP_ROWS: tl.constexpr, OFF64: tl.constexpr, BW: tl.constexpr, SEG: tl.constexpr):
+    """Y (HO = FY H x WO = FX W) upsampled from X by integer factors with constant phase
+    weights ``WY``/``WX`` (``phase_weights``); borders replicate.
+
+    A program owns BW source columns of SEG source rows of one plane and marches down its
+    rows ("row slide"): each source row is read once (five shifted loads, the column
+    offsets clamped once per program, so no index math in the loop) and turned into its FX
+    horizontal phases, kept in a loop-carried window of the four rows above; each step then
+    emits the FY output rows of source row i as FX * BW contiguous, interleaved values."""
+    b, c, r0, j0 = tile_origin(tl.program_id(0), C, H, W, SEG, BW)
+    base = X + b * sxb + c * sxc
+    cols = j0 + tl.arange(0, BW)
+    col_offs = (offset(tl.minimum(tl.maximum(cols - 2, 0), W - 1), sxw, OFF64),
+                offset(tl.minimum(tl.maximum(cols - 1, 0), W - 1), sxw, OFF64),
+                offset(tl.minimum(cols, W - 1), sxw, OFF64),
+                offset(tl.minimum(cols + 1, W - 1), sxw, OFF64),
+                offset(tl.minimum(cols + 2, W - 1), sxw, OFF64))
+    out_cols = FX * cols[:, None] + tl.arange(0, FX)[None, :]
+    out_offs = offset(out_cols, syw, OFF64)
+    out_mask = out_cols < WO
+    out_base = Y + b * syb + c * syc
+    win = (_phases_of_row(base + offset(tl.maximum(r0 - 2, 0), sxh, OFF64), col_offs, c, WX, FX, PRO, pro_args,
+                          CLAMP_ROWS),
+           _phases_of_row(base + offset(tl.maximum(r0 - 1, 0), sxh, OFF64), col_offs, c, WX, FX, PRO, pro_args,
+                          CLAMP_ROWS),
+           _phases_of_row(base + offset(tl.minimum(r0, H - 1), sxh, OFF64), col_offs, c, WX, FX, PRO, pro_args,
+                          CLAMP_ROWS),
+           _phases_of_row(base + offset(tl.minimum(r0 + 1, H - 1), sxh, OFF64), col_offs, c, WX, FX, PRO,
+                          pro_args, CLAMP_ROWS))
+    for i in range(r0, tl.minimum(r0 + SEG, H)):
+        new = _phases_of_row(base + offset(tl.minimum(i + 2, H - 1), sxh, OFF64), col_offs, c, WX, FX, PRO,
+                             pro_args, CLAMP_ROWS)
+        for q in tl.static_range(FY):
+            y = _interleaved(_output_row(win, new, WY, q, FX), FX)
+            y = pointwise.apply_epilogue(y, y, c, EPI, epi_args)
+            pixels.store(out_base + offset(FY * i + q, syh, OFF64) + out_offs, y, out_mask)
+        win = (win[1], win[2], win[3], new)
+
+
+@functools.lru_cache(maxsize=None)
+def adjoint_weights(mode, f):
+    """For ``upsample_phases_adjoint_kernel``: rows k f + q, k = 0 inside, 1 for the first
+    and 2 for the last source index; entry s the weight with which output phase q of
+    source position i + s - 2 feeds source index i in the adjoint (one level of rows: Triton
+    3.6 indexes constexpr tables two deep at most). Inside, that is the one tap d = 2 - s; clamping maps taps past a border onto
+    the first or the last index only, so index 0 gathers every tap d <= 2 - s and index
+    n - 1 every tap d >= 2 - s (so n >= 2 on both axes)."""
+    w = phase_weights(mode, f)
+    r = REACH.value
+    inner = tuple(tuple(w[q][r + 2 - s] for s in range(5)) for q in range(f))
+    first = tuple(tuple(sum(w[q][r + d] for d in range(-2, 3) if d <= 2 - s) for s in range(5)) for q in range(f))
+    last = tuple(tuple(sum(w[q][r + d] for d in range(-2, 3) if d >= 2 - s) for s in range(5)) for q in range(f))
+    return inner + first + last
+
+
+@triton.jit
+def _lane_weights(cols, taps, W, s: tl.constexpr, WA: tl.constexpr, FX: tl.constexpr):
+    """The (BW, FX) weights of output columns FX (cols + s - 2) + p for source columns
+    ``cols`` (``adjoint_weights``: the first and last column differ)."""
+    w = tl.zeros((cols.shape[0], FX), tl.float32)
+    for q in tl.static_range(FX):
+        wq = tl.where(cols == 0, WA[FX + q][s], tl.where(cols == W - 1, WA[2 * FX + q][s], WA[q][s]))
+        w = tl.where(taps == q, wq[:, None], w)
+    return w
+
+
+@triton.jit
+def _adjoint_row(row_ptr, live, g_offs, g_mask, wx):
+    """One gradient row resampled by the adjoint along x: for each source column, the
+    weighted sum of the FX output columns of each offset m (contiguous (BW, FX) loads)."""
+    acc = tl.sum(wx[0] * tl.load(row_ptr + g_offs[0], g_mask[0] & live, other=0.0).to(tl.float32), axis=1)
+    acc += tl.sum(wx[1] * tl.load(row_ptr + g_offs[1], g_mask[1] & live, other=0.0).to(tl.float32), axis=1)
+    acc += tl.sum(wx[2] * tl.load(row_ptr + g_offs[2], g_mask[2] & live, other=0.0).to(tl.float32), axis=1)
+    acc += tl.sum(wx[3] * tl.load(row_ptr + g_offs[3], g_mask[3] & live, other=0.0).to(tl.float32), axis=1)
+    acc += tl.sum(wx[4] * tl.load(row_ptr + g_offs[4], g_mask[4] & live, other=0.0).to(tl.float32), axis=1)
+    return acc
+
+
+@triton.jit
+def _adjoint_rows(G, k, HO, sgh, g_offs, g_mask, wx, FY: tl.constexpr, OFF64: tl.constexpr):
+    """The FY gradient rows FY k + q (zero outside the output), each resampled along x."""
+    r = FY * k
+    if FY == 1:
+        return (_adjoint_row(G + offset(r, sgh, OFF64), (r >= 0) & (r < HO), g_offs, g_mask, wx),)
+    elif FY == 2:
+        return (_adjoint_row(G + offset(r, sgh, OFF64), (r >= 0) & (r < HO), g_offs, g_mask, wx),
+                _adjoint_row(G + offset(r + 1, sgh, OFF64), (r + 1 >= 0) & (r + 1 < HO), g_offs, g_mask, wx))
+    else:
+        return (_adjoint_row(G + offset(r, sgh, OFF64), (r >= 0) & (r < HO), g_offs, g_mask, wx),
+                _adjoint_row(G + offset(r + 1, sgh, OFF64), (r + 1 >= 0) & (r + 1 < HO), g_offs, g_mask, wx),
+                _adjoint_row(G + offset(r + 2, sgh, OFF64), (r + 2 >= 0) & (r + 2 < HO), g_offs, g_mask, wx),
+                _adjoint_row(G + offset(r + 3, sgh, OFF64), (r + 3 >= 0) & (r + 3 < HO), g_offs, g_mask, wx))
+
+
+@triton.jit
+def _adjoint_column(win, new, WA: tl.constexpr, k: tl.constexpr, FY: tl.constexpr):
+    """Source row i of the adjoint: the rows FY (i + s - 2) + q of the x-resampled
+    gradient (``win`` holds s = 0 .. 3, ``new`` s = 4) weighted by ``adjoint_weights``
+    table k (0 inside, 1 for the first row, 2 for the last)."""
+    acc = tl.zeros(new[0].shape, tl.float32)
+    for q in tl.static_range(FY):
+        for s in tl.static_range(4):
+            if WA[k * FY + q][s] != 0.0:
+                acc += WA[k * FY + q][s] * win[s][q]
+        if WA[k * FY + q][4] != 0.0:
+            acc += WA[k * FY + q][4] * new[q]
+    return acc
+
+
+@triton.jit
+def upsample_phases_adjoint_kernel(G, Y, C, H, W, HO, WO, sgb, sgc, sgh, sgw, syb, syc, syh, syw,
+                                   WY: tl.constexpr, WX: tl.constexpr, FY: tl.constexpr, FX: tl.constexpr,
+                                   OFF64: tl.constexpr, BW: tl.constexpr, SEG: tl.constexpr):
+    """The adjoint (transpose) of ``upsample_phases_kernel``: Y (H x W) from the gradient G
+    (HO = FY H x WO = FX W). Source pixel (i, j) gathers the output pixels that read it:
+    along each axis the FX outputs of the five source positions around it (a strided
+    correlation), with the replicated borders' clamped taps folded into the edge pixels.
+    ``WY``/``WX``: ``adjoint_weights``.
+
+    The same row slide as the forward: a program owns BW source columns of SEG source rows,
+    each step reads the FY gradient rows of one new source position as contiguous (BW, FX)
+    blocks, resamples them along x (per-lane weights, computed once per program because
+    the border columns differ) and keeps them for the next four steps."""
+    b, c, r0, j0 = tile_origin(tl.program_id(0), C, H, W, SEG, BW)
+    cols = j0 + tl.arange(0, BW)
+    taps = tl.arange(0, FX)[None, :]
+    wx = (_lane_weights(cols, taps, W, 0, WX, FX), _lane_weights(cols, taps, W, 1, WX, FX),
+          _lane_weights(cols, taps, W, 2, WX, FX), _lane_weights(cols, taps, W, 3, WX, FX),
+          _lane_weights(cols, taps, W, 4, WX, FX))
+    g_cols = (FX * (cols[:, None] - 2) + taps, FX * (cols[:, None] - 1) + taps, FX * cols[:, None] + taps,
+              FX * (cols[:, None] + 1) + taps, FX * (cols[:, None] + 2) + taps)
+    g_offs = (offset(g_cols[0], sgw, OFF64), offset(g_cols[1], sgw, OFF64), offset(g_cols[2], sgw, OFF64),
+              offset(g_cols[3], sgw, OFF64), offset(g_cols[4], sgw, OFF64))
+    g_mask = ((g_cols[0] >= 0) & (g_cols[0] < WO), (g_cols[1] >= 0) & (g_cols[1] < WO),
+              (g_cols[2] >= 0) & (g_cols[2] < WO), (g_cols[3] >= 0) & (g_cols[3] < WO),
+              (g_cols[4] >= 0) & (g_cols[4] < WO))
+    base = G + b * sgb + c * sgc
+    win = (_adjoint_rows(base, r0 - 2, HO, sgh, g_offs, g_mask, wx, FY, OFF64),
+           _adjoint_rows(base, r0 - 1, HO, sgh, g_offs, g_mask, wx, FY, OFF64),
+           _adjoint_rows(base, r0, HO, sgh, g_offs, g_mask, wx, FY, OFF64),
+           _adjoint_rows(base, r0 + 1, HO, sgh, g_offs, g_mask, wx, FY, OFF64))
+    out = Y + b * syb + c * syc + offset(cols, syw, OFF64)
+    for i in range(r0, tl.minimum(r0 + SEG, H)):
+        new = _adjoint_rows(base, i + 2, HO, sgh, g_offs, g_mask, wx, FY, OFF64)
+        if i == 0:
+            y = _adjoint_column(win, new, WY, 1, FY)
+        elif i == H - 1:
+            y = _adjoint_column(win, new, WY, 2, FY)
+        else:
+            y = _adjoint_column(win, new, WY, 0, FY)
+        pixels.store(out + offset(i, syh, OFF64), y, cols < W)
+        win = (win[1], win[2], win[3], new)
+
+
 def taps(mode, n_in, n_out, scale, antialias):
     """Taps per output along an axis (the loop bound), and the kernel's support and
     widening there."""
@@ -225,6 +525,9 @@ def launch(x, y, mode, scale_y, scale_x, align_corners=False, antialias=False, c
     and source steps ``scale_y``/``scale_x`` per output pixel."""
     B, C, H, W = x.shape
     HO, WO = y.shape[-2:]
+    fy, fx = phase_factor(mode, H, HO, scale_y, align_corners), phase_factor(mode, W, WO, scale_x, align_corners)
+    if fy is not None and fx is not None:
+        return _launch_phases(x, y, mode, fy, fx, clamp_rows, pro, epi)
     ty, sup_y, wid_y = taps(mode, H, HO, scale_y, antialias)
     tx, sup_x, wid_x = taps(mode, W, WO, scale_x, antialias)
     normalise = mode in (AA_LINEAR, AA_CUBIC, LANCZOS, AREA, MATLAB)
@@ -239,3 +542,31 @@ def launch(x, y, mode, scale_y, scale_x, align_corners=False, antialias=False, c
             float(wid_x), *x.stride(), *y.stride(), ty, tx, pro[0], pro[1], epi[0], epi[1],
             MODE=mode, ALIGN=bool(align_corners), NORMALISE=normalise, CLAMP_ROWS=bool(clamp_rows),
             PRECISION="ieee" if interpreting() else "tf32x3", OFF64=needs_int64(x, y), BH=bh, BW=bw, JC=jc, num_warps=1 if interpreting() else warps)
+
+
+def _strip(H, W):
+    """(source columns, source rows, warps) of a row-slide program: in the interpreter one
+    strip of every row per plane where it fits."""
+    return (pow2_at_least(W, 16, 128), H, 1) if interpreting() else STRIP
+
+
+def _launch_phases(x, y, mode, fy, fx, clamp_rows, pro, epi):
+    """``launch`` for the integer factors ``fy``, ``fx`` (``phase_factor``)."""
+    B, C, H, W = x.shape
+    bw, seg, warps = _strip(H, W)
+    with on_device(x):
+        upsample_phases_kernel[(programs(B * C, H, W, seg, bw),)](
+            x, y, C, H, W, y.shape[-1], *x.stride(), *y.stride(), pro[0], pro[1], epi[0], epi[1],
+            WY=phase_weights(mode, fy), WX=phase_weights(mode, fx), FY=fy, FX=fx, CLAMP_ROWS=bool(clamp_rows),
+            OFF64=needs_int64(x, y), BW=bw, SEG=seg, num_warps=warps)
+
+
+def launch_adjoint(g, y, mode, fy, fx):
+    """The gradient ``y`` (B, C, H, W) of ``upsample_phases_kernel`` from ``g`` (B, C, fy H,
+    fx W); factors in ADJOINT_FACTORS, H and W at least 2."""
+    B, C, H, W = y.shape
+    bw, seg, warps = _strip(H, W)
+    with on_device(g):
+        upsample_phases_adjoint_kernel[(programs(B * C, H, W, seg, bw),)](
+            g, y, C, H, W, *g.shape[-2:], *g.stride(), *y.stride(), WY=adjoint_weights(mode, fy),
+            WX=adjoint_weights(mode, fx), FY=fy, FX=fx, OFF64=needs_int64(g, y), BW=bw, SEG=seg, num_warps=warps)

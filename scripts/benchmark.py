@@ -135,24 +135,44 @@ def nlm_cases():
 
 @family("resample")
 def resample_cases():
+    """The rows of issue 15, each next to F.interpolate and torchvision where they do the same."""
     import torch.nn.functional as F
     import torchvision.transforms.v2.functional as tvf
+    bicubic, bilinear = tvf.InterpolationMode.BICUBIC, tvf.InterpolationMode.BILINEAR
     hd, k4, hd16 = (1, 3, 1080, 1920), (1, 3, 2160, 3840), (16, 3, 1080, 1920)
     cases = []
     for shape, dtype in [(hd, torch.float32), (hd, torch.uint8), (hd16, torch.float32)]:
         x = image(shape, dtype)
-        peers = {"torchvision": lambda x=x: tvf.resize(x, [2160, 3840], tvf.InterpolationMode.BICUBIC,
-                                                       antialias=False)}
+        peers = {"torchvision": lambda x=x: tvf.resize(x, [2160, 3840], bicubic, antialias=False)}
         if dtype != torch.uint8:
             peers["F.interpolate"] = lambda x=x: F.interpolate(x, scale_factor=2, mode="bicubic")
         cases.append(("upsample 2x bicubic", x, lambda x=x: imgfilters.upsample(x, 2.0, mode="bicubic"), peers))
     x = image(hd, torch.float32)
+    cases.append(("upsample 2x bilinear", x, lambda x=x: imgfilters.upsample(x, 2.0, mode="bilinear"),
+                  {"F.interpolate": lambda x=x: F.interpolate(x, scale_factor=2, mode="bilinear"),
+                   "torchvision": lambda x=x: tvf.resize(x, [2160, 3840], bilinear, antialias=False)}))
     cases.append(("resize 2x lanczos", x, lambda x=x: imgfilters.resize(x, (2160, 3840), "lanczos"), {}))
+    cases.append(("resize 1080p -> 1440x2560 bicubic", x,
+                  lambda x=x: imgfilters.resize(x, (1440, 2560), "bicubic", antialias=False),
+                  {"F.interpolate": lambda x=x: F.interpolate(x, size=(1440, 2560), mode="bicubic"),
+                   "torchvision": lambda x=x: tvf.resize(x, [1440, 2560], bicubic, antialias=False)}))
+    xg = x.clone().requires_grad_()
+    g = torch.rand(1, 3, 2160, 3840, device="cuda")
+    xt = x.clone().requires_grad_()
+    cases.append(("upsample 2x bicubic forward + backward", x,
+                  lambda: torch.autograd.grad(imgfilters.upsample(xg, 2.0, mode="bicubic"), xg, g),
+                  {"F.interpolate": lambda: torch.autograd.grad(F.interpolate(xt, scale_factor=2, mode="bicubic"),
+                                                                xt, g)}, {"graph": False}))
     x = image(k4, torch.float32)
     cases.append(("resize 4K -> 1080p bicubic antialias", x,
                   lambda x=x: imgfilters.resize(x, (1080, 1920), "bicubic", antialias=True),
                   {"F.interpolate": lambda x=x: F.interpolate(x, size=(1080, 1920), mode="bicubic", antialias=True),
                    "torchvision bilinear": lambda x=x: tvf.resize(x, [1080, 1920], antialias=True)}))
+    cases.append(("imresize 4K x1/4", x, lambda x=x: imgfilters.imresize(x, 0.25), {}))
+    x = image(k4, torch.uint8)
+    cases.append(("resize 4K -> 224x224 bilinear antialias", x,
+                  lambda x=x: imgfilters.resize(x, (224, 224), "bilinear", antialias=True),
+                  {"torchvision": lambda x=x: tvf.resize(x, [224, 224], bilinear, antialias=True)}))
     return cases
 
 

@@ -39,13 +39,47 @@ def test_upsample_by_scale_factor(mode, factor, gen, device):
     assert_matches(y, F.interpolate(x.cpu().double(), scale_factor=factor, mode=mode))
 
 
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic", "nearest", "area"])
+@pytest.mark.parametrize("factor", [2, 4, (1, 2), (4, 1), (2, 3)])
+def test_integer_factors_equal_interpolate(mode, factor, gen, device):
+    # the constant-phase kernel (factors 1, 2, 4 per axis; 3 takes the general one), and
+    # sizes small enough that the replicated borders meet
+    for shape in ((2, 2, 7, 10), (1, 1, 2, 1)):
+        x = random_image(shape, torch.float32, gen, device)
+        y = imgfilters.upsample(x, scale_factor=factor, mode=mode)
+        assert_matches(y, F.interpolate(x.cpu().double(), scale_factor=factor, mode=mode))
+
+
+@pytest.mark.parametrize("dtype", KERNEL_DTYPES)
+def test_integer_factor_dtypes_layouts_and_fused_steps(dtype, gen, device):
+    from torchvision.transforms import v2
+
+    from imgfilters import transforms as T
+    x = random_image((2, 3, 6, 9), dtype, gen, device)
+    y = imgfilters.resize(x, (12, 36), "bicubic", antialias=False)
+    assert_matches(y, ref.resize(unit(x), (12, 36), "bicubic", False, intermediate_clamp=dtype in _image.MAX_VALUE))
+    cl = x.to(memory_format=torch.channels_last)
+    assert torch.equal(imgfilters.resize(cl, (12, 36), "bicubic", antialias=False), y)
+    view = random_image((3, 14, 30), dtype, gen, device)[:, 3:13:2, 1:25]
+    assert torch.equal(imgfilters.upsample(view, 2.0, mode="bilinear"),
+                       imgfilters.upsample(view.contiguous(), 2.0, mode="bilinear"))
+    steps = [v2.Lambda(lambda t: t), T.Upsample(2, mode="bicubic"), v2.ToDtype(torch.float32, scale=True),
+             v2.Normalize([0.4] * 3, [0.2] * 3)]
+    expected = v2.Compose(steps)(x)
+    fused = imgfilters.fuse(v2.Compose(steps[1:]))
+    assert fused.launches(dtype) == 1
+    # (unfused, a half-precision image is rounded before Normalize's x5 on values up to 3)
+    ulp = {torch.float16: 2 ** -11, torch.bfloat16: 2 ** -8}.get(dtype, 1e-6)
+    assert (fused(x) - expected).abs().max() <= 5 * 3 * ulp + 1e-5
+
+
 @pytest.mark.parametrize("interp", [InterpolationMode.BILINEAR, InterpolationMode.BICUBIC,
                                     InterpolationMode.NEAREST, InterpolationMode.NEAREST_EXACT])
 @pytest.mark.parametrize("antialias", [True, False])
 def test_resize_equals_torchvision_float_and_uint8(interp, antialias, gen, device):
     x = random_image((2, 3, 21, 26), torch.float32, gen, device)
     u8 = random_image((2, 3, 21, 26), torch.uint8, gen, device)
-    for size in ((31, 40), (9, 13), [12]):
+    for size in ((31, 40), (9, 13), [12], (42, 52)):
         y = imgfilters.resize(x, size, interp, antialias=antialias)
         assert (y.cpu() - tvf.resize(x.cpu(), size, interp, antialias=antialias)).abs().max() <= 1e-5
         yu = imgfilters.resize(u8, size, interp, antialias=antialias)
@@ -118,6 +152,9 @@ def test_channels_last_views_batches_and_input_untouched(gen, device):
     lambda x: imgfilters.upsample(x, scale_factor=2.5, mode="bicubic", align_corners=True),
     lambda x: imgfilters.upsample(x, size=(3, 20), mode="area"),
     lambda x: imgfilters.imresize(x, scale=0.5),
+    lambda x: imgfilters.upsample(x, scale_factor=2.0, mode="bicubic"),  # the constant-phase adjoint
+    lambda x: imgfilters.upsample(x, scale_factor=(1.0, 2.0), mode="bilinear"),
+    lambda x: imgfilters.upsample(x, scale_factor=4.0, mode="nearest"),  # (factor 4: the matrix products)
 ])
 def test_gradients_equal_interpolates(call, gen, device):
     x = random_image((1, 2, 8, 10), torch.float32, gen, device).requires_grad_()

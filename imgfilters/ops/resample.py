@@ -13,7 +13,8 @@ bilinear, antialiased bicubic and Lanczos, as torch's CPU kernels do. torch's CU
 differ in two corners: bicubic copies only when both axes keep their size, and bilinear
 still applies ``1 / scale_factor`` on an unchanged axis.
 Gradients for floating-point inputs are the transposed resampling, exactly
-``F.interpolate``'s.
+``F.interpolate``'s: one kernel launch for integer factors 1 and 2 per axis, otherwise
+products with the two weight matrices.
 """
 import math
 import numbers
@@ -186,9 +187,17 @@ def _output_shape(img, size):
 
 
 def adjoint(grad, in_size, size, mode, antialias, align_corners, scale):
-    """The transposed resampling of ``grad`` (..., h, w) of ``size`` back to ``in_size``,
-    ``Wh^T g Ww`` with the reference's weight matrices (float32 on the device; both are
-    at most out x in): the gradient of every mode."""
+    """The transposed resampling of ``grad`` (..., h, w) of ``size`` back to ``in_size``:
+    for integer upsampling factors the adjoint kernel, otherwise ``Wh^T g Ww`` with the
+    reference's weight matrices (float32 on the device; both are at most out x in)."""
+    code = _code(mode, antialias)
+    factors = [kernels.phase_factor(code, n, m, s, align_corners, kernels.ADJOINT_FACTORS)
+               for n, m, s in zip(in_size, size, scale)]
+    if None not in factors and min(in_size) >= 2:  # integer factors: the constant-phase kernel's adjoint, one launch
+        g4 = _image.as_planes(grad)
+        out = torch.empty((*g4.shape[:2], *in_size), dtype=torch.float32, device=grad.device)
+        kernels.launch_adjoint(g4, out, code, *factors)
+        return out.reshape(*grad.shape[:-2], *in_size)
     f32 = dict(dtype=torch.float32, device=grad.device)
     aa = antialias or mode == "lanczos"
     wh, ww = (reference.weights(n, m, mode, antialias=aa, align_corners=align_corners, scale=s).to(**f32)
