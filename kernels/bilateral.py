@@ -112,15 +112,6 @@ def _scaled(vectors, s):
 
 
 @triton.jit
-def _zeros(n: tl.constexpr, BW: tl.constexpr):
-    """A tuple of n zero (BW,) vectors."""
-    out = ()
-    for _ in tl.static_range(n):
-        out = out + (tl.zeros((BW,), dtype=tl.float32),)
-    return out
-
-
-@triton.jit
 def _wide(strides, OFF64: tl.constexpr):
     """The strides as int64 when in-image offsets can pass 2**31, so every product with
     them is int64; else as they are."""
@@ -163,27 +154,34 @@ def _tap(num, den, k: tl.constexpr, v, g, centre, spatial, C: tl.constexpr, CG: 
 @triton.jit
 def _window_tap(num, den, k: tl.constexpr, dx, dy, v, g, centre, space, C: tl.constexpr, CG: tl.constexpr,
                 R: tl.constexpr, DISK: tl.constexpr, L1: tl.constexpr):
-    """``_tap`` for offset (dx, dy), skipped (a uniform branch) outside a disk window. The
+    """``_tap`` for offset (dx, dy), skipped (a uniform branch) outside a disk window and
+    at the centre, whose weight, exactly 1, the sums start with (``_centre_row``). The
     spatial term is the sum of its parts so that space * dx^2 is formed once per dx and
     space * dy^2, a constant dy's, once per program."""
     spatial = space * (dx * dx) + space * (dy * dy)
     if DISK:
-        if dx * dx + dy * dy <= R * R:
-            num, den = _tap(num, den, k, v, g, centre, spatial, C, CG, L1)
+        take = (dx * dx + dy * dy <= R * R) & ((dx != 0) | (dy != 0))
     else:
+        take = (dx != 0) | (dy != 0)
+    if take:
         num, den = _tap(num, den, k, v, g, centre, spatial, C, CG, L1)
     return num, den
 
 
 @triton.jit
-def _guide_row(x_base, g_base, r, cols, gscale, H, W, sx, sg, border_value, PRO: tl.constexpr, pro_args,
-               C: tl.constexpr, CG: tl.constexpr, JOINT: tl.constexpr, BORDER: tl.constexpr, NEAR: tl.constexpr):
-    """The prescaled guide vectors of row r: G's, or PRO(X)'s."""
+def _centre_row(x_base, g_base, r, cols, gscale, H, W, sx, sg, border_value, PRO: tl.constexpr, pro_args,
+                C: tl.constexpr, CG: tl.constexpr, JOINT: tl.constexpr, BORDER: tl.constexpr, NEAR: tl.constexpr):
+    """Output row r's own values PRO(X) and prescaled guide (G's, or those values): its
+    sums start as (values, 1), the centre tap. Taken apart from the other taps because
+    the compiler fuses the guide's prescaling into each tap's difference (one FFMA), so
+    that a pixel minus itself is the prescaling's rounding error, not 0: with a tiny
+    sigma_color even the centre's weight would underflow, and 0 / 0 follow."""
+    v = _row(x_base, r, cols, H, W, sx[0], sx[1], sx[2], border_value, C, PRO, pro_args, BORDER, NEAR)
     if JOINT:
         g = _row(g_base, r, cols, H, W, sg[0], sg[1], sg[2], border_value, CG, (), (), BORDER, NEAR)
     else:
-        g = _row(x_base, r, cols, H, W, sx[0], sx[1], sx[2], border_value, C, PRO, pro_args, BORDER, NEAR)
-    return _scaled(g, gscale)
+        g = v
+    return v, _scaled(g, gscale)
 
 
 @triton.jit
@@ -247,16 +245,15 @@ def bilateral_kernel(X, G, Y, DEN, COLOR, SPACE, H, W,
     x_base = X + b * sxb
     g_base = G + b * sgb
 
+    one = (tl.full((BW,), 1.0, dtype=tl.float32),)
     if SLIDE:
         # slot j holds output row r + R - j while input row r is added (dy = j - R); the
-        # slots of rows above h0 are scratch (never stored), so they start with h0's guide
-        first = _guide_row(x_base, g_base, h0, cols, gscale, H, W, sx[1:], sg, border_value, PRO, pro_args,
+        # slots of rows above h0 are scratch (never stored), so they start as row h0
+        v, g = _centre_row(x_base, g_base, h0, cols, gscale, H, W, sx[1:], sg, border_value, PRO, pro_args,
                            C, CG, JOINT, BORDER, NEAR)
-        centre = first
+        num, centre, den = v, g, one
         for _ in tl.static_range(2 * R):
-            centre = centre + first
-        num = _zeros((2 * R + 1) * C, BW)
-        den = _zeros(2 * R + 1, BW)
+            num, centre, den = num + v, centre + g, den + one
         h1 = tl.minimum(h0 + K, H)
         for r in range(h0 - R, h1 + R):
             for dx in range(-R, R + 1):
@@ -272,18 +269,17 @@ def bilateral_kernel(X, G, Y, DEN, COLOR, SPACE, H, W,
             done = r - R
             _store_row(Y, DEN, b, x_base, done, col_ok & (done >= h0), cols, num, den, 2 * R, H, W, sx[1:], sy,
                        border_value, PRO, pro_args, EPI, epi_args, C, BORDER, NEAR, STORE_DEN)
-            entering = _guide_row(x_base, g_base, r + R + 1, cols, gscale, H, W, sx[1:], sg, border_value, PRO,
-                                  pro_args, C, CG, JOINT, BORDER, NEAR)
-            centre = entering + centre[:2 * R * CG]
-            num = _zeros(C, BW) + num[:2 * R * C]
-            den = _zeros(1, BW) + den[:2 * R]
+            v, g = _centre_row(x_base, g_base, r + R + 1, cols, gscale, H, W, sx[1:], sg, border_value, PRO,
+                               pro_args, C, CG, JOINT, BORDER, NEAR)
+            num, centre, den = v + num[:2 * R * C], g + centre[:2 * R * CG], one + den[:2 * R]
     else:
+        num = ()
         centre = ()
+        den = ()
         for k in tl.static_range(K):
-            centre = centre + _guide_row(x_base, g_base, h0 + k, cols, gscale, H, W, sx[1:], sg, border_value,
-                                         PRO, pro_args, C, CG, JOINT, BORDER, NEAR)
-        num = _zeros(K * C, BW)
-        den = _zeros(K, BW)
+            v, g = _centre_row(x_base, g_base, h0 + k, cols, gscale, H, W, sx[1:], sg, border_value, PRO,
+                               pro_args, C, CG, JOINT, BORDER, NEAR)
+            num, centre, den = num + v, centre + g, den + one
         for dx in range(-R, R + 1):
             for i in range(K + 2 * R):
                 r = h0 - R + i
