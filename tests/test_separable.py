@@ -146,7 +146,8 @@ def test_hypothesis_sweep(h, w, kx, ky, border, dtype, seed):
 @pytest.mark.parametrize("name", SAMPLE_NAMES)
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
 def test_gaussian_blur_equals_torchvision_on_samples(name, dtype, device):
-    x = sample(name)
+    # whole photos on the GPU; the interpreter, whose cost is per row of a strip, gets a band
+    x = sample(name) if device == "cuda" else sample(name)[:, :48]
     x = x if dtype == torch.uint8 else x.float() / 255
     x = x.to(device)
     for ksize, sigma in [(5, None), ([9, 3], [2.5, 0.7]), (15, 3.0)]:
