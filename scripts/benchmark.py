@@ -88,17 +88,19 @@ def bilateral_cases():
     kornia = optional("kornia")
     k4, hd16 = (1, 3, 2160, 3840), (16, 3, 1080, 1920)
     cases = []
-    for shape, dtype, radius, window in [(k4, torch.float32, 2, "square"), (k4, torch.float32, 4, "square"),
-                                         (k4, torch.uint8, 7, "square"), (hd16, torch.float32, 4, "square"),
-                                         (k4, torch.float32, 4, "disk"), (k4, torch.uint8, 4, "disk")]:
+    # the disk windows with the l1 distance are cv2.bilateralFilter's and CV-CUDA's filter
+    for shape, dtype, radius, window, dist in [
+            (k4, torch.float32, 2, "square", "l2"), (k4, torch.float32, 4, "square", "l2"),
+            (k4, torch.uint8, 7, "square", "l2"), (hd16, torch.float32, 4, "square", "l2"),
+            (k4, torch.float32, 4, "disk", "l1"), (k4, torch.uint8, 4, "disk", "l1")]:
         x = image(shape, dtype)
         peers = {}
         if kornia is not None and dtype != torch.uint8 and window == "square" and shape == k4 and radius <= 2:
             k = 2 * radius + 1
             peers["kornia"] = lambda x=x, k=k: kornia.filters.bilateral_blur(x, k, 0.1, (1.5, 1.5))
-        op = f"bilateral {2 * radius + 1}x{2 * radius + 1} {window}"
-        cases.append((op, x, lambda x=x, r=radius, w=window: imgfilters.bilateral(x, 0.1, 1.5, radius=r, window=w),
-                      peers))
+        op = f"bilateral {2 * radius + 1}x{2 * radius + 1} {window} {dist}"
+        cases.append((op, x, lambda x=x, r=radius, w=window, d=dist: imgfilters.bilateral(
+            x, 0.1, 1.5, radius=r, window=w, color_distance=d), peers))
     x, guide3 = image(k4, torch.float32), image(k4, torch.float32, seed=1)
     cases.append(("joint_bilateral 9x9, 3-channel guide", x,
                   lambda: imgfilters.joint_bilateral(x, guide3, 0.1, 1.5, radius=4), {}))
