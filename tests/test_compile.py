@@ -187,3 +187,20 @@ def test_linear_ops_keep_no_copy_of_the_image_for_backward(gen, device):
     assert saved and all(t.untyped_storage().nbytes() <= 8 for t in saved)
     y.backward()
     assert x.grad.shape == x.shape
+
+
+@pytest.mark.parametrize("name", ["gaussian_blur", "bilateral", "resize"])
+def test_meta_tensors_get_the_ops_fake_output(name):
+    # plain eager calls skip the dispatcher (ops/library.py); meta tensors must not
+    x = torch.empty(2, 3, 8, 10, device="meta")
+    y = CALLS[name][0](x, x[:, :1], x)
+    assert y.is_meta and y.shape == CALLS[name][0](torch.rand(2, 3, 8, 10), None, None).shape
+
+
+def test_jit_trace_records_the_op(gen, device):
+    # the tracer sees ops, not Triton launches: traced calls must go through the op
+    x = random_image((1, 3, 9, 11), torch.float32, gen, device)
+    fn = lambda v: imgfilters.gaussian_blur(v, 3, 1.0)  # noqa: E731
+    traced = torch.jit.trace(fn, x)
+    other = random_image((1, 3, 9, 11), torch.float32, gen, device)
+    assert torch.equal(traced(other), fn(other))
