@@ -155,9 +155,12 @@ def _tap(num, den, k: tl.constexpr, v, g, centre, spatial, C: tl.constexpr, CG: 
 def _window_tap(num, den, k: tl.constexpr, dx, dy, v, g, centre, space, C: tl.constexpr, CG: tl.constexpr,
                 R: tl.constexpr, DISK: tl.constexpr, L1: tl.constexpr):
     """``_tap`` for offset (dx, dy), skipped (a uniform branch) outside a disk window and
-    at the centre, whose weight, exactly 1, the sums start with (``_centre_row``). The
-    spatial term is the sum of its parts so that space * dx^2 is formed once per dx and
-    space * dy^2, a constant dy's, once per program."""
+    at the centre: the sums start with the centre's values and weight, exactly 1. (The
+    compiler fuses the guide's prescaling into each tap's difference, one FFMA, so that
+    a pixel minus itself is the prescaling's rounding error, not 0: with a tiny
+    sigma_color even the centre's weight would underflow, and 0 / 0 follow.) The spatial
+    term is the sum of its parts so that space * dx^2 is formed once per dx and space *
+    dy^2, a constant dy's, once per program."""
     spatial = space * (dx * dx) + space * (dy * dy)
     if DISK:
         take = (dx * dx + dy * dy <= R * R) & ((dx != 0) | (dy != 0))
@@ -169,13 +172,11 @@ def _window_tap(num, den, k: tl.constexpr, dx, dy, v, g, centre, space, C: tl.co
 
 
 @triton.jit
-def _centre_row(x_base, g_base, r, cols, gscale, H, W, sx, sg, border_value, PRO: tl.constexpr, pro_args,
-                C: tl.constexpr, CG: tl.constexpr, JOINT: tl.constexpr, BORDER: tl.constexpr, NEAR: tl.constexpr):
-    """Output row r's own values PRO(X) and prescaled guide (G's, or those values): its
-    sums start as (values, 1), the centre tap. Taken apart from the other taps because
-    the compiler fuses the guide's prescaling into each tap's difference (one FFMA), so
-    that a pixel minus itself is the prescaling's rounding error, not 0: with a tiny
-    sigma_color even the centre's weight would underflow, and 0 / 0 follow."""
+def _values_and_guide(x_base, g_base, r, cols, gscale, H, W, sx, sg, border_value, PRO: tl.constexpr, pro_args,
+                      C: tl.constexpr, CG: tl.constexpr, JOINT: tl.constexpr, BORDER: tl.constexpr,
+                      NEAR: tl.constexpr):
+    """Row r at columns ``cols``: its values PRO(X) and its guide prescaled by gscale (G's,
+    or those values)."""
     v = _row(x_base, r, cols, H, W, sx[0], sx[1], sx[2], border_value, C, PRO, pro_args, BORDER, NEAR)
     if JOINT:
         g = _row(g_base, r, cols, H, W, sg[0], sg[1], sg[2], border_value, CG, (), (), BORDER, NEAR)
@@ -247,49 +248,40 @@ def bilateral_kernel(X, G, Y, DEN, COLOR, SPACE, H, W,
 
     one = (tl.full((BW,), 1.0, dtype=tl.float32),)
     if SLIDE:
-        # slot j holds output row r + R - j while input row r is added (dy = j - R); the
-        # slots of rows above h0 are scratch (never stored), so they start as row h0
-        v, g = _centre_row(x_base, g_base, h0, cols, gscale, H, W, sx[1:], sg, border_value, PRO, pro_args,
-                           C, CG, JOINT, BORDER, NEAR)
+        # slot j holds output row r + R - j while input row r is added (dy = j - R); a slot
+        # starts with its row's centre tap (values, weight 1); the slots of rows above h0
+        # are scratch (never stored), so they start as row h0
+        v, g = _values_and_guide(x_base, g_base, h0, cols, gscale, H, W, sx[1:], sg, border_value, PRO, pro_args,
+                                 C, CG, JOINT, BORDER, NEAR)
         num, centre, den = v, g, one
         for _ in tl.static_range(2 * R):
             num, centre, den = num + v, centre + g, den + one
         h1 = tl.minimum(h0 + K, H)
         for r in range(h0 - R, h1 + R):
             for dx in range(-R, R + 1):
-                v = _row(x_base, r, cols + dx, H, W, sx[1], sx[2], sx[3], border_value, C, PRO, pro_args,
-                         BORDER, NEAR)
-                if JOINT:
-                    g = _scaled(_row(g_base, r, cols + dx, H, W, sg[0], sg[1], sg[2], border_value, CG, (), (),
-                                     BORDER, NEAR), gscale)
-                else:
-                    g = _scaled(v, gscale)
+                v, g = _values_and_guide(x_base, g_base, r, cols + dx, gscale, H, W, sx[1:], sg, border_value,
+                                         PRO, pro_args, C, CG, JOINT, BORDER, NEAR)
                 for j in tl.static_range(2 * R + 1):
                     num, den = _window_tap(num, den, j, dx, j - R, v, g, centre, space, C, CG, R, DISK, L1)
             done = r - R
             _store_row(Y, DEN, b, x_base, done, col_ok & (done >= h0), cols, num, den, 2 * R, H, W, sx[1:], sy,
                        border_value, PRO, pro_args, EPI, epi_args, C, BORDER, NEAR, STORE_DEN)
-            v, g = _centre_row(x_base, g_base, r + R + 1, cols, gscale, H, W, sx[1:], sg, border_value, PRO,
-                               pro_args, C, CG, JOINT, BORDER, NEAR)
+            v, g = _values_and_guide(x_base, g_base, r + R + 1, cols, gscale, H, W, sx[1:], sg, border_value,
+                                     PRO, pro_args, C, CG, JOINT, BORDER, NEAR)
             num, centre, den = v + num[:2 * R * C], g + centre[:2 * R * CG], one + den[:2 * R]
     else:
         num = ()
         centre = ()
         den = ()
         for k in tl.static_range(K):
-            v, g = _centre_row(x_base, g_base, h0 + k, cols, gscale, H, W, sx[1:], sg, border_value, PRO,
-                               pro_args, C, CG, JOINT, BORDER, NEAR)
+            v, g = _values_and_guide(x_base, g_base, h0 + k, cols, gscale, H, W, sx[1:], sg, border_value,
+                                     PRO, pro_args, C, CG, JOINT, BORDER, NEAR)
             num, centre, den = num + v, centre + g, den + one
         for dx in range(-R, R + 1):
             for i in range(K + 2 * R):
                 r = h0 - R + i
-                v = _row(x_base, r, cols + dx, H, W, sx[1], sx[2], sx[3], border_value, C, PRO, pro_args,
-                         BORDER, NEAR)
-                if JOINT:
-                    g = _scaled(_row(g_base, r, cols + dx, H, W, sg[0], sg[1], sg[2], border_value, CG, (), (),
-                                     BORDER, NEAR), gscale)
-                else:
-                    g = _scaled(v, gscale)
+                v, g = _values_and_guide(x_base, g_base, r, cols + dx, gscale, H, W, sx[1:], sg, border_value,
+                                         PRO, pro_args, C, CG, JOINT, BORDER, NEAR)
                 for k in tl.static_range(K):
                     dy = i - R - k
                     if dy * dy <= R * R:

@@ -228,20 +228,36 @@ def test_full_hd_matches_reference_on_gpu(dtype, gen, monkeypatch):
     assert_matches(y, ref.bilateral(x4, x4, 0.1, 2.0, 4))
 
 
+def launch_tile(x, tile, sigma_color, sigma_space, radius, window, dist, border="reflect", value=0.0):
+    """The forward kernel with a given tile (a dict of SLIDE, K, BW, num_warps)."""
+    from imgfilters.kernels import bilateral as kb
+    coeff = lambda s: torch.full((x.shape[0],), -kb.LOG2E.value / (2 * s * s), device=x.device)  # noqa: E731
+    config = triton.Config({k: v for k, v in tile.items() if k != "num_warps"}, num_warps=tile["num_warps"])
+    y = torch.empty_like(x)
+    kb.launch(x, x, y, coeff(sigma_color), coeff(sigma_space), radius, window == "disk", dist == "l1", False,
+              BORDERS.index(border), value, tile=config)
+    return y
+
+
+def test_both_variants_over_several_strips_and_segments(gen, device):
+    # the interpreter's default is one strip per image: small tiles here, with partial ones
+    x = random_image((2, 2, 13, 21), torch.float32, gen, device)
+    for tile, window, dist, border in [(dict(SLIDE=True, K=5, BW=8, num_warps=1), "square", "l2", "reflect"),
+                                       (dict(SLIDE=False, K=3, BW=8, num_warps=1), "disk", "l1", "constant")]:
+        y = launch_tile(x, tile, 0.2, 1.5, 2, window, dist, border, 0.3)
+        assert_matches(y, reference(x, None, 0.2, 1.5, 2, window, dist, border, 0.3))
+
+
 @gpu
 @pytest.mark.parametrize("name", SAMPLE_NAMES)
 def test_every_tile_and_both_variants_match_the_reference_on_photos(name):
     from imgfilters.kernels import bilateral as kb
     x = sample(name)[None].cuda()[..., :150, :270]  # odd sizes: partial strips and tiles
     x4 = _image.to_unit(x)
-    B = x.shape[0]
-    coeff = lambda s: torch.full((B,), -kb.LOG2E.value / (2 * s * s), device="cuda")  # noqa: E731
     for tile in kb.SLIDE_TILES + kb.ROW_TILES:  # rows for any window; slide where its slots fit
-        config = triton.Config({k: v for k, v in tile.items() if k != "num_warps"}, num_warps=tile["num_warps"])
         for radius, window, dist in [(2, "square", "l2"), (7, "disk", "l1")] + ([] if tile["SLIDE"] else
                                                                                  [(12, "square", "l2")]):
-            y = torch.empty_like(x)
-            kb.launch(x, x, y, coeff(0.1), coeff(2.0), radius, window == "disk", dist == "l1", False, tile=config)
+            y = launch_tile(x, tile, 0.1, 2.0, radius, window, dist)
             assert_matches(y, ref.bilateral(x4, x4, 0.1, 2.0, radius, window, dist))
 
 

@@ -42,30 +42,21 @@ def test_border_indices_match_numpy_pad(border, n):
 
 @pytest.mark.parametrize("border", borders.BORDERS)
 @pytest.mark.parametrize("n", [1, 2, 5, 8])
-def test_kernel_remap_matches_reference(border, n, device):
+@pytest.mark.parametrize("near", [False, True])
+def test_kernel_remap_matches_reference(border, n, near, device):
+    # remap folds any distance; remap_near is exact within one image size (-n < i < 2n - 1)
     i = torch.arange(-6 * n - 3, 7 * n + 4, dtype=torch.int32, device=device)
     out = torch.empty_like(i)
-    _remap_kernel[(1,)](i, out, n, i.numel(), BORDER=borders.border_code(border), NEAR=False,
+    _remap_kernel[(1,)](i, out, n, i.numel(), BORDER=borders.border_code(border), NEAR=near,
                         BLOCK=triton.next_power_of_2(i.numel()))
     ref = border_indices(n, 6 * n + 3, 6 * n + 4, border)
-    inside = ref >= 0
     # constant: the kernel clamps (the caller substitutes the value); elsewhere identical
-    assert torch.equal(out.cpu().long()[inside], ref[inside])
-    assert ((out >= 0) & (out < n)).all()
-
-
-@pytest.mark.parametrize("border", borders.BORDERS)
-@pytest.mark.parametrize("n", [1, 2, 5, 8])
-def test_kernel_remap_near_is_exact_within_one_image_size_and_in_range_beyond(border, n, device):
-    i = torch.arange(-6 * n - 3, 7 * n + 4, dtype=torch.int32, device=device)
-    out = torch.empty_like(i)
-    _remap_kernel[(1,)](i, out, n, i.numel(), BORDER=borders.border_code(border), NEAR=True,
-                        BLOCK=triton.next_power_of_2(i.numel()))
-    ref = border_indices(n, 6 * n + 3, 6 * n + 4, border)
-    near = (i.cpu() > -n) & (i.cpu() < 2 * n - 1) & (ref >= 0)
-    assert near.sum() >= n
-    assert torch.equal(out.cpu().long()[near], ref[near])
-    assert ((out >= 0) & (out < n)).all()
+    exact = ref >= 0
+    if near:
+        exact &= (i.cpu() > -n) & (i.cpu() < 2 * n - 1)
+    assert exact.sum() >= n
+    assert torch.equal(out.cpu().long()[exact], ref[exact])
+    assert ((out >= 0) & (out < n)).all()  # never an out-of-bounds index, exact or not
 
 
 @pytest.mark.parametrize("border", borders.BORDERS)
