@@ -272,8 +272,8 @@ def _keys(x, a):
 def _phases_of_row(row_ptr, col_offs, c, WX: tl.constexpr, FX: tl.constexpr, PRO: tl.constexpr, pro_args,
                    CLAMP: tl.constexpr):
     """One source row's FX horizontal phases (a tuple of strip vectors): the row is read
-    once per source offset (shifted, coalesced loads; offsets without weight are never
-    loaded), each phase a constant-weight sum of those loads. CLAMP: the row pass of an
+    once per source offset (shifted, coalesced loads; a load no phase weighs is dead code
+    that the compiler drops), each phase a constant-weight sum of those loads. CLAMP: the row pass of an
     integer image is clamped to its range, as ``resample_kernel`` does."""
     v = (pointwise.apply_chain(pixels.load(row_ptr + col_offs[0]), c, PRO, pro_args),
          pointwise.apply_chain(pixels.load(row_ptr + col_offs[1]), c, PRO, pro_args),
@@ -431,14 +431,9 @@ def _adjoint_rows(G, k, HO, sgh, g_offs, g_mask, wx, FY: tl.constexpr, OFF64: tl
     r = FY * k
     if FY == 1:
         return (_adjoint_row(G + offset(r, sgh, OFF64), (r >= 0) & (r < HO), g_offs, g_mask, wx),)
-    elif FY == 2:
+    else:  # FY == 2 (ADJOINT_FACTORS)
         return (_adjoint_row(G + offset(r, sgh, OFF64), (r >= 0) & (r < HO), g_offs, g_mask, wx),
                 _adjoint_row(G + offset(r + 1, sgh, OFF64), (r + 1 >= 0) & (r + 1 < HO), g_offs, g_mask, wx))
-    else:
-        return (_adjoint_row(G + offset(r, sgh, OFF64), (r >= 0) & (r < HO), g_offs, g_mask, wx),
-                _adjoint_row(G + offset(r + 1, sgh, OFF64), (r + 1 >= 0) & (r + 1 < HO), g_offs, g_mask, wx),
-                _adjoint_row(G + offset(r + 2, sgh, OFF64), (r + 2 >= 0) & (r + 2 < HO), g_offs, g_mask, wx),
-                _adjoint_row(G + offset(r + 3, sgh, OFF64), (r + 3 >= 0) & (r + 3 < HO), g_offs, g_mask, wx))
 
 
 @triton.jit

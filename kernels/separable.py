@@ -409,8 +409,8 @@ def strip_kernel(X, Y, TX, TY, C, H, W, HO, WO, OY, OXA,
                PRO, pro_args, EPI, epi_args, RX, RY, SXW, BORDER, OFF64, S, KB0, NB, OXR, OY, T, HREG, CH)
 
 
-def strip_config(rx, ry, dtype):
-    """Tile of ``strip_kernel`` for a filter of radii (rx, ry) on ``dtype`` pixels:
+def strip_config(rx, ry):
+    """Tile of ``strip_kernel`` for a filter of radii (rx, ry):
     dict(HREG, S, T, SEG, CH, num_warps), from the H200 sweep in PERFORMANCE.md. The
     pending rows take 2*ry*S registers a lane, the horizontal taps from registers 2*rx + S
     more (and the taps themselves 2*rx + 1): S shrinks as the radii grow."""
@@ -463,7 +463,7 @@ def launch(x, y, tx, ty, oy=0, ox=0, border=0, border_value=0.0, pro=((), ()), e
     # a row for tall filters, which the scratch kernel does in whole-tile steps.
     if ry <= (INTERPRETER_RING_MAX if interpreting() else RING_MAX):
         _launch_strip(x, y, tx, ty, oy, ox, border, border_value, pro, epi,
-                      tile or strip_config(rx, ry, x.dtype))
+                      tile or strip_config(rx, ry))
     else:
         _launch_scratch(x, y, tx, ty, oy, ox, border, border_value, pro, epi, tile)
 

@@ -50,6 +50,22 @@ def test_integer_factors_equal_interpolate(mode, factor, gen, device):
         assert_matches(y, F.interpolate(x.cpu().double(), scale_factor=factor, mode=mode))
 
 
+@pytest.mark.parametrize("mode", ["bicubic", "bilinear"])
+def test_integer_factors_over_several_segments_and_strips(mode, gen, device, monkeypatch):
+    # the row slide with small programs (the interpreter's default is one per plane): each
+    # segment starts mid-image, where its window of rows above must be read, not assumed
+    from imgfilters.kernels import resample as kernels
+    monkeypatch.setattr(kernels, "_strip", lambda H, W: (16, 5, 1))
+    x = random_image((1, 2, 13, 37), torch.float32, gen, device).requires_grad_()
+    y = imgfilters.upsample(x, scale_factor=2, mode=mode)
+    assert_matches(y, F.interpolate(x.detach().cpu().double(), scale_factor=2, mode=mode))
+    g = torch.randn(y.shape, generator=gen).to(device)
+    (ours,) = torch.autograd.grad(y, x, g)  # the adjoint kernel, also segmented
+    x64 = x.detach().cpu().double().requires_grad_()
+    (theirs,) = torch.autograd.grad(F.interpolate(x64, scale_factor=2, mode=mode), x64, g.cpu().double())
+    assert (ours.cpu().double() - theirs).abs().max() <= 1e-5
+
+
 @pytest.mark.parametrize("dtype", KERNEL_DTYPES)
 def test_integer_factor_dtypes_layouts_and_fused_steps(dtype, gen, device):
     from torchvision.transforms import v2
@@ -191,6 +207,10 @@ def test_reference_gradient_is_interpolates():
     (lambda x: imgfilters.upsample(x, 2.0, mode="nearest", align_corners=True), ValueError, "align_corners"),
     (lambda x: imgfilters.imresize(x), ValueError, "exactly one"),
     (lambda x: imgfilters.resize(x.int(), 4), TypeError, "dtype"),
+    # outputs larger than the device's memory fail at once, naming what made them
+    (lambda x: imgfilters.upsample(x, scale_factor=1e6), ValueError, "scale_factor gives .* GiB"),
+    (lambda x: imgfilters.resize(x, 10 ** 7), ValueError, "size gives .* GiB"),
+    (lambda x: imgfilters.imresize(x, scale=(1e6, 1e3)), ValueError, "scale gives .* GiB"),
 ])
 def test_bad_arguments(call, error, match):
     x = torch.rand(2, 3, 8, 8)

@@ -55,7 +55,7 @@ def test_longest_kernel(gen, device):
 def test_wide_and_short_filter_takes_taps_from_l1(gen, device):
     # 41 taps along x (too many for registers), 3 along y; misaligned output grid as the adjoint's
     from imgfilters.kernels import separable as kernels
-    assert not kernels.strip_config(20, 1, torch.float32)["HREG"]
+    assert not kernels.strip_config(20, 1)["HREG"]
     x = random_image((1, 2, 23, 150), torch.float32, gen, device)
     tx, ty = ref.gaussian_taps(41, 6.0), torch.rand(3, generator=gen, dtype=torch.float64)
     for border in BORDERS:
@@ -343,7 +343,7 @@ def test_every_strip_tile(tile, ksize, gen):
     x = random_image((2, 3, 301, 517), torch.float32, gen, "cuda")
     tx = ref.gaussian_taps(ksize, ksize / 5 + 0.5)
     ty = ref.gaussian_taps(ksize + 4 if ksize < 63 else 61, 3.0)
-    for border in (0, 3):  # reflect, and the constant border the adjoint uses, on a shifted grid
+    for border in (0, 3):  # reflect, and the adjoint's constant border (its shifted grid: the backward tests)
         y = torch.empty_like(x)
         kernels.launch(x, y, tx.float().cuda(), ty.float().cuda(), border=border, tile=STRIP_TILES[tile])
         assert_matches(y, ref.separable_filter(x.double(), tx.cuda(), ty.cuda(), BORDERS[border]))

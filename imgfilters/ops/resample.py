@@ -17,6 +17,7 @@ Gradients for floating-point inputs are the transposed resampling, exactly
 products with the two weight matrices.
 """
 import math
+import os
 import numbers
 from typing import List
 
@@ -60,7 +61,7 @@ def resize(img, size, interpolation="bilinear", max_size=None, antialias=True):
     mode = _mode(interpolation, RESIZE_MODES, "interpolation")
     H, W = img.shape[-2:]
     out = reference.resized_size(H, W, _size_arg(size, max_size), max_size)
-    _check_out(out)
+    _check_out(img, out, "size" if size is not None else "max_size")
     aa = bool(antialias) and mode in ("bilinear", "bicubic") or mode == "lanczos"
     return _resample(img, out, mode, aa, False, (None, None))
 
@@ -151,13 +152,30 @@ def _scaled_size(img, factor, name, size, rounding):
     else:
         fy, fx = _pair_of(factor, name, float)
         out, scales = (rounding(H * fy), rounding(W * fx)), (1.0 / fy, 1.0 / fx)
-    _check_out(out)
+    _check_out(img, out, name if size is None else "size")
     return out, scales
 
 
-def _check_out(out):
+def _check_out(img, out, name):
+    """The output size ``out`` (set by the argument ``name``) is at least 1 x 1 and fits in
+    the memory of ``img``'s device: an absurd factor fails here, not after seconds in the
+    allocator (or hours in the interpreter)."""
     if min(out) < 1:
         raise ValueError(f"the output size must be at least 1 x 1, got {out[0]} x {out[1]}")
+    if torch.compiler.is_compiling() or img.device.type not in ("cpu", "cuda"):
+        return
+    nbytes = math.prod(img.shape[:-2]) * out[0] * out[1] * img.element_size()
+    limit = _device_memory(img.device)
+    if nbytes > limit:
+        raise ValueError(f"{name} gives a {out[0]} x {out[1]} output of {nbytes / 2 ** 30:.1f} GiB, more than the "
+                         f"{limit / 2 ** 30:.1f} GiB of memory of {img.device}")
+
+
+def _device_memory(device):
+    """Bytes of memory of a CPU or CUDA device."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).total_memory
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 def _axis_scale(n_in, n_out, mode, antialias, align_corners, scale):
@@ -188,8 +206,10 @@ def _output_shape(img, size):
 
 def adjoint(grad, in_size, size, mode, antialias, align_corners, scale):
     """The transposed resampling of ``grad`` (..., h, w) of ``size`` back to ``in_size``:
-    for integer upsampling factors the adjoint kernel, otherwise ``Wh^T g Ww`` with the
-    reference's weight matrices (float32 on the device; both are at most out x in)."""
+    the constant-phase adjoint kernel where both axes' factors are in
+    ``kernels.ADJOINT_FACTORS`` (1 or 2, the phase modes, no align_corners) and the input
+    is at least 2 x 2; otherwise ``Wh^T g Ww`` with the reference's weight matrices
+    (float32 on the device; both are at most out x in)."""
     code = _code(mode, antialias)
     factors = [kernels.phase_factor(code, n, m, s, align_corners, kernels.ADJOINT_FACTORS)
                for n, m, s in zip(in_size, size, scale)]
