@@ -8,6 +8,7 @@ reading, so the pixels are upright and the written EXIF says orientation 1.
 """
 import io
 import os
+import stat
 import tempfile
 from dataclasses import dataclass
 from typing import Optional
@@ -112,6 +113,17 @@ def _convert(im, mode, icc):
     return im.convert(mode), (icc if keeps_space else None)
 
 
+def _file_mode(path):
+    """The permission bits a new file at ``path`` gets: the existing file's, else 0666
+    less the process's umask, as for ``open(path, "w")``."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
 def write_image(path, pic: Picture, quality=None):
     """Write ``pic`` in the format of ``path``'s extension, with its ICC profile and EXIF,
     atomically (no partial file is ever left at ``path``)."""
@@ -139,6 +151,9 @@ def write_image(path, pic: Picture, quality=None):
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".imgfilters-", suffix=os.path.splitext(str(path))[1])
+        # mkstemp makes the file 0600: give it what open(path, "w") would (or the mode of
+        # the file it replaces)
+        os.fchmod(fd, _file_mode(path))
         with os.fdopen(fd, "wb") as f:
             im.save(f, format=fmt, **options)
         os.replace(tmp, path)

@@ -177,6 +177,21 @@ def test_output_folder_around_the_input_folder(tmp_path):
     assert (tmp_path / "a.png").exists()
 
 
+def test_outputs_get_the_umask_mode_and_overwrites_keep_theirs(tmp_path):
+    from imgfilters import io
+    pic = io.read_image(SAMPLES / "camera.png")
+    old = os.umask(0o027)
+    try:
+        io.write_image(tmp_path / "new.png", pic)
+        assert (tmp_path / "new.png").stat().st_mode & 0o777 == 0o640  # as open(path, "w") would
+        (tmp_path / "old.png").write_bytes(b"")
+        os.chmod(tmp_path / "old.png", 0o604)
+        io.write_image(tmp_path / "old.png", pic)
+        assert (tmp_path / "old.png").stat().st_mode & 0o777 == 0o604
+    finally:
+        os.umask(old)
+
+
 def test_refuses_to_overwrite_unless_asked_and_never_the_input(tmp_path):
     Image.fromarray(noisy(clean("camera"), 10)).save(tmp_path / "in.png")
     (tmp_path / "out.png").write_bytes(b"keep me")
