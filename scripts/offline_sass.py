@@ -1,0 +1,138 @@
+"""Compile a kernel for the H200 (sm_90a) on a machine without a GPU or torch, and report
+what the GPU machine's compiler makes of it: compile time, registers, spills and the
+SASS instruction mix. Device time is scarce; this answers "does it compile on Triton
+3.6, how many registers, how many instructions a tap" for free.
+
+    python -m venv /tmp/t36 && /tmp/t36/bin/pip install triton==3.6.0 numpy
+    /tmp/t36/bin/python scripts/offline_sass.py "R=4" "R=7,dtype='uint8',K=128,BW=256,nw=8" [--sass out.txt]
+
+Each case is keyword arguments of ``bilateral_case`` (the forward bilateral kernel on 4K
+RGB); other kernels follow the same pattern with their own argument lists. Triton's
+launcher is fed stand-ins for the driver and for tensors (only their dtype and a 16-byte
+aligned address matter to the compiler), and ptxas/cuobjdump come with Triton's wheel.
+"""
+import collections
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp())
+
+import triton  # noqa: E402
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.backends.nvidia.compiler import get_ptxas  # noqa: E402
+from triton.runtime import driver  # noqa: E402
+
+
+class _Dtype:
+    """What Triton reads of a torch dtype: its name."""
+    __module__ = "torch"
+
+    def __init__(self, name):
+        self.name = name
+
+    def __str__(self):
+        return "torch." + self.name
+
+
+_DTYPES = {}
+
+
+class Tensor:
+    """A stand-in for a tensor argument: a dtype and a 16-byte aligned address."""
+
+    def __init__(self, dtype):
+        self.dtype = _DTYPES.setdefault(dtype, _Dtype(dtype))
+
+    @staticmethod
+    def data_ptr():
+        return 0
+
+    @staticmethod
+    def ptr_range():
+        return 0
+
+
+class _Driver:
+    """The active driver, as far as compiling goes: one H200."""
+
+    def get_current_device(self):
+        return 0
+
+    def get_current_stream(self, device=None):
+        return 0
+
+    def get_current_target(self):
+        return GPUTarget("cuda", 90, 32)
+
+    def get_active_torch_device(self):
+        return None
+
+
+driver.set_active(_Driver())
+
+
+def compile_sm90(kernel, args, meta, num_warps):
+    """(seconds, ptxas report, SASS text) of ``kernel`` compiled for sm_90a."""
+    t = time.time()
+    compiled = kernel.warmup(*args, grid=(1,), num_warps=num_warps, num_stages=1, **meta)
+    seconds = time.time() - t
+    tools = os.path.dirname(get_ptxas(90).path)
+    with tempfile.TemporaryDirectory() as d:
+        ptx, obj = os.path.join(d, "k.ptx"), os.path.join(d, "k.o")
+        with open(ptx, "w") as f:
+            f.write(compiled.asm["ptx"])
+        report = subprocess.run([get_ptxas(90).path, "-v", "--gpu-name=sm_90a", ptx, "-o", obj],
+                                capture_output=True, text=True).stderr
+        sass = subprocess.run([os.path.join(tools, "cuobjdump"), "--dump-sass", obj],
+                              capture_output=True, text=True).stdout
+    return seconds, report, sass
+
+
+def instruction_mix(sass):
+    """Opcode counts of a SASS listing, most frequent first."""
+    ops = collections.Counter()
+    for line in sass.splitlines():
+        m = re.match(r"\s+/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_]+)", line)
+        if m:
+            ops[m.group(1)] += 1
+    return ops
+
+
+def bilateral_case(dtype="float32", C=3, R=4, DISK=False, L1=False, JOINT=False, CG=3, SLIDE=True, K=128,
+                   BW=128, nw=4):
+    """The forward bilateral kernel's arguments for a 4K image of C channels."""
+    from kernels import bilateral
+    H, W = 2160, 3840
+    x, f = Tensor(dtype), Tensor("float32")
+    strides = (C * H * W, H * W, W, 1)
+    args = (x, x, x, f, f, f, H, W, *strides, *strides, *strides, 0.0, (), (), (), ())
+    meta = dict(C=C, CG=CG if JOINT else C, R=R, DISK=DISK, L1=L1, JOINT=JOINT, BORDER=0, NEAR=True, OFF64=False,
+                STORE_DEN=False, SIZE_CLASS=23, SLIDE=SLIDE, K=K, BW=BW)
+    return bilateral.bilateral_kernel, args, meta, nw
+
+
+def main():
+    cases = [a for a in sys.argv[1:] if not a.startswith("--")]
+    sass_out = sys.argv[sys.argv.index("--sass") + 1] if "--sass" in sys.argv else None
+    cases = [c for c in cases if c != sass_out]
+    print(f"# triton {triton.__version__}, sm_90a")
+    for case in cases:
+        kernel, args, meta, num_warps = bilateral_case(**eval(f"dict({case})"))
+        seconds, report, sass = compile_sm90(kernel, args, meta, num_warps)
+        regs = re.findall(r"Used (\d+) registers", report)
+        spills = re.findall(r"(\d+) bytes spill stores", report)
+        mix = instruction_mix(sass)
+        print(f"{case:40s} {seconds:5.1f} s  registers {regs}  spill stores {spills} B  "
+              f"{sum(mix.values())} SASS: {mix.most_common(8)}", flush=True)
+        if sass_out:
+            with open(sass_out, "w") as f:
+                f.write(sass)
+
+
+if __name__ == "__main__":
+    main()
