@@ -25,6 +25,10 @@ PROG = "imgfilters-denoise"
 BATCH = 8                 # images read at once in directory mode; equal sizes share one launch
 CPU_BUDGET = 2 * 2 ** 30  # bytes of working memory for one CPU (float64 reference) call
 NOISE_CROP = 2048         # tiled images estimate their noise on a centred crop this large
+SIGMA_COLOR, SIGMA_SPACE = 0.1, 1.5  # the bilateral defaults
+# each method's own options: given with the other method they would do nothing
+METHOD_OPTIONS = {"nlm": ("sigma", "h", "patch_size", "search_radius"),
+                  "bilateral": ("sigma_color", "sigma_space", "radius")}
 
 
 class UsageError(Exception):
@@ -41,18 +45,22 @@ def build_parser():
                 "on the GPU when there is one.")
     p.add_argument("input", help="an image file, or a folder: every PNG/JPEG/TIFF/WebP below it")
     p.add_argument("output", help="the output file (format from its extension), or a folder for folder input")
-    p.add_argument("--method", choices=("nlm", "bilateral"), default="nlm")
-    nlm = p.add_argument_group("non-local means (unit intensity scale: 10/255 = 0.0392)")
-    nlm.add_argument("--sigma", type=float, help="noise sigma; default: estimated per image")
+    p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    p.add_argument("--method", choices=("nlm", "bilateral"), default="nlm",
+                   help="non-local means or a bilateral filter (default nlm)")
+    nlm = p.add_argument_group("non-local means (--method nlm; unit intensity scale: 10/255 = 0.0392)")
+    nlm.add_argument("--sigma", type=float, help="noise sigma, > 0; default: estimated per image")
     nlm.add_argument("--h", type=float, help="filtering strength; default: IPOL's factor times sigma")
     nlm.add_argument("--patch-size", type=int, help="odd patch side; default: from sigma (IPOL table)")
     nlm.add_argument("--search-radius", type=int, help="search window radius; default: from sigma")
-    bil = p.add_argument_group("bilateral")
-    bil.add_argument("--sigma-color", type=float, default=0.1, help="range sigma, unit scale (default 0.1)")
-    bil.add_argument("--sigma-space", type=float, default=1.5, help="spatial sigma in pixels (default 1.5)")
-    bil.add_argument("--radius", type=int, help="window radius; default ceil(2 sigma_space)")
-    p.add_argument("--strength", type=float, default=1.0, help="multiplies h (nlm) or sigma_color (bilateral)")
-    p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
+    bil = p.add_argument_group("bilateral (--method bilateral)")
+    bil.add_argument("--sigma-color", type=float, help=f"range sigma, unit scale (default {SIGMA_COLOR})")
+    bil.add_argument("--sigma-space", type=float, help=f"spatial sigma in pixels (default {SIGMA_SPACE})")
+    bil.add_argument("--radius", type=int, help="window radius (default ceil(2 sigma_space))")
+    p.add_argument("--strength", type=float, default=1.0,
+                   help="multiplies h (nlm) or sigma_color (bilateral) (default 1.0)")
+    p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto",
+                   help="where to filter; auto: the GPU when there is one (default auto)")
     p.add_argument("--quality", type=int, help="JPEG / WebP quality, 1-100 (default: Pillow's)")
     p.add_argument("--tile", type=int, help="process in N x N tiles (default: only when memory requires)")
     p.add_argument("--print-params", action="store_true", help="print the estimated sigma and parameters used")
@@ -90,7 +98,24 @@ def main(argv=None):
         return 1
 
 
+def _version():
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("imgfilters")
+    except PackageNotFoundError:  # run from a source tree that is not installed
+        return "(not installed)"
+
+
 def _settings(args):
+    for method, names in METHOD_OPTIONS.items():
+        given = [n for n in names if getattr(args, n) is not None]
+        if method != args.method and given:
+            flag = "--" + given[0].replace("_", "-")
+            raise UsageError(f"{flag} is a --method {method} option; it does nothing with --method {args.method}")
+    if args.sigma == 0:
+        raise UsageError("--sigma 0 means no noise: there is nothing to denoise (leave --sigma out to estimate it)")
+    args.sigma_color = SIGMA_COLOR if args.sigma_color is None else args.sigma_color
+    args.sigma_space = SIGMA_SPACE if args.sigma_space is None else args.sigma_space
     if args.device == "cuda" and not torch.cuda.is_available():
         raise UsageError("--device cuda: no CUDA GPU is available")
     device = torch.device("cuda" if args.device != "cpu" and torch.cuda.is_available() else "cpu")

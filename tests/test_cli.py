@@ -233,6 +233,10 @@ def test_every_usage_error_gives_code_2_and_one_line(tmp_path, capsys):
         (tmp_path / "ok.png", tmp_path / "o15.png", "--method", "bilateral", "--sigma-space", "20"),
         (tmp_path / "ok.png", tmp_path / "o16.png", "--search-radius", "36"),  # the library's limits: 35
         (tmp_path / "ok.png", tmp_path / "o17.png", "--method", "bilateral", "--radius", "33"),  # and 32
+        # the other method's options would be ignored; a zero noise level would copy the input
+        (tmp_path / "ok.png", tmp_path / "o18.png", "--method", "bilateral", "--patch-size", "5"),
+        (tmp_path / "ok.png", tmp_path / "o19.png", "--sigma-color", "0.1"),
+        (tmp_path / "ok.png", tmp_path / "o20.png", "--sigma", "0"),
     ]
     for case in cases:
         r = run_in_process(capsys, *case)
@@ -247,3 +251,14 @@ def test_console_script_is_installed():
     assert exe is not None
     r = run("--help", script=(exe,))
     assert r.returncode == 0 and "--search-radius" in r.stdout
+
+
+def test_version_and_help_state_every_default(capsys):
+    from importlib.metadata import version
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out.strip() == f"{cli.PROG} {version('imgfilters')}"
+    for action in cli.build_parser()._actions:
+        if action.option_strings and action.dest not in ("help", "version"):
+            assert action.help, action.dest
+            assert "default" in action.help or action.const is not None, action.dest  # store_true flags: off
