@@ -211,6 +211,7 @@ def test_gradient_only_for_the_guide(gen, device):
     (lambda x: imgfilters.joint_bilateral(x, torch.rand(2, 1, 8, 9)), ValueError, "guide"),
     (lambda x: imgfilters.joint_bilateral(x, torch.rand(3, 1, 8, 8)), ValueError, "guide"),
     (lambda x: imgfilters.joint_bilateral(x, "guide"), TypeError, "guide"),
+    (lambda x: imgfilters.joint_bilateral(x, None), TypeError, "guide"),  # not a bilateral filter in disguise
 ])
 def test_bad_arguments_raise_before_launch(call, error, match):
     x = torch.rand(2, 3, 8, 8)
@@ -369,6 +370,8 @@ def test_upsample_reference_gradcheck(gen):
     (lambda lo, g: imgfilters.joint_bilateral_upsample(lo, g, 0.1, 0.0), ValueError, "sigma_space"),
     (lambda lo, g: imgfilters.joint_bilateral_upsample(lo, g, radius=-1), ValueError, "radius"),
     (lambda lo, g: imgfilters.joint_bilateral_upsample(lo, g, window="hex"), ValueError, "window"),
+    (lambda lo, g: imgfilters.joint_bilateral_upsample(lo, None), TypeError, "guide"),
+    (lambda lo, g: imgfilters.joint_bilateral_upsample(lo, g[..., :3, :]), ValueError, "smaller"),
 ])
 def test_upsample_bad_arguments(call, error, match):
     with pytest.raises(error, match=match):

@@ -55,7 +55,8 @@ def bilateral(img, sigma_color=0.1, sigma_space=1.5, *, radius=None, window="squ
     ``cv2.bilateralFilter(img, 2 * radius + 1, 255 * sigma_color, sigma_space,
     borderType=cv2.BORDER_REFLECT_101)`` on uint8 within one grey level.
     """
-    args = _arguments(img, None, sigma_color, sigma_space, radius, window, color_distance, border, border_value)
+    args = _arguments(img, None, sigma_color, sigma_space, radius, window, color_distance, border, border_value,
+                      joint=False)
     return _image.wrap(img, _bilateral_op(img, *args))
 
 
@@ -100,11 +101,11 @@ def joint_bilateral_upsample(lowres, guide, sigma_color=0.1, sigma_space=1.0, *,
 
 
 def _arguments(img, guide, sigma_color, sigma_space, radius, window, color_distance, border, border_value,
-               name="img", same_size=True):
+               name="img", same_size=True, joint=True):
     """The ops' arguments after the image(s), checked as far as shapes, dtypes and Python
     values go (tensors' values are checked inside the op, by ``_Params``)."""
     _image.check_image(img, name)
-    if guide is not None:
+    if joint:  # the joint filters need their guide; None is not "no guide" (that is ``bilateral``)
         _image.check_image(guide, "guide")
     _image.check_border(border, border_value)
     if window not in WINDOWS:
@@ -115,6 +116,9 @@ def _arguments(img, guide, sigma_color, sigma_space, radius, window, color_dista
     g4 = x4 if guide is None else _image.as_planes(guide)
     if guide is not None and guide.device != img.device:
         raise ValueError(f"guide is on {guide.device}, {name} on {img.device}")
+    if not same_size and (g4.shape[-2] < x4.shape[-2] or g4.shape[-1] < x4.shape[-1]):
+        raise ValueError(f"guide {tuple(guide.shape[-2:])} is smaller than {name} {tuple(img.shape[-2:])}: the "
+                         f"output takes the guide's size, so this would downsample")
     if (same_size and g4.shape[-2:] != x4.shape[-2:]) or g4.shape[0] not in (1, x4.shape[0]):
         need = f"{name}'s H and W and " if same_size else ""
         batch = "a batch of 1" if x4.shape[0] == 1 else f"a batch of {x4.shape[0]} or 1"
