@@ -14,6 +14,7 @@ sampled uniformly with torch's RNG on every call, and with ``per_sample=True`` t
 bilateral transform draws one value per image of a batch and filters the batch in one
 launch (so does ``NonLocalMeans`` for ``h`` and ``sigma``).
 """
+import math
 import numbers
 
 import PIL.Image
@@ -62,6 +63,8 @@ def _range(value, name, low=None):
         lo = hi = float(value)
     else:
         raise TypeError(f"{name} must be a number or a (low, high) range, got {type(value).__name__}")
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        raise ValueError(f"{name} must be finite, got {value!r}")
     if low is not None and lo <= low:
         raise ValueError(f"{name} must be > {low}, got {value!r}")
     return (lo, hi)
@@ -146,6 +149,7 @@ class Bilateral(v2.Transform):
         super().__init__()
         self.sigma_color = _range(sigma_color, "sigma_color", low=0.0)
         self.sigma_space = _range(sigma_space, "sigma_space", low=0.0)
+        _bilateral.check_options(radius, window, color_distance, border, border_value)  # now, not at the first call
         self.radius, self.window, self.color_distance = radius, window, color_distance
         self.border, self.border_value, self.per_sample = border, border_value, per_sample
 

@@ -176,3 +176,12 @@ def test_repr_and_bad_arguments():
         T.NonLocalMeans(h=-0.1)
     with pytest.raises(ValueError, match="sigma"):
         T.NonLocalMeans(sigma=(-0.1, 0.1))
+    # checked when the transform is made, not at its first call
+    with pytest.raises(ValueError, match="sigma_color"):
+        T.Bilateral(sigma_color=(0.1, float("nan")))
+    with pytest.raises(ValueError, match="window"):
+        T.Bilateral(window="foo")
+    with pytest.raises(ValueError, match="radius"):
+        T.JointBilateral(radius=1000)
+    with pytest.raises(ValueError, match="border"):
+        T.Bilateral(border="wrap")

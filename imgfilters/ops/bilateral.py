@@ -107,11 +107,7 @@ def _arguments(img, guide, sigma_color, sigma_space, radius, window, color_dista
     _image.check_image(img, name)
     if joint:  # the joint filters need their guide; None is not "no guide" (that is ``bilateral``)
         _image.check_image(guide, "guide")
-    _image.check_border(border, border_value)
-    if window not in WINDOWS:
-        raise ValueError(f"window must be one of {WINDOWS}, got {window!r}")
-    if color_distance not in DISTANCES:
-        raise ValueError(f"color_distance must be one of {DISTANCES}, got {color_distance!r}")
+    radius = check_options(radius, window, color_distance, border, border_value)
     x4 = _image.as_planes(img)
     g4 = x4 if guide is None else _image.as_planes(guide)
     if guide is not None and guide.device != img.device:
@@ -127,6 +123,19 @@ def _arguments(img, guide, sigma_color, sigma_space, radius, window, color_dista
     for n, t in ((name, x4), ("guide", g4)):
         if t.shape[1] > MAX_CHANNELS:
             raise ValueError(f"{n} has {t.shape[1]} channels; at most {MAX_CHANNELS} are supported")
+    return (*_image.per_image(sigma_color, "sigma_color", x4.shape[0]),
+            *_image.per_image(sigma_space, "sigma_space", x4.shape[0]), radius, window, color_distance, border,
+            float(border_value))
+
+
+def check_options(radius, window, color_distance, border, border_value):
+    """Check the family's options that are plain Python values (the transforms check them
+    when they are made); returns the radius as an int, or None."""
+    _image.check_border(border, border_value)
+    if window not in WINDOWS:
+        raise ValueError(f"window must be one of {WINDOWS}, got {window!r}")
+    if color_distance not in DISTANCES:
+        raise ValueError(f"color_distance must be one of {DISTANCES}, got {color_distance!r}")
     if radius is not None:
         try:
             radius = operator.index(radius)  # ints, numpy and 0-d torch integers; not floats or bools
@@ -134,9 +143,7 @@ def _arguments(img, guide, sigma_color, sigma_space, radius, window, color_dista
             radius = None
         if radius is None or isinstance(radius, bool) or not 0 <= radius <= kernels.MAX_RADIUS:
             raise ValueError(f"radius must be an integer in [0, {kernels.MAX_RADIUS}]")
-    return (*_image.per_image(sigma_color, "sigma_color", x4.shape[0]),
-            *_image.per_image(sigma_space, "sigma_space", x4.shape[0]), radius, window, color_distance, border,
-            float(border_value))
+    return radius
 
 
 class _Params:
