@@ -222,6 +222,14 @@ def test_bad_arguments_raise_before_launch(call, error, match):
         call(x)
 
 
+def test_arguments_are_checked_in_their_order():
+    # a bad h on an image too small for the noise estimate: the error names h, the first
+    with pytest.raises(ValueError, match="h must"):
+        imgfilters.nl_means(torch.rand(1, 3, 16, 16), h=-0.1)
+    with pytest.raises(ValueError, match="too small to estimate"):
+        imgfilters.nl_means(torch.rand(1, 3, 16, 16), h=0.1)
+
+
 @gpu
 @pytest.mark.parametrize("dtype", [torch.float32, torch.uint8])
 def test_large_image_matches_reference_and_allocates_only_the_output(dtype, gen, monkeypatch):

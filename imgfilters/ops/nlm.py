@@ -75,19 +75,21 @@ def nl_means(img, h=None, *, sigma=None, patch_size=None, search_radius=None, bo
     ``P^2`` and drops weights below ``exp(-5)``, so its results differ by up to about a dB
     of PSNR, either way, most with small patches.
     """
+    # the arguments in the order they come, then what depends on several of them
     _image.check_image(img)
-    _image.check_border(border, border_value)
     B, C = _image.as_planes(img).shape[:2]
     if C > kernels.MAX_CHANNELS:
         raise ValueError(f"img has {C} channels; nl_means supports 1 to {kernels.MAX_CHANNELS}")
-    if sigma is None:
-        noise.check_size(img)
+    estimated = sigma is None
+    h = (None, None) if h is None else _image.per_image(h, "h", B)
+    sigma = (None, None) if estimated else _image.per_image(sigma, "sigma", B, positive=False)
     if patch_size is not None:
         patch_size = _check_size(patch_size, "patch_size", 1, kernels.MAX_PATCH, odd=True)
     if search_radius is not None:
         search_radius = _check_size(search_radius, "search_radius", 0, kernels.MAX_RADIUS)
-    h = (None, None) if h is None else _image.per_image(h, "h", B)
-    sigma = (None, None) if sigma is None else _image.per_image(sigma, "sigma", B, positive=False)
+    _image.check_border(border, border_value)
+    if estimated:
+        noise.check_size(img)
     return _image.wrap(img, _nlm_op(img, *h, *sigma, patch_size, search_radius, border, float(border_value)))
 
 
