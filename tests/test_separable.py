@@ -286,6 +286,8 @@ def test_half_precision_gradient_keeps_dtype(gen, device):
     (lambda x: imgfilters.unsharp_mask(x, 0.0), ValueError, "sigma"),
     (lambda x: imgfilters.unsharp_mask(x, 1.0, 1.0, -0.1), ValueError, "threshold"),
     (lambda x: imgfilters.unsharp_mask(x, 50.0), ValueError, "sigma"),
+    # the taps get no gradient: refused, not silently dropped
+    (lambda x: imgfilters.separable_filter(x, torch.ones(3, requires_grad=True)), ValueError, "kernel_x requires grad"),
 ])
 def test_bad_arguments_raise_before_launch(call, error, match):
     x = torch.rand(1, 3, 8, 8)

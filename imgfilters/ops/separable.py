@@ -140,7 +140,11 @@ def _pair(value, name, kind):
 def _check_taps(taps, name):
     """A private float64 CPU copy of 1-D odd-length taps (a copy: the backward pass must see
     the taps of the forward even if the caller changes theirs in between). That they are
-    finite is checked inside the op (``_finite_taps``)."""
+    finite is checked inside the op (``_finite_taps``). Taps that require grad are
+    refused: gradients flow to the image only, and a silently missing one is worse."""
+    if isinstance(taps, torch.Tensor) and taps.requires_grad and torch.is_grad_enabled():
+        raise ValueError(f"{name} requires grad, but the taps get no gradient (only the image does): "
+                         f"pass {name}.detach()")
     try:
         t = torch.as_tensor(taps.detach() if isinstance(taps, torch.Tensor) else taps)
     except (TypeError, ValueError, RuntimeError):
