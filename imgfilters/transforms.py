@@ -219,6 +219,11 @@ class Resize(v2.Resize):
     output sizes, float32 within 1e-5 and uint8 within 1 of torchvision. Bounding boxes,
     masks and other tv_tensors go through torchvision's own resize."""
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.size is not None and any(s < 1 for s in self.size):  # torchvision lets 0 wait for the first call
+            raise ValueError(f"size must be positive, got {self.size}")
+
     def transform(self, inpt, params):
         if not_an_image(inpt) or (isinstance(inpt, PIL.Image.Image) and inpt.mode not in _PIL_MODES):
             # boxes, masks, 16-bit and palette PIL images: torchvision's resize, given the enum

@@ -185,3 +185,7 @@ def test_repr_and_bad_arguments():
         T.JointBilateral(radius=1000)
     with pytest.raises(ValueError, match="border"):
         T.Bilateral(border="wrap")
+    with pytest.raises(ValueError, match="size"):
+        T.Resize(0)
+    with pytest.raises(ValueError, match="size"):
+        T.Resize((4, -1))
