@@ -92,7 +92,8 @@ def joint_bilateral_upsample(lowres, guide, sigma_color=0.1, sigma_space=1.0, *,
     Low-resolution samples sit at their true fractional positions (half-pixel centres,
     as ``F.interpolate(align_corners=False)``), and the guide value of a sample is the
     guide resampled bilinearly at its centre. The output has ``lowres``'s leading dims and
-    channels, the guide's H and W, and ``lowres``'s dtype. One launch, no memory beyond the
+    channels, the guide's H and W, and ``lowres``'s dtype: a guide smaller than ``lowres``
+    along an axis downsamples along it, by the same rule. One launch, no memory beyond the
     output, where ``unfold``-based versions need the window times the output.
     """
     args = _arguments(lowres, guide, sigma_color, sigma_space, radius, window, color_distance, border, border_value,
@@ -112,9 +113,6 @@ def _arguments(img, guide, sigma_color, sigma_space, radius, window, color_dista
     g4 = x4 if guide is None else _image.as_planes(guide)
     if guide is not None and guide.device != img.device:
         raise ValueError(f"guide is on {guide.device}, {name} on {img.device}")
-    if not same_size and (g4.shape[-2] < x4.shape[-2] or g4.shape[-1] < x4.shape[-1]):
-        raise ValueError(f"guide {tuple(guide.shape[-2:])} is smaller than {name} {tuple(img.shape[-2:])}: the "
-                         f"output takes the guide's size, so this would downsample")
     if (same_size and g4.shape[-2:] != x4.shape[-2:]) or g4.shape[0] not in (1, x4.shape[0]):
         need = f"{name}'s H and W and " if same_size else ""
         batch = "a batch of 1" if x4.shape[0] == 1 else f"a batch of {x4.shape[0]} or 1"
