@@ -3,8 +3,8 @@ what the GPU machine's compiler makes of it: compile time, registers, spills and
 SASS instruction mix. Device time is scarce; this answers "does it compile on Triton
 3.6, how many registers, how many instructions a tap" for free.
 
-    python -m venv /tmp/t36 && /tmp/t36/bin/pip install triton==3.6.0 numpy
-    /tmp/t36/bin/python scripts/offline_sass.py "R=4" "R=7,dtype='uint8',K=128,BW=256,nw=8" [--sass out.txt]
+    python -m venv .venv-triton36 && .venv-triton36/bin/pip install triton==3.6.0 numpy
+    .venv-triton36/bin/python scripts/offline_sass.py "R=4" "R=7,dtype='uint8',K=128,BW=256,nw=8" [--sass out.txt]
 
 Each case is keyword arguments of ``bilateral_case`` (the forward bilateral kernel on 4K
 RGB); other kernels follow the same pattern with their own argument lists. Triton's
