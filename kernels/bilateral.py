@@ -551,7 +551,13 @@ def upsample_kernel(L, G, Y, GO, DL, DGL, DGH, COLOR, SPACE, C, CG, h, w, H, W,
         tl.store(DGH + g_offs, dg_p, (chg < CG)[:, None, None] & inside_out[None, :, :])
 
 
-def _prune(configs_, named_args, **kwargs):
+# Joint upsampling tiles (the block design): (CP, BH, BW) blocks, pruned by channels.
+UPSAMPLE_TILES = [dict(BH=16, BW=32, num_warps=4), dict(BH=16, BW=64, num_warps=4),
+                  dict(BH=32, BW=32, num_warps=4), dict(BH=8, BW=64, num_warps=4), dict(BH=8, BW=32, num_warps=2)]
+UPSAMPLE_CONFIGS = tile_configs(UPSAMPLE_TILES)
+
+
+def _prune_upsample(configs_, named_args, **kwargs):
     """At most 4K pixel-channel accumulators a program: channels shrink the tile."""
     cp = max(kwargs["CP"], kwargs["CGP"])
     kept = [c for c in configs_ if cp * c.kwargs["BH"] * c.kwargs["BW"] <= 4096]
@@ -583,26 +589,28 @@ def forward_tiles(configs_, named_args, **meta):
     return tile_configs(kept.values())
 
 
-TILES = [dict(BH=16, BW=32, num_warps=4), dict(BH=16, BW=64, num_warps=4),
-         dict(BH=32, BW=32, num_warps=4), dict(BH=8, BW=64, num_warps=4), dict(BH=8, BW=32, num_warps=2)]
-CONFIGS = tile_configs(TILES)
 bilateral_tuned = triton.autotune(
     configs=tile_configs(ROW_TILES),
     key=["C", "CG", "R", "DISK", "L1", "JOINT", "BORDER", "NEAR", "PRO", "EPI", "SIZE_CLASS"],
     prune_configs_by={"early_config_prune": forward_tiles},
 )(bilateral_kernel)
 upsample_tuned = triton.autotune(
-    configs=CONFIGS,
+    configs=UPSAMPLE_CONFIGS,
     key=["R", "DISK", "L1", "BORDER", "CP", "CGP", "PRO", "EPI", "SIZE_CLASS"],
-    prune_configs_by={"early_config_prune": _prune},
+    prune_configs_by={"early_config_prune": _prune_upsample},
 )(upsample_kernel)
+
+
+def _guide_batch_stride(guide, batch):
+    """The guide's batch stride: 0 when one guide serves every image."""
+    return guide.stride(0) if guide.shape[0] == batch else 0
 
 
 def _common(x, guide, joint, radius, disk, l1, border):
     """Arguments shared by the backward launches."""
     B, C, H, W = x.shape
     CG = guide.shape[1]
-    sgb = guide.stride(0) if guide.shape[0] == B else 0
+    sgb = _guide_batch_stride(guide, B)
     meta = dict(R=radius, DISK=disk, L1=l1, JOINT=joint, BORDER=border, OFF64=needs_int64(x, guide),
                 CP=triton.next_power_of_2(C), CGP=triton.next_power_of_2(CG) if joint else 1)
     return (C, CG, H, W, *x.stride(), sgb, *guide.stride()[1:]), meta
@@ -616,7 +624,7 @@ def launch(x, guide, y, color, space, radius, disk, l1, joint, border=0, border_
     receives the weight sums when given. ``tile``, a ``triton.Config`` of SLIDE, K, BW
     and num_warps, bypasses the tile choice."""
     B, C, H, W = x.shape
-    sgb = guide.stride(0) if guide.shape[0] == B else 0
+    sgb = _guide_batch_stride(guide, B)
     args = (x, guide, y, y if den is None else den, color, space, H, W, *x.stride(), sgb, *guide.stride()[1:],
             *y.stride(), float(border_value), pro[0], pro[1], epi[0], epi[1])
     meta = dict(C=C, CG=guide.shape[1] if joint else C, R=radius, DISK=disk, L1=l1, JOINT=joint, BORDER=border,
@@ -657,7 +665,7 @@ def launch_upsample(low, guide, y, color, space, radius, disk, l1, border=0, bor
     (contiguous float32; d_low and d_guide_low zeroed) runs the gradient pass instead."""
     B, C, h, w = low.shape
     CG, H, W = guide.shape[1:]
-    sgb = guide.stride(0) if guide.shape[0] == B else 0
+    sgb = _guide_batch_stride(guide, B)
     grad, d_low, d_glow, d_g = backward if backward is not None else (y, y, y, y)
     args = (low, guide, y, grad, d_low, d_glow, d_g, color, space, C, CG, h, w, H, W, *low.stride(), sgb,
             *guide.stride()[1:], *y.stride(), float(border_value), pro[0], pro[1], epi[0], epi[1])
@@ -677,5 +685,5 @@ def _dispatch(kernel, tuned, x, B, H, W, args, meta, fixed=None):
     if interpreting():
         fixed = triton.Config(dict(BH=pow2_at_least(H, 1, 128), BW=pow2_at_least(W, 1, 128)))
     elif fixed is None and not autotuning():
-        fixed = _prune(CONFIGS, None, **meta)[0]
+        fixed = _prune_upsample(UPSAMPLE_CONFIGS, None, **meta)[0]
     launch_tile_or_tuned(kernel, tuned, grid, args, meta, fixed, x)
