@@ -64,11 +64,12 @@ def check_border(border, border_value=0.0):
 def check_number(value, name, *, low=None, high=None, low_open=False):
     """Validate a real, finite scalar parameter in [low, high] (or (low, high] when
     ``low_open``); returns it as a float."""
-    if isinstance(value, torch.Tensor) and value.numel() == 1:
-        value = value.item()
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    value = float(value)
+    if type(value) is not float:  # (the common case skips the slower checks)
+        if isinstance(value, torch.Tensor) and value.numel() == 1:
+            value = value.item()
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+        value = float(value)
     if not -math.inf < value < math.inf:  # not math.isfinite: torch.compile traces comparisons of symbolic floats
         raise ValueError(f"{name} must be finite, got {value}")
     if low is not None and (value <= low if low_open else value < low):

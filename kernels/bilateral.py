@@ -19,8 +19,9 @@ import triton
 import triton.language as tl
 
 from .core import borders, pixels, pointwise
-from .core.tiling import (autotuning, interpreting, launch_tile_or_tuned, needs_int64, offset, on_device,
-                          pow2_at_least, programs, size_class, tile_configs, tile_origin)
+from .core.launch import Tuning, launch as launch_kernel, tile_config
+from .core.tiling import (cdiv, interpreting, needs_int64, next_pow2, offset, pow2_at_least, programs, size_class,
+                          tile_origin)
 
 LOG2E: tl.constexpr = tl.constexpr(1.4426950408889634)
 MAX_RADIUS = 32
@@ -554,14 +555,13 @@ def upsample_kernel(L, G, Y, GO, DL, DGL, DGH, COLOR, SPACE, C, CG, h, w, H, W,
 # Joint upsampling tiles (the block design): (CP, BH, BW) blocks, pruned by channels.
 UPSAMPLE_TILES = [dict(BH=16, BW=32, num_warps=4), dict(BH=16, BW=64, num_warps=4),
                   dict(BH=32, BW=32, num_warps=4), dict(BH=8, BW=64, num_warps=4), dict(BH=8, BW=32, num_warps=2)]
-UPSAMPLE_CONFIGS = tile_configs(UPSAMPLE_TILES)
 
 
-def _prune_upsample(configs_, named_args, **kwargs):
+def upsample_tiles(meta):
     """At most 4K pixel-channel accumulators a program: channels shrink the tile."""
-    cp = max(kwargs["CP"], kwargs["CGP"])
-    kept = [c for c in configs_ if cp * c.kwargs["BH"] * c.kwargs["BW"] <= 4096]
-    return kept or [min(configs_, key=lambda c: c.kwargs["BH"] * c.kwargs["BW"])]
+    cp = max(meta["CP"], meta["CGP"])
+    kept = [t for t in UPSAMPLE_TILES if cp * t["BH"] * t["BW"] <= 4096]
+    return [tile_config(**t) for t in kept or [min(UPSAMPLE_TILES, key=lambda t: t["BH"] * t["BW"])]]
 
 
 # Forward tiles, one column per thread. SLIDE keeps 2R + 1 output rows of C + 1 sums
@@ -577,28 +577,21 @@ SLIDE_VECTORS = 128
 ROW_VECTORS = 96
 
 
-def forward_tiles(configs_, named_args, **meta):
-    """The forward's candidate tiles for a launch's ``meta`` (an early_config_prune: the
-    autotuner's own list is only a placeholder): SLIDE when the 2R + 1 slots fit."""
+def forward_tiles(meta):
+    """The forward's candidate tiles for a launch's ``meta``: SLIDE when the 2R + 1 slots
+    fit."""
     if (2 * meta["R"] + 1) * (meta["C"] + 1 + meta["CG"]) <= SLIDE_VECTORS:
-        return tile_configs(SLIDE_TILES)
+        return [tile_config(**t) for t in SLIDE_TILES]
     k_max = max(1, ROW_VECTORS // (meta["C"] + 1 + meta["CG"]))
     kept = {}
     for t in ROW_TILES:
         kept.setdefault((min(t["K"], k_max), t["BW"], t["num_warps"]), dict(t, K=min(t["K"], k_max)))
-    return tile_configs(kept.values())
+    return [tile_config(**t) for t in kept.values()]
 
 
-bilateral_tuned = triton.autotune(
-    configs=tile_configs(ROW_TILES),
-    key=["C", "CG", "R", "DISK", "L1", "JOINT", "BORDER", "NEAR", "PRO", "EPI", "SIZE_CLASS"],
-    prune_configs_by={"early_config_prune": forward_tiles},
-)(bilateral_kernel)
-upsample_tuned = triton.autotune(
-    configs=UPSAMPLE_CONFIGS,
-    key=["R", "DISK", "L1", "BORDER", "CP", "CGP", "PRO", "EPI", "SIZE_CLASS"],
-    prune_configs_by={"early_config_prune": _prune_upsample},
-)(upsample_kernel)
+forward_tuning = Tuning(forward_tiles, key=["C", "CG", "R", "DISK", "L1", "JOINT", "BORDER", "NEAR", "PRO", "EPI",
+                                            "SIZE_CLASS"])
+upsample_tuning = Tuning(upsample_tiles, key=["R", "DISK", "L1", "BORDER", "CP", "CGP", "PRO", "EPI", "SIZE_CLASS"])
 
 
 def _guide_batch_stride(guide, batch):
@@ -612,7 +605,7 @@ def _common(x, guide, joint, radius, disk, l1, border):
     CG = guide.shape[1]
     sgb = _guide_batch_stride(guide, B)
     meta = dict(R=radius, DISK=disk, L1=l1, JOINT=joint, BORDER=border, OFF64=needs_int64(x, guide),
-                CP=triton.next_power_of_2(C), CGP=triton.next_power_of_2(CG) if joint else 1)
+                CP=next_pow2(C), CGP=next_pow2(CG) if joint else 1)
     return (C, CG, H, W, *x.stride(), sgb, *guide.stride()[1:]), meta
 
 
@@ -630,13 +623,11 @@ def launch(x, guide, y, color, space, radius, disk, l1, joint, border=0, border_
     meta = dict(C=C, CG=guide.shape[1] if joint else C, R=radius, DISK=disk, L1=l1, JOINT=joint, BORDER=border,
                 NEAR=radius < min(H, W), OFF64=needs_int64(x, guide, y), STORE_DEN=den is not None,
                 SIZE_CLASS=size_class(H, W))
-    grid = lambda m: (B * triton.cdiv(H, m["K"]) * triton.cdiv(W, m["BW"]),)
+    grid = lambda m: (B * cdiv(H, m["K"]) * cdiv(W, m["BW"]),)
     if tile is None and interpreting():  # one column strip per image: the interpreter's cost is per operation
-        slide = forward_tiles(None, None, **meta)[0].kwargs["SLIDE"]
+        slide = forward_tiles(meta)[0].kwargs["SLIDE"]
         tile = triton.Config(dict(SLIDE=slide, K=H if slide else min(H, 16), BW=pow2_at_least(W, 16, 128)))
-    elif tile is None and not autotuning():
-        tile = forward_tiles(None, None, **meta)[0]
-    launch_tile_or_tuned(bilateral_kernel, bilateral_tuned, grid, args, meta, tile, x)
+    launch_kernel(bilateral_kernel, grid, args, meta, x, tile, forward_tuning)
 
 
 def launch_backward(x, guide, grad, out, den, zv, zg, color, space, radius, disk, l1, joint, border=0,
@@ -652,10 +643,10 @@ def launch_backward(x, guide, grad, out, den, zv, zg, color, space, radius, disk
     he, we = H + 2 * radius, W + 2 * radius
     # No tuning: the backward is run once per step, and 16 x 32 keeps the many live
     # (C, BH, BW) blocks of the two gather paths in registers for C <= 4.
-    tile = (dict(BH=pow2_at_least(he, 1, 128), BW=pow2_at_least(we, 1, 128)) if interpreting()
-            else dict(BH=8 if max(meta["CP"], meta["CGP"]) > 4 else 16, BW=32))
-    with on_device(x):
-        bilateral_backward_kernel[(programs(B, he, we, tile["BH"], tile["BW"]),)](*args, **meta, **tile)
+    fixed = (tile_config(BH=pow2_at_least(he, 1, 128), BW=pow2_at_least(we, 1, 128)) if interpreting()
+             else tile_config(BH=8 if max(meta["CP"], meta["CGP"]) > 4 else 16, BW=32))
+    launch_kernel(bilateral_backward_kernel, lambda m: (programs(B, he, we, m["BH"], m["BW"]),), args, meta, x,
+                  fixed)
 
 
 def launch_upsample(low, guide, y, color, space, radius, disk, l1, border=0, border_value=0.0,
@@ -670,20 +661,11 @@ def launch_upsample(low, guide, y, color, space, radius, disk, l1, border=0, bor
     args = (low, guide, y, grad, d_low, d_glow, d_g, color, space, C, CG, h, w, H, W, *low.stride(), sgb,
             *guide.stride()[1:], *y.stride(), float(border_value), pro[0], pro[1], epi[0], epi[1])
     meta = dict(R=radius, DISK=disk, L1=l1, BORDER=border, OFF64=needs_int64(low, guide, y),
-                CP=triton.next_power_of_2(C), CGP=triton.next_power_of_2(CG), BACKWARD=backward is not None,
+                CP=next_pow2(C), CGP=next_pow2(CG), BACKWARD=backward is not None,
                 SIZE_CLASS=size_class(H, W))
     # the backward runs once per step, not worth tuning; 8 x 32 keeps its blocks in registers
-    fixed = triton.Config(dict(BH=8, BW=32), num_warps=4) if backward is not None else None
-    _dispatch(upsample_kernel, upsample_tuned, low, B, H, W, args, meta, fixed)
-
-
-def _dispatch(kernel, tuned, x, B, H, W, args, meta, fixed=None):
-    """Launch one program per (BH x BW) tile of B images of H x W outputs: one tile per
-    image under the interpreter, ``fixed`` or the default tile when tuning is off, the
-    autotuner otherwise."""
-    grid = lambda m: (programs(B, H, W, m["BH"], m["BW"]),)
-    if interpreting():
-        fixed = triton.Config(dict(BH=pow2_at_least(H, 1, 128), BW=pow2_at_least(W, 1, 128)))
-    elif fixed is None and not autotuning():
-        fixed = _prune_upsample(UPSAMPLE_CONFIGS, None, **meta)[0]
-    launch_tile_or_tuned(kernel, tuned, grid, args, meta, fixed, x)
+    fixed = tile_config(BH=8, BW=32) if backward is not None else None
+    if interpreting():  # one tile per image
+        fixed = tile_config(BH=pow2_at_least(H, 1, 128), BW=pow2_at_least(W, 1, 128))
+    launch_kernel(upsample_kernel, lambda m: (programs(B, H, W, m["BH"], m["BW"]),), args, meta, low, fixed,
+                  upsample_tuning)

@@ -30,8 +30,8 @@ import triton
 import triton.language as tl
 
 from .core import borders, pixels, pointwise
-from .core.tiling import (autotuning, interpreting, launch_tile_or_tuned, needs_int64, offset, pow2_at_least,
-                          programs, size_class, tile_configs, tile_origin)
+from .core.launch import Tuning, launch as launch_kernel, tile_config
+from .core.tiling import interpreting, needs_int64, offset, pow2_at_least, programs, size_class, tile_origin
 
 LOG2E = 1.4426950408889634
 MAX_CHANNELS = 4
@@ -195,13 +195,12 @@ def nlm_kernel(X, Y, COEF, FLOOR, H, W, sxb, sxc, sxh, sxw, syb, syc, syh, syw, 
         _store(Y, b, 3, num3 / den, x3, rows, cols, mask, syb, syc, syh, syw, EPI, epi_args, OFF64)
 
 
-def _prune(configs_, named_args, **kwargs):
-    """Blocks must hold two patches (the gathers reach P back); more channels keep more
-    planes live, so smaller blocks."""
-    P, C = kwargs["P"], kwargs["C"]
-    kept = [c for c in configs_ if min(c.kwargs["TH"], c.kwargs["TW"]) >= 2 * P
-            and C * c.kwargs["TH"] * c.kwargs["TW"] <= 8192]
-    return kept or [max(configs_, key=lambda c: c.kwargs["TH"])]
+def block_tiles(meta):
+    """``TILES`` whose blocks hold two patches (the gathers reach P back), and fewer
+    pixels as channels grow (more planes live); the first is the default."""
+    P, C = meta["P"], meta["C"]
+    kept = [t for t in TILES if min(t["TH"], t["TW"]) >= 2 * P and C * t["TH"] * t["TW"] <= 8192]
+    return [tile_config(**t) for t in kept or [max(TILES, key=lambda t: t["TH"])]]
 
 
 # Measured on the H200 (4K RGB float32, P = 7, R = 10): 16x32 in one warp 25.3 ms, 32x32 in
@@ -210,9 +209,7 @@ def _prune(configs_, named_args, **kwargs):
 # larger patch halo of a 16-row block.
 TILES = [dict(TH=16, TW=32, num_warps=1), dict(TH=32, TW=32, num_warps=4), dict(TH=64, TW=32, num_warps=4),
          dict(TH=16, TW=64, num_warps=4)]
-CONFIGS = tile_configs(TILES)
-nlm_tuned = triton.autotune(configs=CONFIGS, key=["C", "P", "R", "BORDER", "PRO", "EPI", "SIZE_CLASS"],
-                            prune_configs_by={"early_config_prune": _prune})(nlm_kernel)
+tuning = Tuning(block_tiles, key=["C", "P", "R", "BORDER", "PRO", "EPI", "SIZE_CLASS"])
 
 
 def launch(x, y, coef, floor, patch_size, radius, border=0, border_value=0.0, pro=((), ()), epi=((), ()),
@@ -226,12 +223,9 @@ def launch(x, y, coef, floor, patch_size, radius, border=0, border_value=0.0, pr
     meta = dict(C=C, P=patch_size, R=radius, BORDER=border, OFF64=needs_int64(x, y), SIZE_CLASS=size_class(H, W))
     grid = lambda m: (programs(B, H, W, m["TH"] - patch_size + 1, m["TW"] - patch_size + 1),)
     if tile is not None:
-        fixed = tile_configs([tile])[0]
+        fixed = tile_config(**tile)
     elif interpreting():  # one block covers the image
-        fixed = triton.Config(dict(TH=pow2_at_least(H + patch_size - 1, 16, 128),
-                                   TW=pow2_at_least(W + patch_size - 1, 16, 128)))
-    elif not autotuning():
-        fixed = _prune(CONFIGS, None, **meta)[0]
+        fixed = tile_config(TH=pow2_at_least(H + patch_size - 1, 16, 128), TW=pow2_at_least(W + patch_size - 1, 16, 128))
     else:
         fixed = None
-    launch_tile_or_tuned(nlm_kernel, nlm_tuned, grid, args, meta, fixed, x)
+    launch_kernel(nlm_kernel, grid, args, meta, x, fixed, tuning)

@@ -38,7 +38,8 @@ import triton
 import triton.language as tl
 
 from .core import borders, pixels, pointwise
-from .core.tiling import interpreting, needs_int64, offset, on_device, pow2_at_least, programs, tile_origin
+from .core.launch import launch as launch_kernel, tile_config
+from .core.tiling import interpreting, needs_int64, offset, pow2_at_least, programs, tile_origin
 
 # Mode codes: constexpr for the kernels (compiled kernels read only constexpr globals);
 # the host compares against them and keys its tables by their int values.
@@ -531,12 +532,12 @@ def launch(x, y, mode, scale_y, scale_x, align_corners=False, antialias=False, c
         jc = pow2_at_least(int(bh * scale_y) + ty + 1, 16, 128)
     else:
         bh, bw, jc, warps = TILE
-    with on_device(x):
-        resample_kernel[(programs(B * C, HO, WO, bh, bw),)](
-            x, y, C, H, W, HO, WO, float(scale_y), float(scale_x), float(sup_y), float(sup_x), float(wid_y),
-            float(wid_x), *x.stride(), *y.stride(), ty, tx, pro[0], pro[1], epi[0], epi[1],
-            MODE=mode, ALIGN=bool(align_corners), NORMALISE=normalise, CLAMP_ROWS=bool(clamp_rows),
-            PRECISION="ieee" if interpreting() else "tf32x3", OFF64=needs_int64(x, y), BH=bh, BW=bw, JC=jc, num_warps=1 if interpreting() else warps)
+    args = (x, y, C, H, W, HO, WO, float(scale_y), float(scale_x), float(sup_y), float(sup_x), float(wid_y),
+            float(wid_x), *x.stride(), *y.stride(), ty, tx, pro[0], pro[1], epi[0], epi[1])
+    meta = dict(MODE=mode, ALIGN=bool(align_corners), NORMALISE=normalise, CLAMP_ROWS=bool(clamp_rows),
+                PRECISION="ieee" if interpreting() else "tf32x3", OFF64=needs_int64(x, y))
+    launch_kernel(resample_kernel, lambda m: (programs(B * C, HO, WO, bh, bw),), args, meta, x,
+                  tile_config(BH=bh, BW=bw, JC=jc, num_warps=1 if interpreting() else warps))
 
 
 def _strip(H, W):
@@ -549,11 +550,11 @@ def _launch_phases(x, y, mode, fy, fx, clamp_rows, pro, epi):
     """``launch`` for the integer factors ``fy``, ``fx`` (``phase_factor``)."""
     B, C, H, W = x.shape
     bw, seg, warps = _strip(H, W)
-    with on_device(x):
-        upsample_phases_kernel[(programs(B * C, H, W, seg, bw),)](
-            x, y, C, H, W, y.shape[-1], *x.stride(), *y.stride(), pro[0], pro[1], epi[0], epi[1],
-            WY=phase_weights(mode, fy), WX=phase_weights(mode, fx), FY=fy, FX=fx, CLAMP_ROWS=bool(clamp_rows),
-            OFF64=needs_int64(x, y), BW=bw, SEG=seg, num_warps=warps)
+    args = (x, y, C, H, W, y.shape[-1], *x.stride(), *y.stride(), pro[0], pro[1], epi[0], epi[1])
+    meta = dict(WY=phase_weights(mode, fy), WX=phase_weights(mode, fx), FY=fy, FX=fx, CLAMP_ROWS=bool(clamp_rows),
+                OFF64=needs_int64(x, y))
+    launch_kernel(upsample_phases_kernel, lambda m: (programs(B * C, H, W, seg, bw),), args, meta, x,
+                  tile_config(BW=bw, SEG=seg, num_warps=warps))
 
 
 def launch_adjoint(g, y, mode, fy, fx):
@@ -561,7 +562,7 @@ def launch_adjoint(g, y, mode, fy, fx):
     fx W); factors in ADJOINT_FACTORS, H and W at least 2."""
     B, C, H, W = y.shape
     bw, seg, warps = _strip(H, W)
-    with on_device(g):
-        upsample_phases_adjoint_kernel[(programs(B * C, H, W, seg, bw),)](
-            g, y, C, H, W, *g.shape[-2:], *g.stride(), *y.stride(), WY=adjoint_weights(mode, fy),
-            WX=adjoint_weights(mode, fx), FY=fy, FX=fx, OFF64=needs_int64(g, y), BW=bw, SEG=seg, num_warps=warps)
+    meta = dict(WY=adjoint_weights(mode, fy), WX=adjoint_weights(mode, fx), FY=fy, FX=fx, OFF64=needs_int64(g, y))
+    launch_kernel(upsample_phases_adjoint_kernel, lambda m: (programs(B * C, H, W, seg, bw),),
+                  (g, y, C, H, W, *g.shape[-2:], *g.stride(), *y.stride()), meta, g,
+                  tile_config(BW=bw, SEG=seg, num_warps=warps))

@@ -18,13 +18,16 @@ shifted by whole rows. The pending rows of a 127-tap filter would not fit in reg
 The output grid may be larger than the input and start before it (``OY``, ``OX``): the
 adjoint used by autograd evaluates the transposed filter on the zero-extended gradient.
 """
+import functools
+
 import torch
 import triton
 import triton.language as tl
 
 from .core import borders, pixels, pointwise
-from .core.tiling import (autotuning, interpreting, needs_int64, offset, on_device, pow2_at_least,
-                          programs, size_class, sm_count, tile_configs, tile_origin)
+from .core.launch import Tuning, launch as launch_kernel, tile_config
+from .core.tiling import (cdiv, interpreting, needs_int64, next_pow2, offset, pow2_at_least, programs, size_class,
+                          sm_count, tile_origin)
 
 MAX_RADIUS = 63  # 127 taps
 # separable_kernel's horizontal tap loop is unrolled up to this many taps and runs as a loop
@@ -177,14 +180,15 @@ def unsharp(y, x_in, channel, amount, threshold):
 
 def halo_rows(ry: int) -> int:
     """Rows computed below a tile for the vertical halo: a power of two >= 2*RY."""
-    return triton.next_power_of_2(2 * ry) if ry > 0 else 1
+    return next_pow2(2 * ry) if ry > 0 else 1
 
 
-def _prune(configs_, named_args, **kwargs):
-    """Drop tiles shorter than half the halo (the halo rows would dominate the work)."""
-    halo = halo_rows(kwargs["RY"])
-    kept = [c for c in configs_ if c.kwargs["BH"] >= halo // 2]
-    return kept or [max(configs_, key=lambda c: c.kwargs["BH"])]
+def scratch_tiles(meta):
+    """``TILES`` without those shorter than half the halo (the halo rows would dominate
+    the work); the first is the default."""
+    halo = halo_rows(meta["RY"])
+    kept = [t for t in TILES if t["BH"] >= halo // 2]
+    return [tile_config(**t) for t in kept or [max(TILES, key=lambda t: t["BH"])]]
 
 
 # Candidate tiles, and how many programs of each fit on one SM: the register count bounds
@@ -196,12 +200,8 @@ def _prune(configs_, named_args, **kwargs):
 # PERFORMANCE.md) reached 166-255.
 TILES = [dict(BH=64, BW=32, num_warps=8), dict(BH=32, BW=64, num_warps=8), dict(BH=16, BW=128, num_warps=4)]
 RESIDENT_PER_SM = {(64, 32): 3, (32, 64): 2, (16, 128): 2}
-DEFAULT_TILE = TILES[0]  # lowest registers at every tap count measured; 1.25x halo rows at 15 taps
-separable_tuned = triton.autotune(
-    configs=tile_configs(TILES),
-    key=["RX", "RY", "BORDER", "SXW", "SYW", "PRO", "EPI", "SIZE_CLASS"],
-    prune_configs_by={"early_config_prune": _prune},
-)(separable_kernel)
+# TILES[0] (the default) has the lowest registers at every tap count measured; 1.25x halo rows at 15 taps
+scratch_tuning = Tuning(scratch_tiles, key=["RX", "RY", "BORDER", "SXW", "SYW", "PRO", "EPI", "SIZE_CLASS"])
 
 
 # ---- the register strip (vertical radius <= RING_MAX) ----------------------------------------
@@ -409,11 +409,13 @@ def strip_kernel(X, Y, TX, TY, C, H, W, HO, WO, OY, OXA,
                PRO, pro_args, EPI, epi_args, RX, RY, SXW, BORDER, OFF64, S, KB0, NB, OXR, OY, T, HREG, CH)
 
 
+@functools.lru_cache(maxsize=None)
 def strip_config(rx, ry):
     """Tile of ``strip_kernel`` for a filter of radii (rx, ry):
     dict(HREG, S, T, SEG, CH, num_warps), from the H200 sweep in PERFORMANCE.md. The
     pending rows take 2*ry*S registers a lane, the horizontal taps from registers 2*rx + S
-    more (and the taps themselves 2*rx + 1): S shrinks as the radii grow."""
+    more (and the taps themselves 2*rx + 1): S shrinks as the radii grow. Cached: do not
+    modify the dict."""
     if ry <= 7:
         s = 4
     elif ry <= 15:
@@ -431,9 +433,9 @@ def _launch_strip(x, y, tx, ty, oy, ox, border, border_value, pro, epi, cfg):
     HO, WO = y.shape[-2:]
     rx, ry = (tx.numel() - 1) // 2, (ty.numel() - 1) // 2
     cfg = dict(cfg)
-    S, num_warps = cfg["S"], cfg.pop("num_warps")
+    S = cfg["S"]
     if interpreting():  # one strip and one segment per plane
-        cfg.update(T=pow2_at_least(triton.cdiv(WO, S), 1, 1024), SEG=pow2_at_least(HO, 1, 1 << 20))
+        cfg.update(T=pow2_at_least(cdiv(WO, S), 1, 1024), SEG=pow2_at_least(HO, 1, 1 << 20))
     oxa, oxr = ox // S * S, ox % S
     if cfg["HREG"]:
         kb0 = (oxr - rx) // S
@@ -441,12 +443,11 @@ def _launch_strip(x, y, tx, ty, oy, ox, border, border_value, pro, epi, cfg):
     else:
         kb0, nb = 0, 0
     grid = (programs(B * C, HO, WO, cfg["SEG"], cfg["T"] * S),)
-    with on_device(x):
-        strip_kernel[grid](x, y, tx, ty, C, H, W, HO, WO, oy, oxa,
-                           x.stride(0), x.stride(1), x.stride(2), y.stride(0), y.stride(1), y.stride(2),
-                           float(border_value), pro[0], pro[1], epi[0], epi[1],
-                           RX=rx, RY=ry, OXR=oxr, SXW=x.stride(3), SYW=y.stride(3), BORDER=border,
-                           OFF64=needs_int64(x, y), KB0=kb0, NB=nb, **cfg, num_warps=num_warps)
+    args = (x, y, tx, ty, C, H, W, HO, WO, oy, oxa, x.stride(0), x.stride(1), x.stride(2), y.stride(0), y.stride(1),
+            y.stride(2), float(border_value), pro[0], pro[1], epi[0], epi[1])
+    meta = dict(RX=rx, RY=ry, OXR=oxr, SXW=x.stride(3), SYW=y.stride(3), BORDER=border, OFF64=needs_int64(x, y),
+                KB0=kb0, NB=nb)
+    launch_kernel(strip_kernel, lambda m: grid, args, meta, x, tile_config(**cfg))
 
 
 def launch(x, y, tx, ty, oy=0, ox=0, border=0, border_value=0.0, pro=((), ()), epi=((), ()),
@@ -476,11 +477,10 @@ def _launch_scratch(x, y, tx, ty, oy, ox, border, border_value, pro, epi, tile):
     rx, ry = (tx.numel() - 1) // 2, (ty.numel() - 1) // 2
     halo = halo_rows(ry)
     if interpreting():
-        tiles = [dict(BH=pow2_at_least(HO, 16, 256), BW=pow2_at_least(WO, 16, 256))]
+        tile = dict(BH=pow2_at_least(HO, 16, 256), BW=pow2_at_least(WO, 16, 256))
+        tiles = [tile]
         sms, per_sm = 1, lambda m: 1 << 30
     else:
-        if tile is None and not autotuning():
-            tile = DEFAULT_TILE
         tiles = TILES if tile is None else [tile]
         sms = sm_count(x.device)
         per_sm = lambda m: RESIDENT_PER_SM.get((m["BH"], m["BW"]), 2)
@@ -493,8 +493,5 @@ def _launch_scratch(x, y, tx, ty, oy, ox, border, border_value, pro, epi, tile):
     meta = dict(RX=rx, RY=ry, HALO=halo, SXW=x.stride(3), SYW=y.stride(3), BORDER=border,
                 OFF64=needs_int64(x, y), SLOT=slot, SIZE_CLASS=size_class(HO, WO))
     grid = lambda m: (min(slots, sms * per_sm(m), programs(B * C, HO, WO, m["BH"], m["BW"])),)
-    with on_device(x):
-        if len(tiles) == 1:
-            separable_kernel[grid(tiles[0])](*args, **meta, **tiles[0])
-        else:
-            separable_tuned[grid](*args, **meta)
+    launch_kernel(separable_kernel, grid, args, meta, x, None if tile is None else tile_config(**tile),
+                  scratch_tuning)

@@ -200,11 +200,11 @@ def fusion_cases():
 
 
 def tuned_tile(family_name):
-    """The tile the family's autotuner used last, for the notes (None when untuned)."""
+    """The tile the family's tuning chose last, for the notes (None when untuned)."""
     from imgfilters.kernels import bilateral, nlm, separable
-    tuner = {"separable": separable.separable_tuned, "bilateral": bilateral.bilateral_tuned,
-             "nlm": nlm.nlm_tuned}.get(family_name)
-    cfg = getattr(tuner, "best_config", None)
+    tuning = {"separable": separable.scratch_tuning, "bilateral": bilateral.forward_tuning,
+              "nlm": nlm.tuning}.get(family_name)
+    cfg = getattr(tuning, "last", None)
     if cfg is None:
         return None
     k = cfg.kwargs

@@ -178,3 +178,61 @@ def test_hwc_strided_images_keep_their_layout(gen, device):
     x = random_image((9, 11, 3), torch.uint8, gen, device).permute(2, 0, 1)
     for y in (imgfilters.gaussian_blur(x, 3, 1.0), imgfilters.resize(x, [5, 6]), imgfilters.bilateral(x, 0.1)):
         assert y.permute(1, 2, 0).is_contiguous()
+
+
+# ---- the launcher (kernels/core/launch.py) ---------------------------------------------------
+
+def test_launch_keys_separate_what_triton_specialises_on():
+    from imgfilters.kernels.core import launch
+    x = torch.zeros(64)
+    key = lambda *args: launch._launch_key(_remap_kernel, args, dict(BLOCK=16), None, 0)
+    assert key(x, 7, 1.5) == key(torch.zeros(64), 7, 2.5)  # new data and float values: same kernel
+    assert key(x, 7, 1.5) != key(x[1:], 7, 1.5)  # a misaligned pointer
+    assert key(x, 7, 1.5) != key(x.int(), 7, 1.5)  # a dtype
+    assert key(x, 16, 1.5) != key(x, 17, 1.5) != key(x, 1, 1.5)  # integers exactly
+    assert key(x, (x, 2), 1.5) != key(x, (x[1:], 2), 1.5)  # inside tuples (chains' arguments)
+    assert key(x, [1], 1.5) is None  # unhashable: launched without the cache
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cached_launches_follow_alignment_and_shape_changes(gen):
+    x = random_image((1, 3, 67, 131), torch.float32, gen, "cuda")
+    flat = torch.empty(x.numel() + 1, device="cuda")
+    for shift in (0, 1, 0, 1):  # aligned, misaligned, and back: each a separate compiled launch
+        xs = flat[shift:shift + x.numel()].view_as(x).copy_(x)
+        for fn in (lambda t: imgfilters.gaussian_blur(t, 5, 1.0), lambda t: imgfilters.bilateral(t, 0.1, radius=2),
+                   lambda t: imgfilters.upsample(t, scale_factor=2, mode="bicubic")):
+            assert torch.equal(fn(xs), fn(x.clone()))
+    for w in (131, 130, 128):
+        y = imgfilters.gaussian_blur(x[..., :w], 5, 1.0)
+        assert torch.equal(y, imgfilters.gaussian_blur(x[..., :w].contiguous(), 5, 1.0))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_threads_tuning_at_once_on_every_gpu(gen, monkeypatch):
+    """Triton's own autotuner crashed when two threads tuned at once; tuning is per device."""
+    import threading
+    monkeypatch.setenv("IMGFILTERS_AUTOTUNE", "1")
+    devices = [f"cuda:{i}" for i in range(min(2, torch.cuda.device_count()))]
+    x = {d: random_image((1, 3, 96, 160), torch.float32, gen, "cpu").to(d) for d in devices}
+    errors, results = [], {}
+
+    def work(name, device):
+        try:
+            for i in range(30):
+                s = 0.05 + 0.01 * i
+                results[name, i] = (imgfilters.bilateral(x[device], s, radius=3).cpu(),
+                                    imgfilters.gaussian_blur(x[device], 7, 1.0 + s).cpu())
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=((d, k), d)) for d in devices for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert len(results) == 60 * len(devices)
+    for (name, i), pair in results.items():  # every thread, every device: the same results (tiles may differ)
+        for got, want in zip(pair, results[(devices[0], 0), i]):
+            torch.testing.assert_close(got, want, rtol=0, atol=1e-6)

@@ -386,3 +386,18 @@ print(first, time.perf_counter() - t)
     first, again = map(float, out.stdout.split())
     assert first <= 5.0
     assert again <= 0.1
+
+
+@gpu
+def test_a_captured_graph_replays_after_400_other_sigmas(gen):
+    x = random_image((1, 3, 256, 256), torch.float32, gen, "cuda")
+    expected = imgfilters.gaussian_blur(x, [15, 15], [3.0, 3.0])
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = imgfilters.gaussian_blur(x, [15, 15], [3.0, 3.0])
+    for s in torch.linspace(0.5, 6.0, 400).tolist():  # more tap sets than the constant cache holds
+        imgfilters.gaussian_blur(x, [15, 15], [s, s])
+        torch.empty(1000, device="cuda")
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(y, expected)

@@ -14,7 +14,6 @@ from torch import Tensor
 
 from imgfilters import _image
 from imgfilters.kernels.core import pointwise as kernels
-from imgfilters.kernels.core.tiling import interpreting, needs_int64, on_device, pow2_at_least, programs
 from imgfilters.ops import library
 
 __all__ = ["Step", "scale", "normalize", "clamp", "quantize", "gamma", "srgb_to_linear", "linear_to_srgb",
@@ -209,19 +208,13 @@ def _pointwise_op(img: Tensor, names: str, scalars: List[float], vectors: List[T
         steps.append(Step(name, tuple(next(scalars) for _ in range(kind.scalars)),
                           tuple(next(vectors) for _ in range(kind.vectors))))
     x4 = _image.as_planes(img)
-    B, C, H, W = x4.shape
+    C = x4.shape[1]
     if not _image.uses_kernels(img) or dtype == torch.float64:
         y = reference_chain(steps, _image.to_unit(x4))
         return _image.in_layout(img, _image.from_unit(y, dtype))
     fns, args = kernel_chain(steps, C, img.device)
     y = _image.new_image(img, dtype=dtype)
-    y4 = _image.as_planes(y)
-    # Memory-bound: 16 x 128 tiles of 4 warps keep 16-byte accesses on contiguous rows.
-    bh, bw = (pow2_at_least(H, 1, 256), pow2_at_least(W, 16, 256)) if interpreting() else (16, 128)
-    with on_device(img):
-        kernels.elementwise_kernel[(programs(B * C, H, W, bh, bw),)](
-            x4, y4, C, H, W, *x4.stride(), *y4.stride(), fns, args, OFF64=needs_int64(x4, y4), BH=bh, BW=bw,
-            num_warps=4)
+    kernels.launch_elementwise(x4, _image.as_planes(y), fns, args)
     return y
 
 

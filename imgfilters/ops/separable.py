@@ -173,16 +173,6 @@ def _gaussian(size, sigma):
     return reference.gaussian_taps(size, sigma)
 
 
-@functools.lru_cache(maxsize=256)
-def _device_taps(taps_key, device):
-    return torch.tensor(taps_key, dtype=torch.float32, device=device)
-
-
-def _on(taps, device):
-    """float32 copy of float64 CPU taps on ``device``, cached (taps are small and reused)."""
-    return _device_taps(tuple(taps.tolist()), device)
-
-
 def _filter(img, tx, ty, border, border_value):
     """The separable filter of ``img``: the reference, or one launch."""
     if not _image.uses_kernels(img):
@@ -196,7 +186,7 @@ def _run(img, tx, ty, code, border_value, epi=((), ())):
     x4 = _image.as_planes(img)
     pro, (steps, args), dtype = pointwise.fused_chains(x4.shape[1], img.device, img.dtype)
     y = _image.new_image(img, dtype=dtype)
-    kernels.launch(x4, _image.as_planes(y), _on(tx, img.device), _on(ty, img.device), border=code,
+    kernels.launch(x4, _image.as_planes(y), _image.on(tx, img.device), _image.on(ty, img.device), border=code,
                    border_value=border_value, pro=pro, epi=(epi[0] + steps, epi[1] + args))
     return y
 
@@ -213,7 +203,7 @@ def _adjoint(grad, tx, ty, border, shape):
     rx, ry = (len(tx) - 1) // 2, (len(ty) - 1) // 2
     g4 = _image.as_planes(grad)
     B, C, H, W = g4.shape
-    fx, fy, zero = _on(tx.flip(0), grad.device), _on(ty.flip(0), grad.device), _image.check_border("constant")
+    fx, fy, zero = _image.on(tx.flip(0), grad.device), _image.on(ty.flip(0), grad.device), _image.check_border("constant")
     gx = torch.empty(B, C, H, W, dtype=torch.float32, device=grad.device)
     kernels.launch(g4, gx, fx, fy, border=zero)
     if ry > 0:  # z's top and bottom margin rows, full width, folded along x, then along y

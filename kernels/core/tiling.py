@@ -1,4 +1,4 @@
-"""Tile geometry, launch grids and autotune configuration sets shared by every family.
+"""Tile geometry and launch grids shared by every family.
 
 Tiles are numbered plane by plane (a plane is one channel of one image, or one image for
 kernels that need all its channels at once), so that neighbouring programs share their
@@ -7,7 +7,6 @@ per-program scratch, a persistent grid. Under ``TRITON_INTERPRET=1`` the interpr
 cost is per program and per operation, not per element, so each family uses one large
 tile there and no tuning.
 """
-import contextlib
 import functools
 import os
 
@@ -20,20 +19,6 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
-def autotuning() -> bool:
-    """False when ``IMGFILTERS_AUTOTUNE=0``: kernels then use their family's default tile
-    instead of timing every candidate on the first call of each shape class (the tests
-    set this on the GPU, where tuning each of hundreds of variants would take minutes)."""
-    return os.environ.get("IMGFILTERS_AUTOTUNE", "1") != "0"
-
-
-def on_device(t):
-    """Launch on ``t``'s GPU: Triton launches on the current CUDA device, which need not
-    be the tensor's."""
-    import torch
-    return torch.cuda.device(t.device) if t.is_cuda else contextlib.nullcontext()
-
-
 @functools.lru_cache(maxsize=None)
 def sm_count(device) -> int:
     """Multiprocessors of a CUDA device (cached: the query costs microseconds per call)."""
@@ -41,9 +26,22 @@ def sm_count(device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
+# Host-side arithmetic in plain Python: triton.cdiv and triton.next_power_of_2 are
+# constexpr functions in newer Triton, which cost a microsecond or two a call on the host.
+
+def cdiv(a: int, b: int) -> int:
+    """ceil(a / b) for positive b."""
+    return -(-a // b)
+
+
+def next_pow2(n: int) -> int:
+    """The smallest power of two >= n (1 for n <= 1)."""
+    return 1 << max(int(n) - 1, 0).bit_length()
+
+
 def pow2_at_least(n: int, lo: int, hi: int) -> int:
     """The smallest power of two >= n, clamped to [lo, hi]."""
-    return max(lo, min(hi, triton.next_power_of_2(max(int(n), 1))))
+    return max(lo, min(hi, next_pow2(n)))
 
 
 def size_class(h: int, w: int) -> int:
@@ -52,30 +50,9 @@ def size_class(h: int, w: int) -> int:
     return (h * w).bit_length()
 
 
-def tile_configs(tiles):
-    """Autotune configurations from tile dicts: ``num_warps``/``num_stages`` become launch
-    options, the other keys the kernel's constexpr meta-parameters."""
-    out = []
-    for t in tiles:
-        meta = {k: v for k, v in t.items() if k not in ("num_warps", "num_stages")}
-        out.append(triton.Config(meta, num_warps=t.get("num_warps", 4), num_stages=t.get("num_stages", 1)))
-    return out
-
-
-def launch_tile_or_tuned(kernel, tuned, grid, args, meta, fixed, x):
-    """Launch on ``x``'s device: ``kernel`` with the ``fixed`` ``triton.Config`` when one is
-    given, else ``tuned`` (its autotuned wrapper); ``grid`` maps a config's kwargs to the grid."""
-    with on_device(x):
-        if fixed is None:
-            tuned[grid](*args, **meta)
-        else:
-            kernel[grid(fixed.kwargs)](*args, **meta, **fixed.kwargs, num_warps=fixed.num_warps,
-                                       num_stages=fixed.num_stages)
-
-
 def programs(planes: int, h: int, w: int, bh: int, bw: int) -> int:
     """Programs for ``planes`` planes of ``h x w`` outputs in ``bh x bw`` tiles."""
-    return planes * triton.cdiv(h, bh) * triton.cdiv(w, bw)
+    return planes * cdiv(h, bh) * cdiv(w, bw)
 
 
 @triton.jit

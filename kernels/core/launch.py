@@ -1,0 +1,147 @@
+"""The one way every family launches a kernel: ``launch(kernel, grid, args, meta, x, ...)``,
+with a fixed tile or one tuned by ``Tuning``.
+
+Host time. Triton's own launch binds and specialises every argument on every call (and its
+autotuner adds a key and a dictionary walk): 20 to 60 us of host time on the H200's host,
+as long as a small image's whole kernel. So the kernel Triton compiles for a launch is
+kept here under a key that fixes everything its specialisation can depend on (every
+integer argument exactly, tensors' dtypes and 16-byte alignment, floats by type, the
+constexpr meta-parameters, the tile, the device), and the next launch with that key
+calls the compiled kernel directly.
+
+Tuning. ``Tuning`` times a kernel's candidate tiles on the first launch of each tuning
+key (a coarser key: a size class, not the exact shape) and device, under a lock: Triton's
+own autotuner shares one cache between threads and devices, and two threads tuning at
+once crashed in it. Launches whose key is already known take no lock.
+"""
+import contextlib
+import os
+import threading
+
+import torch
+import triton
+
+from .tiling import interpreting
+
+__all__ = ["launch", "Tuning", "autotuning", "on_device", "tile_config"]
+
+# The tuning candidates are timed briefly: a new variant's first call waits for them.
+_TUNE_WARMUP_MS, _TUNE_REP_MS = 5, 20
+_MAX_LAUNCHES = 4096  # compiled launches kept; the cache is cleared when it fills
+
+_launches = {}  # launch key -> (compiled kernel, constexpr tail, meta-parameters for the grid)
+_lock = threading.Lock()
+
+
+def autotuning() -> bool:
+    """False when ``IMGFILTERS_AUTOTUNE=0``: kernels then use their family's default tile
+    instead of timing every candidate on the first call of each tuning key (the tests
+    set this on the GPU, where tuning each of hundreds of variants would take minutes)."""
+    return os.environ.get("IMGFILTERS_AUTOTUNE", "1") != "0"
+
+
+def on_device(t):
+    """Run on ``t``'s GPU: Triton launches on the current CUDA device, which need not be
+    the tensor's (entering ``torch.cuda.device`` costs microseconds: only when needed)."""
+    if t.is_cuda and t.get_device() != torch.cuda.current_device():
+        return torch.cuda.device(t.device)
+    return contextlib.nullcontext()
+
+
+def tile_config(num_warps=4, num_stages=1, **meta):
+    """A tile: the kernel's tile meta-parameters and its launch options."""
+    return triton.Config(meta, num_warps=num_warps, num_stages=num_stages)
+
+
+class Tuning:
+    """How a kernel's tile is chosen: ``candidates(meta)`` -> the ``triton.Config`` tiles
+    worth timing for a launch's constexpr ``meta`` (the first is the default, used when
+    tuning is off), timed once per device and per value of the ``key`` parameters (named
+    as in the kernel's signature) and the tensors' dtypes."""
+
+    def __init__(self, candidates, key):
+        self.candidates = candidates
+        self.key = tuple(key)
+        self.chosen = {}  # (device index, key values, dtypes) -> triton.Config
+        self.last = None  # the tile of the latest launch (scripts/benchmark.py reports it)
+
+    def tile(self, kernel, grid, args, meta, device):
+        """The tile for this launch, timing the candidates on a new key (under the lock)."""
+        configs = self.candidates(meta)
+        if len(configs) == 1 or not autotuning():
+            return configs[0]
+        named = {**dict(zip(kernel.arg_names, args)), **meta}
+        key = (device, tuple(named[k] for k in self.key), tuple(a.dtype for a in args if isinstance(a, torch.Tensor)))
+        config = self.chosen.get(key)
+        if config is None:
+            def run(c):
+                return lambda: kernel[grid({**meta, **c.kwargs})](*args, **meta, **_options(c))
+            times = [triton.testing.do_bench(run(c), warmup=_TUNE_WARMUP_MS, rep=_TUNE_REP_MS) for c in configs]
+            config = self.chosen[key] = configs[times.index(min(times))]
+        return config
+
+
+def launch(kernel, grid, args, meta, x, config=None, tuning=None):
+    """Launch ``kernel`` on ``x``'s device with positional ``args`` and constexpr ``meta``,
+    in the tile ``config`` (a ``triton.Config``) or, when that is None, the one ``tuning``
+    picks. ``grid(params)`` -> the launch grid, from the meta-parameters and the tile's."""
+    with on_device(x):
+        if interpreting():  # the interpreter runs each launch; nothing to cache or tune
+            config = config or tuning.candidates(meta)[0]
+            kernel[grid({**meta, **config.kwargs})](*args, **meta, **_options(config))
+            return
+        device = x.device.index
+        key = _launch_key(kernel, args, meta, config, device)
+        hit = _launches.get(key)
+        if hit is not None:
+            compiled, tail, params = hit
+            g = grid(params)
+            compiled[(g + (1, 1))[:3]](*args, *tail, stream=_current_stream(device))
+            return
+        with _lock:
+            if config is None:
+                config = tuning.tile(kernel, grid, args, meta, device)
+                tuning.last = config
+            params = {**meta, **config.kwargs}
+            compiled = kernel[grid(params)](*args, **meta, **_options(config))
+            names = kernel.arg_names[len(args):]
+            if key is not None and all(n in params for n in names):
+                if len(_launches) >= _MAX_LAUNCHES:
+                    _launches.clear()
+                _launches[key] = (compiled, tuple(params[n] for n in names), params)
+
+
+def _current_stream(device):
+    """The raw handle of ``device``'s current CUDA stream, as Triton's own launch takes it
+    (``torch.cuda.current_stream`` builds a Python stream object: microseconds)."""
+    return triton.runtime.driver.active.get_current_stream(device)
+
+
+def _options(config):
+    return dict(config.kwargs, num_warps=config.num_warps, num_stages=config.num_stages)
+
+
+def _launch_key(kernel, args, meta, config, device):
+    """Everything Triton's specialisation and the tile depend on, or None when an
+    argument is not hashable."""
+    tile = None if config is None else (tuple(config.kwargs.items()), config.num_warps, config.num_stages)
+    key = (kernel, device, tile, tuple(meta.items()), tuple(map(_spec, args)))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _spec(a):
+    """What Triton may specialise a kernel argument on: integers exactly (it looks at
+    ``== 1``, divisibility by 16 and the range), tensors by dtype and 16-byte alignment,
+    floats by type only (never specialised), tuples element by element."""
+    t = type(a)
+    if t is torch.Tensor:
+        return a.dtype, a.data_ptr() % 16 == 0
+    if t is float:
+        return float
+    if t is tuple:
+        return tuple(map(_spec, a))
+    return t, a
