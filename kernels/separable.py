@@ -301,14 +301,15 @@ def _l1_tap(row_ptr, cols, v, W, c, TX, scale, border_value, PRO: tl.constexpr, 
 
 @triton.jit
 def _march(x_base, y_base, TX, tx, ty, tap_sum, scale, c, h0, r0, n_rows, H, W, sxh, syh, border_value,
-           col_off, keep, cols, in_off, out_off, out_ok, interior,
+           col_off, keep, cols, in_off, out_off, out_ok, col_band, interior,
            PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
-           RX: tl.constexpr, RY: tl.constexpr, SXW: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr,
-           S: tl.constexpr, KB0: tl.constexpr, NB: tl.constexpr, OXR: tl.constexpr, OY, T: tl.constexpr,
-           HREG: tl.constexpr, CH: tl.constexpr):
+           RX: tl.constexpr, RY: tl.constexpr, SXW: tl.constexpr, BORDER: tl.constexpr, FOLD: tl.constexpr,
+           OFF64: tl.constexpr, S: tl.constexpr, KB0: tl.constexpr, NB: tl.constexpr, OXR: tl.constexpr, OY,
+           T: tl.constexpr, HREG: tl.constexpr, CH: tl.constexpr):
     """March down input rows r0 .. r0 + n_rows - 1: each row's horizontal result is added
     into the 2*RY pending output rows it touches plus the one it completes, which is
-    stored. The pending rows are a tuple of registers shifted by one slot per row."""
+    stored (``_fold_store`` under FOLD). The pending rows are a tuple of registers
+    shifted by one slot per row."""
     pending = ()
     for k in tl.static_range(2 * RY):
         pending = pending + (tl.zeros((T, S), dtype=tl.float32),)
@@ -336,7 +337,28 @@ def _march(x_base, y_base, TX, tx, ty, tap_sum, scale, c, h0, r0, n_rows, H, W, 
             xr = borders.remap(o + OY, H, BORDER)
             x_in = pointwise.apply_chain(pixels.load(x_base + offset(xr, sxh, OFF64) + in_off), c, PRO, pro_args)
             y = pointwise.apply_epilogue(y, x_in, c, EPI, epi_args)
-        pixels.store(y_base + offset(o, syh, OFF64) + out_off, y, out_ok & (i >= 2 * RY))
+        if FOLD < 0:
+            pixels.store(y_base + offset(o, syh, OFF64) + out_off, y, out_ok & (i >= 2 * RY))
+        else:
+            _fold_store(y_base, o + OY, H, syh, out_off, y, out_ok & (i >= 2 * RY), col_band, RY, FOLD, OFF64)
+
+
+@triton.jit
+def _fold_store(y_base, p, H, syh, out_off, y, ok, col_band, RY: tl.constexpr, FOLD: tl.constexpr,
+                OFF64: tl.constexpr):
+    """Add the extended grid's row ``p`` into the pixels the border ``FOLD`` reads it from
+    (``out_off``: the columns' folded offsets). Pixels within RY + 1 rows or ``col_band``
+    columns of an edge also receive margin rows and columns, from other programs too:
+    atomic adds into a zeroed Y; every other pixel receives exactly this one value: a
+    plain store. A constant border reads no pixel for its margins: they are dropped."""
+    t = borders.remap(p, H, FOLD)
+    ptr = y_base + offset(t, syh, OFF64) + out_off
+    if FOLD == borders.CONSTANT:
+        tl.store(ptr, y, ok & (p >= 0) & (p < H))
+    else:
+        band = col_band | (t <= RY) | (t >= H - 1 - RY)
+        tl.store(ptr, y, ok & ~band)
+        tl.atomic_add(ptr, y, ok & band, sem="relaxed")  # (the default acq_rel adds a fence to each)
 
 
 @triton.jit
@@ -344,11 +366,16 @@ def strip_kernel(X, Y, TX, TY, C, H, W, HO, WO, OY, OXA,
                  sxb, sxc, sxh, syb, syc, syh, border_value,
                  PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
                  RX: tl.constexpr, RY: tl.constexpr, OXR: tl.constexpr,
-                 SXW: tl.constexpr, SYW: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr,
-                 HREG: tl.constexpr, S: tl.constexpr, KB0: tl.constexpr, NB: tl.constexpr,
+                 SXW: tl.constexpr, SYW: tl.constexpr, BORDER: tl.constexpr, FOLD: tl.constexpr,
+                 OFF64: tl.constexpr, HREG: tl.constexpr, S: tl.constexpr, KB0: tl.constexpr, NB: tl.constexpr,
                  T: tl.constexpr, SEG: tl.constexpr, CH: tl.constexpr):
     """Y[b, c, i, j] = EPI(sum_{u,v} TY[u] TX[v] PRO(X~[b, c, i+OY+u-RY, j+OXA+OXR+v-RX])) for
     (i, j) in [0, HO) x [0, WO), X~ being X extended by the border.
+
+    With FOLD (a border code; -1 for none) the (i, j) grid is instead the border-extended
+    grid of an H x W Y, position (i + OY, j + OXA + OXR), and each result is added into
+    the pixel the border FOLD reads that position from (``_fold_store``; Y zeroed): the
+    adjoint of the border extension, which is the filter's gradient in one launch.
 
     One program owns a strip of T*S output columns (S per lane) and SEG output rows, and
     marches down its SEG + 2*RY input rows once (``_march``): one launch, no scratch, each
@@ -386,6 +413,19 @@ def strip_kernel(X, Y, TX, TY, C, H, W, HO, WO, OY, OXA,
     else:
         interior = (col0 + OXR - RX >= 0) & (col0 + OXR + T * S + RX <= W) & (w0 + T * S <= WO)
     in_cols = col0 + OXR + lane
+    col_band = False
+    if FOLD < 0:
+        out_off = offset(out_cols, SYW, OFF64)
+        out_ok = out_cols < WO
+    else:  # the folded columns, and those that also receive margin columns (atomic adds)
+        q = out_cols + OXA + OXR
+        tq = borders.remap(q, W, FOLD)
+        out_off = offset(tq, SYW, OFF64)
+        out_ok = out_cols < WO
+        if FOLD == borders.CONSTANT:
+            out_ok = out_ok & borders.inside(q, W)
+        else:
+            col_band = (tq <= RX) | (tq >= W - 1 - RX)
     if interior:
         offs_in = ()
         keep_in = ()
@@ -394,8 +434,8 @@ def strip_kernel(X, Y, TX, TY, C, H, W, HO, WO, OY, OXA,
             keep_in = keep_in + (True,)
         x_in_off = offset(in_cols, SXW, OFF64)
         _march(x_base, y_base, TX, tx, ty, tap_sum, scale, c, h0, r0, n_rows, H, W, sxh, syh, border_value,
-               offs_in, keep_in, in_cols, x_in_off, offset(out_cols, SYW, OFF64), True, True,
-               PRO, pro_args, EPI, epi_args, RX, RY, SXW, BORDER, OFF64, S, KB0, NB, OXR, OY, T, HREG, CH)
+               offs_in, keep_in, in_cols, x_in_off, out_off, True if FOLD < 0 else out_ok, col_band, True,
+               PRO, pro_args, EPI, epi_args, RX, RY, SXW, BORDER, FOLD, OFF64, S, KB0, NB, OXR, OY, T, HREG, CH)
     else:
         offs_edge = ()
         keep_edge = ()
@@ -405,8 +445,8 @@ def strip_kernel(X, Y, TX, TY, C, H, W, HO, WO, OY, OXA,
             keep_edge = keep_edge + (borders.inside(cols_k, W),)
         x_edge_off = offset(borders.remap(in_cols, W, BORDER), SXW, OFF64)
         _march(x_base, y_base, TX, tx, ty, tap_sum, scale, c, h0, r0, n_rows, H, W, sxh, syh, border_value,
-               offs_edge, keep_edge, in_cols, x_edge_off, offset(out_cols, SYW, OFF64), out_cols < WO, False,
-               PRO, pro_args, EPI, epi_args, RX, RY, SXW, BORDER, OFF64, S, KB0, NB, OXR, OY, T, HREG, CH)
+               offs_edge, keep_edge, in_cols, x_edge_off, out_off, out_ok, col_band, False,
+               PRO, pro_args, EPI, epi_args, RX, RY, SXW, BORDER, FOLD, OFF64, S, KB0, NB, OXR, OY, T, HREG, CH)
 
 
 @functools.lru_cache(maxsize=None)
@@ -428,10 +468,10 @@ def strip_config(rx, ry):
     return dict(HREG=hreg, S=s, T=64 if s > 1 else 128, SEG=seg, CH=16, num_warps=2 if s > 1 else 4)
 
 
-def _launch_strip(x, y, tx, ty, oy, ox, border, border_value, pro, epi, cfg):
+def _launch_strip(x, y, tx, ty, oy, ox, border, border_value, pro, epi, cfg, fold=-1):
     B, C, H, W = x.shape
-    HO, WO = y.shape[-2:]
     rx, ry = (tx.numel() - 1) // 2, (ty.numel() - 1) // 2
+    HO, WO = y.shape[-2:] if fold < 0 else (H + 2 * ry, W + 2 * rx)
     cfg = dict(cfg)
     S = cfg["S"]
     if interpreting():  # one strip and one segment per plane
@@ -445,8 +485,8 @@ def _launch_strip(x, y, tx, ty, oy, ox, border, border_value, pro, epi, cfg):
     grid = (programs(B * C, HO, WO, cfg["SEG"], cfg["T"] * S),)
     args = (x, y, tx, ty, C, H, W, HO, WO, oy, oxa, x.stride(0), x.stride(1), x.stride(2), y.stride(0), y.stride(1),
             y.stride(2), float(border_value), pro[0], pro[1], epi[0], epi[1])
-    meta = dict(RX=rx, RY=ry, OXR=oxr, SXW=x.stride(3), SYW=y.stride(3), BORDER=border, OFF64=needs_int64(x, y),
-                KB0=kb0, NB=nb)
+    meta = dict(RX=rx, RY=ry, OXR=oxr, SXW=x.stride(3), SYW=y.stride(3), BORDER=border, FOLD=fold,
+                OFF64=needs_int64(x, y), KB0=kb0, NB=nb)
     launch_kernel(strip_kernel, lambda m: grid, args, meta, x, tile_config(**cfg))
 
 
@@ -460,13 +500,30 @@ def launch(x, y, tx, ty, oy=0, ox=0, border=0, border_value=0.0, pro=((), ()), e
     is at most ``RING_MAX``, else one of ``TILES``.
     """
     rx, ry = (tx.numel() - 1) // 2, (ty.numel() - 1) // 2
-    # The interpreter's cost is per operation: the strip's per-row steps cost it seconds
-    # a row for tall filters, which the scratch kernel does in whole-tile steps.
-    if ry <= (INTERPRETER_RING_MAX if interpreting() else RING_MAX):
+    if strip_fits(ry):
         _launch_strip(x, y, tx, ty, oy, ox, border, border_value, pro, epi,
                       tile or strip_config(rx, ry))
     else:
         _launch_scratch(x, y, tx, ty, oy, ox, border, border_value, pro, epi, tile)
+
+
+def strip_fits(ry):
+    """True when ``launch`` runs the strip kernel for a vertical radius ``ry`` (which
+    ``launch_adjoint`` needs). The interpreter's cost is per operation: the strip's
+    per-row steps cost it seconds a row for tall filters, which the scratch kernel does
+    in whole-tile steps."""
+    return ry <= (INTERPRETER_RING_MAX if interpreting() else RING_MAX)
+
+
+def launch_adjoint(g, y, fx, fy, fold):
+    """The gradient ``y`` (B, C, H, W, float32, zeroed) of the filter under the border
+    ``fold``, from the output gradient ``g`` (B, C, H, W); ``fx``/``fy`` are the filter's
+    taps flipped. The flipped filter runs over the zero-extended ``g`` on the
+    border-extended grid and adds each value into the pixel the border read it from. One
+    launch; needs ``strip_fits`` of the vertical radius."""
+    rx, ry = (fx.numel() - 1) // 2, (fy.numel() - 1) // 2
+    _launch_strip(g, y, fx, fy, -ry, -rx, borders.CONSTANT.value, 0.0, ((), ()), ((), ()), strip_config(rx, ry),
+                  fold)
 
 
 def _launch_scratch(x, y, tx, ty, oy, ox, border, border_value, pro, epi, tile):

@@ -10,10 +10,11 @@ cannot break the graph. Per-image parameters travel as two arguments, a float an
 tensor, at most one of them given (``_image.per_image``; neither means automatic, as for
 ``nl_means``'s ``h`` and ``sigma``).
 
-In plain eager calls that record no gradient (no compile, mode or functorch transform,
-no tensor subclass), the public functions call the implementation directly: the
-dispatcher's path through a custom op cost 23-42 us of host time a call (measured on the
-CPU with the launch mocked out), as much as a small image's kernel on the GPU.
+In plain eager calls (no compile, mode or functorch transform, no tensor subclass), the
+public functions call the implementation directly, through a plain ``autograd.Function``
+with the same backward when a gradient is recorded: the dispatcher's path through a
+custom op costs tens of microseconds of host time a call, and its autograd about 150 us a
+forward and as much a backward (H200 host), more than a small image's kernel.
 """
 import contextvars
 import inspect
@@ -59,41 +60,46 @@ def op(name, fake, *, grads=(), backward=None, linear=False):
     def register(impl):
         custom = torch.library.custom_op(f"imgfilters::{name}", impl, mutates_args=())
         custom.register_fake(fake)
-        if grads:
-            _register_autograd(custom, impl, name, grads, backward, linear)
+        eager = _register_autograd(custom, impl, name, grads, backward, linear) if grads else None
         overload = getattr(torch.ops.imgfilters, name).default
 
         def call(*args):
             # (a fused pipeline runs eagerly; torch 2.11's dynamo cannot trace ContextVar.get)
             if not torch.compiler.is_compiling() and FUSION.get() is not None:
                 return impl(*args)
+            recording = _plain_eager(args)
             if not grads:
                 with torch.no_grad():
-                    return impl(*args) if _plain_eager(args) else overload(*args)
-            if _plain_eager(args) and not (torch.is_grad_enabled() and _any_requires_grad(args)):
-                return impl(*args)
-            return overload(*args)
+                    return overload(*args) if recording is None else impl(*args)
+            if recording is None:
+                return overload(*args)
+            return eager.apply(*args) if recording and torch.is_grad_enabled() else impl(*args)
         return call
     return register
 
 
 def _plain_eager(args):
-    """True when nothing needs to see the op as an op, so that the public functions may
-    call its implementation directly: eager mode, plain tensors, and no dispatch mode,
-    torch-function mode, functorch transform or jit trace active, no meta tensor (whose
-    outputs come from the op's fake implementation). The dispatcher's path through a
-    custom op costs tens of microseconds a call, more than the kernel of a small image."""
+    """None unless nothing needs to see the op as an op, so that the public functions may
+    call its implementation directly (with its autograd as a plain ``autograd.Function``):
+    eager mode, plain tensors, and no dispatch mode, torch-function mode, functorch
+    transform or jit trace active, no meta tensor (whose outputs come from the op's fake
+    implementation). Otherwise whether a tensor argument requires grad. The dispatcher's
+    path through a custom op costs tens of microseconds a call (its autograd about 150 us
+    a forward and as much a backward on the H200's host), more than the kernel of a
+    small image."""
     if torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack() > 0:
-        return False
+        return None
     if torch._C._is_torch_function_mode_enabled() or torch._C._functorch.peek_interpreter_stack() is not None:
-        return False
+        return None
     if torch._C._get_tracing_state() is not None:  # torch.jit.trace records ops, not Triton launches
-        return False
-    return all(type(a) is torch.Tensor and not a.is_meta for a in args if isinstance(a, torch.Tensor))
-
-
-def _any_requires_grad(args):
-    return any(a.requires_grad for a in args if isinstance(a, torch.Tensor))
+        return None
+    recording = False
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            if type(a) is not torch.Tensor or a.is_meta:
+                return None
+            recording = recording or a.requires_grad
+    return recording
 
 
 def _register_autograd(custom, impl, name, grads, backward, linear):
@@ -133,7 +139,7 @@ def _register_autograd(custom, impl, name, grads, backward, linear):
         args = list(ctx.others)
         for i, t in zip(ctx.tensors, ctx.saved_tensors):
             args[i] = t
-        out = overload(grad, *args)
+        out = overload(grad, *args) if _plain_eager((grad, *args)) is None else backward_impl(grad, *args)
         out = (out,) if isinstance(out, torch.Tensor) else out
         result = [None] * len(args)
         for i, g in zip(slots, out):
@@ -142,6 +148,21 @@ def _register_autograd(custom, impl, name, grads, backward, linear):
         return tuple(result)
 
     custom.register_autograd(backward_formula, setup_context=setup_context)
+
+    class Eager(torch.autograd.Function):
+        """The same autograd for plain eager calls, without the dispatcher."""
+
+        @staticmethod
+        def forward(ctx, *args):
+            out = impl(*args)
+            setup_context(ctx, args, out)
+            return out
+
+        @staticmethod
+        def backward(ctx, grad):
+            return backward_formula(ctx, grad)
+
+    return Eager
 
 
 def _reference_vjp(impl, grad, args, slots):

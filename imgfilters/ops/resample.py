@@ -131,7 +131,8 @@ def _size_arg(size, max_size):
 
 def _pair_of(value, name, kind):
     vals = list(value) if isinstance(value, (list, tuple)) else [value, value]
-    if len(vals) != 2 or not all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in vals):
+    if len(vals) != 2 or not all(type(v) in (int, float) or isinstance(v, numbers.Real) and not isinstance(v, bool)
+                                 for v in vals):
         raise TypeError(f"{name} must be a number or a pair of numbers, got {value!r}")
     if kind is int and not all(float(v).is_integer() for v in vals):
         raise TypeError(f"{name} must hold integers, got {value!r}")

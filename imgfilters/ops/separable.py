@@ -194,18 +194,24 @@ def _run(img, tx, ty, code, border_value, epi=((), ())):
 def _adjoint(grad, tx, ty, border, shape):
     """Gradient w.r.t. the image of ``separable_filter`` for output gradient ``grad``: the
     flipped filter over the zero-extended gradient, z, with the border extension folded
-    back onto the pixels it read. z's interior is the result itself (one launch straight
-    into it); only its margins, 2*ry rows and 2*rx columns, are computed into small buffers
-    (four more launches) and added where the border read them from, instead of folding a
-    full-size extended buffer. On the H200 the whole backward measured 0.347 ms before
-    this change and 0.77 ms in a later run after it (15x15, 4K): not an A/B, but no
-    evidence of the gain either (PERFORMANCE.md)."""
+    back onto the pixels it read. The constant border reads no pixel: z's interior is the
+    result, one launch. The other borders: one launch of the strip kernel over z's whole
+    extended grid that adds each value where the border read it from
+    (``kernels.launch_adjoint``). Filters taller than the strip kernel takes: z's interior
+    launched straight into the result, its margins (2*ry rows, 2*rx columns) into small
+    buffers (four launches) folded with index_add."""
     rx, ry = (len(tx) - 1) // 2, (len(ty) - 1) // 2
     g4 = _image.as_planes(grad)
     B, C, H, W = g4.shape
     fx, fy, zero = _image.on(tx.flip(0), grad.device), _image.on(ty.flip(0), grad.device), _image.check_border("constant")
+    if border != "constant" and kernels.strip_fits(ry):
+        gx = torch.zeros(B, C, H, W, dtype=torch.float32, device=grad.device)
+        kernels.launch_adjoint(g4, gx, fx, fy, _image.check_border(border))
+        return gx.reshape(shape)
     gx = torch.empty(B, C, H, W, dtype=torch.float32, device=grad.device)
     kernels.launch(g4, gx, fx, fy, border=zero)
+    if border == "constant":
+        return gx.reshape(shape)
     if ry > 0:  # z's top and bottom margin rows, full width, folded along x, then along y
         zr = torch.empty(B, C, 2 * ry, W + 2 * rx, dtype=torch.float32, device=grad.device)
         kernels.launch(g4, zr[:, :, :ry], fx, fy, oy=-ry, ox=-rx, border=zero)

@@ -14,16 +14,17 @@ key (a coarser key: a size class, not the exact shape) and device, under a lock:
 own autotuner shares one cache between threads and devices, and two threads tuning at
 once crashed in it. Launches whose key is already known take no lock.
 """
-import contextlib
 import os
 import threading
 
 import torch
 import triton
+from triton import knobs
+from triton.knobs import HookChain
 
 from .tiling import interpreting
 
-__all__ = ["launch", "Tuning", "autotuning", "on_device", "tile_config"]
+__all__ = ["launch", "Tuning", "autotuning", "tile_config"]
 
 # The tuning candidates are timed briefly: a new variant's first call waits for them.
 _TUNE_WARMUP_MS, _TUNE_REP_MS = 5, 20
@@ -38,14 +39,6 @@ def autotuning() -> bool:
     instead of timing every candidate on the first call of each tuning key (the tests
     set this on the GPU, where tuning each of hundreds of variants would take minutes)."""
     return os.environ.get("IMGFILTERS_AUTOTUNE", "1") != "0"
-
-
-def on_device(t):
-    """Run on ``t``'s GPU: Triton launches on the current CUDA device, which need not be
-    the tensor's (entering ``torch.cuda.device`` costs microseconds: only when needed)."""
-    if t.is_cuda and t.get_device() != torch.cuda.current_device():
-        return torch.cuda.device(t.device)
-    return contextlib.nullcontext()
 
 
 def tile_config(num_warps=4, num_stages=1, **meta):
@@ -85,36 +78,46 @@ def launch(kernel, grid, args, meta, x, config=None, tuning=None):
     """Launch ``kernel`` on ``x``'s device with positional ``args`` and constexpr ``meta``,
     in the tile ``config`` (a ``triton.Config``) or, when that is None, the one ``tuning``
     picks. ``grid(params)`` -> the launch grid, from the meta-parameters and the tile's."""
-    with on_device(x):
-        if interpreting():  # the interpreter runs each launch; nothing to cache or tune
-            config = config or tuning.candidates(meta)[0]
-            kernel[grid({**meta, **config.kwargs})](*args, **meta, **_options(config))
-            return
-        device = x.device.index
-        key = _launch_key(kernel, args, meta, config, device)
+    if interpreting():  # the interpreter runs each launch; nothing to cache or tune
+        config = config or tuning.candidates(meta)[0]
+        kernel[grid({**meta, **config.kwargs})](*args, **meta, **_options(config))
+        return
+    device = x.get_device()
+    if device != torch.cuda.current_device():
+        with torch.cuda.device(device):
+            return launch(kernel, grid, args, meta, x, config, tuning)
+    key = _launch_key(kernel, args, meta, config, device)
+    try:
         hit = _launches.get(key)
-        if hit is not None:
-            compiled, tail, params = hit
-            g = grid(params)
-            compiled[(g + (1, 1))[:3]](*args, *tail, stream=_current_stream(device))
-            return
-        with _lock:
-            if config is None:
-                config = tuning.tile(kernel, grid, args, meta, device)
-                tuning.last = config
-            params = {**meta, **config.kwargs}
-            compiled = kernel[grid(params)](*args, **meta, **_options(config))
-            names = kernel.arg_names[len(args):]
-            if key is not None and all(n in params for n in names):
-                if len(_launches) >= _MAX_LAUNCHES:
-                    _launches.clear()
-                _launches[key] = (compiled, tuple(params[n] for n in names), params)
+    except TypeError:  # an unhashable argument: launched without the cache
+        hit = key = None
+    if hit is not None:
+        compiled, tail, params = hit
+        g = grid(params) + (1, 1)
+        stream = triton.runtime.driver.active.get_current_stream(device)
+        if _idle(knobs.runtime.launch_enter_hook) and _idle(knobs.runtime.launch_exit_hook):
+            # what Triton's own runner does, without its per-call closure
+            compiled.run(g[0], g[1], g[2], stream, compiled.function, compiled.packed_metadata, None, None, None,
+                         *args, *tail)
+        else:  # launch hooks (profilers) get their metadata from Triton's runner
+            compiled[g[:3]](*args, *tail, stream=stream)
+        return
+    with _lock:
+        if config is None:
+            config = tuning.tile(kernel, grid, args, meta, device)
+            tuning.last = config
+        params = {**meta, **config.kwargs}
+        compiled = kernel[grid(params)](*args, **meta, **_options(config))
+        names = kernel.arg_names[len(args):]
+        if key is not None and all(n in params for n in names):
+            if len(_launches) >= _MAX_LAUNCHES:
+                _launches.clear()
+            _launches[key] = (compiled, tuple(params[n] for n in names), params)
 
 
-def _current_stream(device):
-    """The raw handle of ``device``'s current CUDA stream, as Triton's own launch takes it
-    (``torch.cuda.current_stream`` builds a Python stream object: microseconds)."""
-    return triton.runtime.driver.active.get_current_stream(device)
+def _idle(hook):
+    """No launch hook installed (Triton keeps them in a HookChain, or None)."""
+    return hook is None or (isinstance(hook, HookChain) and not hook.calls)
 
 
 def _options(config):
@@ -122,15 +125,10 @@ def _options(config):
 
 
 def _launch_key(kernel, args, meta, config, device):
-    """Everything Triton's specialisation and the tile depend on, or None when an
-    argument is not hashable."""
+    """Everything Triton's specialisation and the tile depend on (hashable unless an
+    argument is not)."""
     tile = None if config is None else (tuple(config.kwargs.items()), config.num_warps, config.num_stages)
-    key = (kernel, device, tile, tuple(meta.items()), tuple(map(_spec, args)))
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key
+    return kernel, device, tile, tuple(meta.items()), tuple(map(_spec, args))
 
 
 def _spec(a):

@@ -77,7 +77,11 @@ def needs_int64(*planes) -> bool:
     """True when an offset inside one (C, H, W) image of these 4-D tensors can pass 2**31:
     kernels then index in int64. Every index is remapped into the image first, so the
     largest in-image offset bounds them all."""
-    return any(sum((n - 1) * st for n, st in zip(t.shape[1:], t.stride()[1:])) >= 2 ** 31 for t in planes)
+    for t in planes:
+        (_, c, h, w), (_, sc, sh, sw) = t.shape, t.stride()
+        if (c - 1) * sc + (h - 1) * sh + (w - 1) * sw >= 2 ** 31:
+            return True
+    return False
 
 
 @triton.jit
