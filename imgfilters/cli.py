@@ -7,6 +7,9 @@
 Exit codes: 0 done; 1 some files of a directory failed (or an unexpected error); 2 usage
 error (bad option, missing or unreadable file, unsupported mode, refused overwrite), with
 one line of explanation and no traceback unless ``--debug``.
+
+torch, Pillow and the kernels are imported only once the options are checked, so
+``--help``, ``--version`` and usage errors answer at once.
 """
 import argparse
 import math
@@ -14,12 +17,6 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import torch
-
-from imgfilters.io import FORMATS, ImageError, Picture, read_image, write_image
-from imgfilters.kernels import bilateral as bilateral_kernels
-from imgfilters.kernels import nlm as nlm_kernels
 
 PROG = "imgfilters-denoise"
 BATCH = 8                 # images read at once in directory mode; equal sizes share one launch
@@ -74,28 +71,35 @@ def build_parser():
 class Settings:
     """Validated options and the device."""
     args: argparse.Namespace
-    device: torch.device
+    device: "torch.device"
     log: list = field(default_factory=list)
 
 
 def main(argv=None):
     debug = "--debug" in (sys.argv[1:] if argv is None else argv)
     try:
-        settings = _settings(build_parser().parse_args(argv))
-        return _run(settings)
-    except (UsageError, ImageError) as e:
-        if debug:
-            raise
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 2
+        args = build_parser().parse_args(argv)
+        _check_options(args)
+        return _run(_settings(args))
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
-    except Exception as e:  # unexpected: one line unless --debug
+    except Exception as e:
         if debug:
             raise
+        if isinstance(e, UsageError) or _is_image_error(e):
+            print(f"{PROG}: error: {e}", file=sys.stderr)
+            return 2
+        # unexpected: one line unless --debug
         print(f"{PROG}: error: {type(e).__name__}: {e} (run with --debug for the traceback)", file=sys.stderr)
         return 1
+
+
+def _is_image_error(e):
+    """A file that cannot be read or written (``imgfilters.io.ImageError``; the module is
+    loaded if such an error can have happened)."""
+    io = sys.modules.get("imgfilters.io")
+    return io is not None and isinstance(e, io.ImageError)
 
 
 def _version():
@@ -106,7 +110,9 @@ def _version():
         return "(not installed)"
 
 
-def _settings(args):
+def _check_options(args):
+    """Usage errors in the options alone, before torch or any file is touched; fills in
+    the bilateral defaults."""
     for method, names in METHOD_OPTIONS.items():
         given = [n for n in names if getattr(args, n) is not None]
         if method != args.method and given:
@@ -116,30 +122,38 @@ def _settings(args):
         raise UsageError("--sigma 0 means no noise: there is nothing to denoise (leave --sigma out to estimate it)")
     args.sigma_color = SIGMA_COLOR if args.sigma_color is None else args.sigma_color
     args.sigma_space = SIGMA_SPACE if args.sigma_space is None else args.sigma_space
-    if args.device == "cuda" and not torch.cuda.is_available():
-        raise UsageError("--device cuda: no CUDA GPU is available")
-    device = torch.device("cuda" if args.device != "cpu" and torch.cuda.is_available() else "cpu")
     checks = [("--sigma", args.sigma, 0, True), ("--h", args.h, 0, False), ("--sigma-color", args.sigma_color, 0, False),
               ("--sigma-space", args.sigma_space, 0, False), ("--strength", args.strength, 0, False)]
     for name, value, low, inclusive in checks:
         if value is not None and (not math.isfinite(value) or value < low or (value == low and not inclusive)):
             raise UsageError(f"{name} must be a finite number {'>=' if inclusive else '>'} {low}, got {value}")
-    # the library's own limits, checked here so a bad value stops before any image is read
-    top = nlm_kernels.MAX_PATCH
-    if args.patch_size is not None and (args.patch_size < 1 or args.patch_size % 2 == 0 or args.patch_size > top):
-        raise UsageError(f"--patch-size must be odd, 1 to {top}, got {args.patch_size}")
-    for name, value, top in (("--search-radius", args.search_radius, nlm_kernels.MAX_RADIUS),
-                             ("--radius", args.radius, bilateral_kernels.MAX_RADIUS)):
-        if value is not None and not 0 <= value <= top:
-            raise UsageError(f"{name} must be 0 to {top}, got {value}")
     if args.quality is not None and not 1 <= args.quality <= 100:
         raise UsageError(f"--quality must be 1 to 100, got {args.quality}")
     if args.tile is not None and args.tile < 16:
         raise UsageError(f"--tile must be at least 16, got {args.tile}")
-    return Settings(args, device)
+    # the library's own limits (the kernel modules load Triton: only when they are given)
+    if args.patch_size is not None:
+        from imgfilters.kernels.nlm import MAX_PATCH
+        if args.patch_size < 1 or args.patch_size % 2 == 0 or args.patch_size > MAX_PATCH:
+            raise UsageError(f"--patch-size must be odd, 1 to {MAX_PATCH}, got {args.patch_size}")
+    if args.search_radius is not None or args.radius is not None:
+        from imgfilters.kernels import bilateral, nlm
+        for name, value, top in (("--search-radius", args.search_radius, nlm.MAX_RADIUS),
+                                 ("--radius", args.radius, bilateral.MAX_RADIUS)):
+            if value is not None and not 0 <= value <= top:
+                raise UsageError(f"{name} must be 0 to {top}, got {value}")
+
+
+def _settings(args):
+    """The device for valid options."""
+    import torch
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--device cuda: no CUDA GPU is available")
+    return Settings(args, torch.device("cuda" if args.device != "cpu" and torch.cuda.is_available() else "cpu"))
 
 
 def _run(s):
+    from imgfilters.io import read_image, write_image
     src, dst = Path(s.args.input), Path(s.args.output)
     if not src.exists():
         raise UsageError(f"{src}: no such file or folder")
@@ -160,6 +174,7 @@ def _run(s):
 
 
 def _check_output(s, src, dst):
+    from imgfilters.io import FORMATS
     if os.path.splitext(dst)[1].lower() not in FORMATS:
         raise UsageError(f"{dst}: unknown output format; use one of {', '.join(sorted(FORMATS))}")
     if dst.exists() and dst.resolve() == src.resolve():
@@ -170,6 +185,8 @@ def _check_output(s, src, dst):
 
 def _run_folder(s, src, dst):
     from tqdm import tqdm
+
+    from imgfilters.io import FORMATS, ImageError, read_image, write_image
     if dst.exists() and not dst.is_dir():
         raise UsageError(f"{dst}: is a file; folder input needs an output folder")
     if dst.resolve() == src.resolve():
@@ -221,6 +238,7 @@ def _run_folder(s, src, dst):
 def _denoise_pictures(s, pics, names):
     """Denoise the planes of ``pics`` in place (alpha untouched): equal sizes and dtypes
     in one batch, unless the image needs tiles."""
+    import torch
     groups, results = {}, {}
     for k, pic in enumerate(pics):
         groups.setdefault((tuple(pic.planes.shape), pic.planes.dtype), []).append(k)
@@ -233,6 +251,8 @@ def _denoise_pictures(s, pics, names):
 
 def _denoise(s, x, names):
     """(B, C, H, W) uint8/uint16 CPU images -> denoised CPU images, tiled when needed."""
+    import torch
+
     from imgfilters.ops.nlm import parameters
     a = s.args
     B, C, H, W = x.shape
@@ -278,6 +298,8 @@ def _denoise(s, x, names):
 
 
 def _filter(s, x, opts):
+    import torch
+
     import imgfilters
     per = lambda key: torch.tensor([o[key] for o in opts], dtype=torch.float64)
     o = opts[0]
@@ -302,6 +324,7 @@ def _estimate(s, x, tile):
 def _auto_tile(s, x):
     """None when the whole batch fits; else a square tile size that does. The kernels need
     the input and output; the CPU path (float64 reference) about 16 float64 planes."""
+    import torch
     B, C, H, W = x.shape
     if s.device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(s.device)
