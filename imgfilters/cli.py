@@ -15,6 +15,7 @@ import argparse
 import math
 import os
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -164,6 +165,7 @@ def _run(s):
     _check_output(s, src, dst)
     if not dst.parent.is_dir():
         raise UsageError(f"{dst}: the folder {dst.parent} does not exist")
+    _check_writable(dst.parent)
     pic = read_image(src)
     try:
         _denoise_pictures(s, [pic], [src])
@@ -171,6 +173,17 @@ def _run(s):
         raise UsageError(f"{src}: {e}") from e
     write_image(dst, pic, s.args.quality)
     return 0
+
+
+def _check_writable(folder):
+    """Create ``folder`` if needed and write a scratch file into it: a read-only output
+    stops the run before the first image is computed, with one line."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as e:
+        raise UsageError(f"{folder}: cannot write into this folder ({e.strerror or e})") from None
 
 
 def _check_output(s, src, dst):
@@ -191,6 +204,7 @@ def _run_folder(s, src, dst):
         raise UsageError(f"{dst}: is a file; folder input needs an output folder")
     if dst.resolve() == src.resolve():
         raise UsageError(f"{dst}: refusing to write into the input folder")
+    _check_writable(dst)
     inside = src.resolve() in dst.resolve().parents  # an output folder below the input: skip it
     files = sorted(p for p in src.rglob("*") if p.is_file() and p.suffix.lower() in FORMATS
                    and not (inside and dst.resolve() in p.resolve().parents))
@@ -223,8 +237,10 @@ def _run_folder(s, src, dst):
                     out.parent.mkdir(parents=True, exist_ok=True)
                     write_image(out, pic, s.args.quality)
                     done += 1
-                except (OSError, ImageError) as e:
+                except ImageError as e:  # (its message names the file)
                     failed.append(str(e))
+                except OSError as e:
+                    failed.append(f"{out}: cannot create the folder {out.parent} ({e.strerror or e})")
             bar.update(1)
     bar.close()
     if not s.args.quiet:

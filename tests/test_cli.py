@@ -262,3 +262,43 @@ def test_version_and_help_state_every_default(capsys):
         if action.option_strings and action.dest not in ("help", "version"):
             assert action.help, action.dest
             assert "default" in action.help or action.const is not None, action.dest  # store_true flags: off
+
+
+def _unwritable(tmp_path):
+    """A folder this process cannot write into: read-only permissions or, for root (whom
+    permissions do not stop), /sys."""
+    if os.geteuid() == 0:
+        return Path("/sys")
+    folder = tmp_path / "read_only"
+    folder.mkdir()
+    folder.chmod(0o555)
+    return folder
+
+
+def _tiny_pngs(folder, *names):
+    for name in names:
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(np.arange(256, dtype=np.uint8).reshape(16, 16)).save(folder / name)
+
+
+def test_read_only_output_stops_before_the_first_image(tmp_path, capsys, monkeypatch):
+    _tiny_pngs(tmp_path / "shoot", "a.png", "sub/b.png")
+    monkeypatch.setattr(cli, "_denoise_pictures", lambda *args: pytest.fail("an image was computed"))
+    for src, dst in ((tmp_path / "shoot", _unwritable(tmp_path)),
+                     (tmp_path / "shoot" / "a.png", _unwritable(tmp_path) / "out.png")):
+        r = run_in_process(capsys, src, dst)
+        assert one_error_line(r) and "cannot write" in r.stderr, r.stderr
+
+
+def test_every_failure_line_names_its_file(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # the CLI's CPU path: the float64 reference
+    _tiny_pngs(tmp_path / "shoot", "a.png", "sub/b.png", "sub/c.png")
+    (tmp_path / "shoot" / "broken.png").write_bytes(b"not a png")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "sub").write_text("a file where the sub-folder would go")
+    r = run_in_process(capsys, tmp_path / "shoot", tmp_path / "out", "--method", "bilateral", "--radius", "1",
+                       "--quiet")
+    assert r.returncode == 1
+    failed = [Path(line.strip().split(": ")[0]).name for line in r.stderr.splitlines()]
+    assert sorted(failed) == ["b.png", "broken.png", "c.png"], r.stderr
+    assert (tmp_path / "out" / "a.png").is_file()
