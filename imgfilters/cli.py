@@ -24,6 +24,13 @@ BATCH = 8                 # images read at once in directory mode; equal sizes s
 CPU_BUDGET = 2 * 2 ** 30  # bytes of working memory for one CPU (float64 reference) call
 NOISE_CROP = 2048         # tiled images estimate their noise on a centred crop this large
 SIGMA_COLOR, SIGMA_SPACE = 0.1, 1.5  # the bilateral defaults
+# Larger images are refused unless --max-megapixels says otherwise: decompression bombs,
+# and CPU runs of hours (non-local means takes about 10 us per value there).
+MAX_MEGAPIXELS = 100
+# A CPU run of more values than this (about a second or more) is filtered in tiles of
+# PROGRESS_TILE pixels a side (a bar step every few seconds; the halo adds about 10 %), and
+# a run of several tiles shows its progress bar once it has taken PROGRESS_DELAY seconds.
+PROGRESS_VALUES, PROGRESS_TILE, PROGRESS_DELAY = 2 ** 18, 512, 1.0
 # each method's own options: given with the other method they would do nothing
 METHOD_OPTIONS = {"nlm": ("sigma", "h", "patch_size", "search_radius"),
                   "bilateral": ("sigma_color", "sigma_space", "radius")}
@@ -60,7 +67,11 @@ def build_parser():
     p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto",
                    help="where to filter; auto: the GPU when there is one (default auto)")
     p.add_argument("--quality", type=int, help="JPEG / WebP quality, 1-100 (default: Pillow's)")
-    p.add_argument("--tile", type=int, help="process in N x N tiles (default: only when memory requires)")
+    p.add_argument("--tile", type=int, help="process in N x N tiles (default: only when memory requires, "
+                   f"or on the CPU {PROGRESS_TILE} for the progress bar of large images)")
+    p.add_argument("--max-megapixels", type=float, default=MAX_MEGAPIXELS,
+                   help=f"refuse larger images (decompression bombs, hours on a CPU); 0: no limit "
+                   f"(default {MAX_MEGAPIXELS})")
     p.add_argument("--print-params", action="store_true", help="print the estimated sigma and parameters used")
     p.add_argument("--overwrite", action="store_true", help="replace existing output files")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar or summary")
@@ -124,7 +135,8 @@ def _check_options(args):
     args.sigma_color = SIGMA_COLOR if args.sigma_color is None else args.sigma_color
     args.sigma_space = SIGMA_SPACE if args.sigma_space is None else args.sigma_space
     checks = [("--sigma", args.sigma, 0, True), ("--h", args.h, 0, False), ("--sigma-color", args.sigma_color, 0, False),
-              ("--sigma-space", args.sigma_space, 0, False), ("--strength", args.strength, 0, False)]
+              ("--sigma-space", args.sigma_space, 0, False), ("--strength", args.strength, 0, False),
+              ("--max-megapixels", args.max_megapixels, 0, True)]
     for name, value, low, inclusive in checks:
         if value is not None and (not math.isfinite(value) or value < low or (value == low and not inclusive)):
             raise UsageError(f"{name} must be a finite number {'>=' if inclusive else '>'} {low}, got {value}")
@@ -166,13 +178,17 @@ def _run(s):
     if not dst.parent.is_dir():
         raise UsageError(f"{dst}: the folder {dst.parent} does not exist")
     _check_writable(dst.parent)
-    pic = read_image(src)
+    pic = read_image(src, _max_pixels(s))
     try:
         _denoise_pictures(s, [pic], [src])
     except ValueError as e:  # parameters the library refuses for this image (size, radius...)
         raise UsageError(f"{src}: {e}") from e
     write_image(dst, pic, s.args.quality)
     return 0
+
+
+def _max_pixels(s):
+    return round(s.args.max_megapixels * 1e6)
 
 
 def _check_writable(folder):
@@ -216,7 +232,7 @@ def _run_folder(s, src, dst):
             out = dst / path.relative_to(src)
             try:
                 _check_output(s, path, out)
-                chunk.append((path, out, read_image(path)))
+                chunk.append((path, out, read_image(path, _max_pixels(s))))
             except (UsageError, ImageError) as e:
                 failed.append(str(e))
                 bar.update(1)
@@ -298,6 +314,7 @@ def _denoise(s, x, names):
             for n, o in zip(names, opts):
                 print(f"{n}: nlm sigma={o['sigma']:.4g} ({255 * o['sigma']:.2f}/255) h={o['h']:.4g} "
                       f"patch_size={o['patch_size']} search_radius={o['search_radius']}")
+    tile = tile or _progress_tile(s, x)
     out = torch.empty_like(x)
     # images with the same parameters share a launch
     keyed = {}
@@ -352,6 +369,14 @@ def _auto_tile(s, x):
     return max(256, int(math.sqrt(budget / per_pixel)) // 64 * 64)
 
 
+def _progress_tile(s, x):
+    """A tile size that splits a long CPU run into steps a progress bar can count (the CPU
+    result is the untiled one exactly); None on the GPU, where a run takes milliseconds."""
+    if s.device.type == "cpu" and x.numel() > PROGRESS_VALUES and max(x.shape[-2:]) > PROGRESS_TILE:
+        return PROGRESS_TILE
+    return None
+
+
 def _tiles(H, W, tile, halo, quiet):
     """(output rows/cols, input rows/cols with the halo, clipped to the image) per tile."""
     if not tile:
@@ -359,5 +384,6 @@ def _tiles(H, W, tile, halo, quiet):
         return
     from tqdm import tqdm
     spans = [(r, min(r + tile, H), c, min(c + tile, W)) for r in range(0, H, tile) for c in range(0, W, tile)]
-    for r0, r1, c0, c1 in tqdm(spans, unit="tile", disable=quiet or len(spans) < 2, leave=False, file=sys.stderr):
+    for r0, r1, c0, c1 in tqdm(spans, unit="tile", disable=quiet or len(spans) < 2, leave=False, file=sys.stderr,
+                               delay=PROGRESS_DELAY):
         yield (r0, r1, c0, c1), (max(0, r0 - halo), min(H, r1 + halo), max(0, c0 - halo), min(W, c1 + halo))
