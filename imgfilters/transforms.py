@@ -81,7 +81,7 @@ def _filter_pil(img, fn):
         out = np.clip(np.round(out.astype(np.float64)), -2 ** 31, 2 ** 31 - 1).astype(np.int32)
     elif mode.startswith("I;16"):
         out = out.astype(">u2" if mode == "I;16B" else "<u2")
-    return PIL.Image.frombytes(mode, img.size, np.ascontiguousarray(out).tobytes())
+    return PIL.Image.frombytes(mode, (out.shape[1], out.shape[0]), np.ascontiguousarray(out).tobytes())
 
 
 def _range(value, name, low=None):
