@@ -1,4 +1,4 @@
-"""The one place that validates and normalises image tensors (DESIGN section 3).
+"""The one place that validates and normalises image tensors (docs/ARCHITECTURE.md, Layers).
 
 Images are ``(..., C, H, W)`` tensors (``(H, W)`` is one channel) of a supported dtype.
 Integers are read as value / max, floats as they are. Every check raises before any
