@@ -15,9 +15,9 @@ import argparse
 import math
 import os
 import sys
-import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
+
+import imgfilters  # (its own module only: the rest loads on first use)
 
 PROG = "imgfilters-denoise"
 BATCH = 8                 # images read at once in directory mode; equal sizes share one launch
@@ -50,7 +50,7 @@ def build_parser():
                 "on the GPU when there is one.")
     p.add_argument("input", help="an image file, or a folder: every PNG/JPEG/TIFF/WebP below it")
     p.add_argument("output", help="the output file (format from its extension), or a folder for folder input")
-    p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    p.add_argument("--version", action="version", version=f"%(prog)s {imgfilters.__version__}")
     p.add_argument("--method", choices=("nlm", "bilateral"), default="nlm",
                    help="non-local means or a bilateral filter (default nlm)")
     nlm = p.add_argument_group("non-local means (--method nlm; unit intensity scale: 10/255 = 0.0392)")
@@ -79,12 +79,12 @@ def build_parser():
     return p
 
 
-@dataclass
 class Settings:
-    """Validated options and the device."""
-    args: argparse.Namespace
-    device: "torch.device"
-    log: list = field(default_factory=list)
+    """Validated options (``argparse.Namespace``) and the ``torch.device``. (Not a
+    dataclass: the dataclasses module imports inspect, a good part of ``--help``'s time.)"""
+
+    def __init__(self, args, device):
+        self.args, self.device = args, device
 
 
 def main(argv=None):
@@ -112,14 +112,6 @@ def _is_image_error(e):
     loaded if such an error can have happened)."""
     io = sys.modules.get("imgfilters.io")
     return io is not None and isinstance(e, io.ImageError)
-
-
-def _version():
-    from importlib.metadata import PackageNotFoundError, version
-    try:
-        return version("imgfilters")
-    except PackageNotFoundError:  # run from a source tree that is not installed
-        return "(not installed)"
 
 
 def _check_options(args):
@@ -194,6 +186,7 @@ def _max_pixels(s):
 def _check_writable(folder):
     """Create ``folder`` if needed and write a scratch file into it: a read-only output
     stops the run before the first image is computed, with one line."""
+    import tempfile
     try:
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=folder):
