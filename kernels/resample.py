@@ -224,8 +224,7 @@ def resample_kernel(X, Y, C, H, W, HO, WO, scale_y, scale_x, support_y, support_
             line = line * norm_x
         if CLAMP_ROWS:  # the row pass of an integer image is an integer image in PIL and torch's CPU path
             line = tl.minimum(tl.maximum(line, 0.0), 1.0)
-        ky = j0 + tl.arange(0, JC)[None, :] - fy
-        _, wy = _tap(ky, fy, ny, py, H, widen_y, MODE)
+        _, wy = _tap(j0 + tl.arange(0, JC)[None, :] - fy, fy, ny, py, H, widen_y, MODE)
         if tl.sum(line * 0.0) != 0.0:  # a NaN or inf in these rows (rare): keep it off the product
             nan_hits, up_hits, down_hits = _non_finite(line, wy, nan_hits, up_hits, down_hits, PRECISION)
             line = tl.where(line * 0.0 == 0.0, line, 0.0)
