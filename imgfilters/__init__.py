@@ -1,14 +1,44 @@
-"""imgfilters: Triton GPU kernels for image filtering on PyTorch tensors."""
-from imgfilters.ops.bilateral import bilateral, joint_bilateral, joint_bilateral_upsample
-from imgfilters.ops.nlm import nl_means
-from imgfilters.ops.noise import estimate_noise
-from imgfilters.ops.pointwise import pointwise
-from imgfilters.ops.resample import imresize, resize, upsample
-from imgfilters.ops.separable import box_blur, gaussian_blur, separable_filter, unsharp_mask
-from imgfilters import transforms  # noqa: E402  (imgfilters.transforms.Bilateral() etc.)
-from imgfilters.fusion import fuse  # noqa: E402
+"""imgfilters: Triton GPU kernels for image filtering on PyTorch tensors.
 
-__all__ = ["separable_filter", "gaussian_blur", "box_blur", "unsharp_mask", "bilateral", "joint_bilateral",
-           "joint_bilateral_upsample", "nl_means", "estimate_noise", "resize", "upsample", "imresize",
-           "pointwise", "transforms", "fuse"]
+``import imgfilters`` loads nothing but this file: each public name is imported from its
+module on first use (PEP 562 ``__getattr__``), so the package, and the command line's
+``--help``, cost no torch, Triton or torchvision import. The custom ops
+(``torch.ops.imgfilters.*``) exist once ``imgfilters.ops`` is imported, which the first
+use of any function does; ``import imgfilters.ops`` registers them all up front.
+"""
+import importlib
+
 __version__ = "0.1.0"
+
+# public name -> the module that defines it (a new public function is added here)
+_EXPORTS = {
+    "separable_filter": "imgfilters.ops.separable", "gaussian_blur": "imgfilters.ops.separable",
+    "box_blur": "imgfilters.ops.separable", "unsharp_mask": "imgfilters.ops.separable",
+    "bilateral": "imgfilters.ops.bilateral", "joint_bilateral": "imgfilters.ops.bilateral",
+    "joint_bilateral_upsample": "imgfilters.ops.bilateral",
+    "nl_means": "imgfilters.ops.nlm", "estimate_noise": "imgfilters.ops.noise",
+    "resize": "imgfilters.ops.resample", "upsample": "imgfilters.ops.resample", "imresize": "imgfilters.ops.resample",
+    "pointwise": "imgfilters.ops.pointwise",
+    "fuse": "imgfilters.fusion",
+    "transforms": "imgfilters.transforms",  # a module: imgfilters.transforms.Bilateral() etc.
+}
+# subpackages and modules reachable as attributes without an import of their own
+_SUBMODULES = ("ops", "reference", "kernels", "transforms", "fusion", "io", "cli")
+
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name):
+    if name in _EXPORTS:
+        module = importlib.import_module(_EXPORTS[name])
+        value = module if module.__name__ == f"{__name__}.{name}" else getattr(module, name)
+    elif name in _SUBMODULES:
+        value = importlib.import_module(f"{__name__}.{name}")
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__) | set(_SUBMODULES))

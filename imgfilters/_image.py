@@ -1,4 +1,4 @@
-"""The one place that validates and normalises image tensors (DESIGN section 3).
+"""The one place that validates and normalises image tensors (docs/ARCHITECTURE.md, Layers).
 
 Images are ``(..., C, H, W)`` tensors (``(H, W)`` is one channel) of a supported dtype.
 Integers are read as value / max, floats as they are. Every check raises before any
@@ -7,9 +7,9 @@ launch, naming the argument and what is allowed.
 import functools
 import math
 import numbers
+import sys
 
 import torch
-from torchvision import tv_tensors
 
 from imgfilters.kernels.core.borders import BORDERS, border_code
 from imgfilters.kernels.core.tiling import interpreting
@@ -185,5 +185,7 @@ def in_layout(img, out, shape=None):
 
 
 def wrap(img, out):
-    """``out`` as ``img``'s tv_tensors type (an op returns plain tensors)."""
-    return tv_tensors.wrap(out, like=img) if isinstance(img, tv_tensors.TVTensor) else out
+    """``out`` as ``img``'s tv_tensors type (an op returns plain tensors). An image is a
+    tv_tensor only once torchvision is loaded: the ops never import it themselves."""
+    tv_tensors = sys.modules.get("torchvision.tv_tensors")
+    return tv_tensors.wrap(out, like=img) if tv_tensors and isinstance(img, tv_tensors.TVTensor) else out

@@ -7,25 +7,30 @@
 Exit codes: 0 done; 1 some files of a directory failed (or an unexpected error); 2 usage
 error (bad option, missing or unreadable file, unsupported mode, refused overwrite), with
 one line of explanation and no traceback unless ``--debug``.
+
+torch, Pillow and the kernels are imported only once the options are checked, so
+``--help``, ``--version`` and usage errors answer at once.
 """
 import argparse
 import math
 import os
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
-
-from imgfilters.io import FORMATS, ImageError, Picture, read_image, write_image
-from imgfilters.kernels import bilateral as bilateral_kernels
-from imgfilters.kernels import nlm as nlm_kernels
+import imgfilters  # (its own module only: the rest loads on first use)
 
 PROG = "imgfilters-denoise"
 BATCH = 8                 # images read at once in directory mode; equal sizes share one launch
 CPU_BUDGET = 2 * 2 ** 30  # bytes of working memory for one CPU (float64 reference) call
 NOISE_CROP = 2048         # tiled images estimate their noise on a centred crop this large
 SIGMA_COLOR, SIGMA_SPACE = 0.1, 1.5  # the bilateral defaults
+# Larger images are refused unless --max-megapixels says otherwise: decompression bombs,
+# and CPU runs of hours (non-local means takes about 10 us per value there).
+MAX_MEGAPIXELS = 100
+# A CPU run of more values than this (about a second or more) is filtered in tiles of
+# PROGRESS_TILE pixels a side (a bar step every few seconds; the halo adds about 10 %), and
+# a run of several tiles shows its progress bar once it has taken PROGRESS_DELAY seconds.
+PROGRESS_VALUES, PROGRESS_TILE, PROGRESS_DELAY = 2 ** 18, 512, 1.0
 # each method's own options: given with the other method they would do nothing
 METHOD_OPTIONS = {"nlm": ("sigma", "h", "patch_size", "search_radius"),
                   "bilateral": ("sigma_color", "sigma_space", "radius")}
@@ -45,7 +50,7 @@ def build_parser():
                 "on the GPU when there is one.")
     p.add_argument("input", help="an image file, or a folder: every PNG/JPEG/TIFF/WebP below it")
     p.add_argument("output", help="the output file (format from its extension), or a folder for folder input")
-    p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    p.add_argument("--version", action="version", version=f"%(prog)s {imgfilters.__version__}")
     p.add_argument("--method", choices=("nlm", "bilateral"), default="nlm",
                    help="non-local means or a bilateral filter (default nlm)")
     nlm = p.add_argument_group("non-local means (--method nlm; unit intensity scale: 10/255 = 0.0392)")
@@ -62,7 +67,11 @@ def build_parser():
     p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto",
                    help="where to filter; auto: the GPU when there is one (default auto)")
     p.add_argument("--quality", type=int, help="JPEG / WebP quality, 1-100 (default: Pillow's)")
-    p.add_argument("--tile", type=int, help="process in N x N tiles (default: only when memory requires)")
+    p.add_argument("--tile", type=int, help="process in N x N tiles (default: only when memory requires, "
+                   f"or on the CPU {PROGRESS_TILE} for the progress bar of large images)")
+    p.add_argument("--max-megapixels", type=float, default=MAX_MEGAPIXELS,
+                   help=f"refuse larger images (decompression bombs, hours on a CPU); 0: no limit "
+                   f"(default {MAX_MEGAPIXELS})")
     p.add_argument("--print-params", action="store_true", help="print the estimated sigma and parameters used")
     p.add_argument("--overwrite", action="store_true", help="replace existing output files")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar or summary")
@@ -70,43 +79,44 @@ def build_parser():
     return p
 
 
-@dataclass
 class Settings:
-    """Validated options and the device."""
-    args: argparse.Namespace
-    device: torch.device
-    log: list = field(default_factory=list)
+    """Validated options (``argparse.Namespace``) and the ``torch.device``. (Not a
+    dataclass: the dataclasses module imports inspect, a good part of ``--help``'s time.)"""
+
+    def __init__(self, args, device):
+        self.args, self.device = args, device
 
 
 def main(argv=None):
     debug = "--debug" in (sys.argv[1:] if argv is None else argv)
     try:
-        settings = _settings(build_parser().parse_args(argv))
-        return _run(settings)
-    except (UsageError, ImageError) as e:
-        if debug:
-            raise
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 2
+        args = build_parser().parse_args(argv)
+        _check_options(args)
+        return _run(_settings(args))
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
-    except Exception as e:  # unexpected: one line unless --debug
+    except Exception as e:
         if debug:
             raise
+        if isinstance(e, UsageError) or _is_image_error(e):
+            print(f"{PROG}: error: {e}", file=sys.stderr)
+            return 2
+        # unexpected: one line unless --debug
         print(f"{PROG}: error: {type(e).__name__}: {e} (run with --debug for the traceback)", file=sys.stderr)
         return 1
 
 
-def _version():
-    from importlib.metadata import PackageNotFoundError, version
-    try:
-        return version("imgfilters")
-    except PackageNotFoundError:  # run from a source tree that is not installed
-        return "(not installed)"
+def _is_image_error(e):
+    """A file that cannot be read or written (``imgfilters.io.ImageError``; the module is
+    loaded if such an error can have happened)."""
+    io = sys.modules.get("imgfilters.io")
+    return io is not None and isinstance(e, io.ImageError)
 
 
-def _settings(args):
+def _check_options(args):
+    """Usage errors in the options alone, before torch or any file is touched; fills in
+    the bilateral defaults."""
     for method, names in METHOD_OPTIONS.items():
         given = [n for n in names if getattr(args, n) is not None]
         if method != args.method and given:
@@ -116,30 +126,39 @@ def _settings(args):
         raise UsageError("--sigma 0 means no noise: there is nothing to denoise (leave --sigma out to estimate it)")
     args.sigma_color = SIGMA_COLOR if args.sigma_color is None else args.sigma_color
     args.sigma_space = SIGMA_SPACE if args.sigma_space is None else args.sigma_space
-    if args.device == "cuda" and not torch.cuda.is_available():
-        raise UsageError("--device cuda: no CUDA GPU is available")
-    device = torch.device("cuda" if args.device != "cpu" and torch.cuda.is_available() else "cpu")
     checks = [("--sigma", args.sigma, 0, True), ("--h", args.h, 0, False), ("--sigma-color", args.sigma_color, 0, False),
-              ("--sigma-space", args.sigma_space, 0, False), ("--strength", args.strength, 0, False)]
+              ("--sigma-space", args.sigma_space, 0, False), ("--strength", args.strength, 0, False),
+              ("--max-megapixels", args.max_megapixels, 0, True)]
     for name, value, low, inclusive in checks:
         if value is not None and (not math.isfinite(value) or value < low or (value == low and not inclusive)):
             raise UsageError(f"{name} must be a finite number {'>=' if inclusive else '>'} {low}, got {value}")
-    # the library's own limits, checked here so a bad value stops before any image is read
-    top = nlm_kernels.MAX_PATCH
-    if args.patch_size is not None and (args.patch_size < 1 or args.patch_size % 2 == 0 or args.patch_size > top):
-        raise UsageError(f"--patch-size must be odd, 1 to {top}, got {args.patch_size}")
-    for name, value, top in (("--search-radius", args.search_radius, nlm_kernels.MAX_RADIUS),
-                             ("--radius", args.radius, bilateral_kernels.MAX_RADIUS)):
-        if value is not None and not 0 <= value <= top:
-            raise UsageError(f"{name} must be 0 to {top}, got {value}")
     if args.quality is not None and not 1 <= args.quality <= 100:
         raise UsageError(f"--quality must be 1 to 100, got {args.quality}")
     if args.tile is not None and args.tile < 16:
         raise UsageError(f"--tile must be at least 16, got {args.tile}")
-    return Settings(args, device)
+    # the library's own limits (the kernel modules load Triton: only when they are given)
+    if args.patch_size is not None:
+        from imgfilters.kernels.nlm import MAX_PATCH
+        if args.patch_size < 1 or args.patch_size % 2 == 0 or args.patch_size > MAX_PATCH:
+            raise UsageError(f"--patch-size must be odd, 1 to {MAX_PATCH}, got {args.patch_size}")
+    if args.search_radius is not None or args.radius is not None:
+        from imgfilters.kernels import bilateral, nlm
+        for name, value, top in (("--search-radius", args.search_radius, nlm.MAX_RADIUS),
+                                 ("--radius", args.radius, bilateral.MAX_RADIUS)):
+            if value is not None and not 0 <= value <= top:
+                raise UsageError(f"{name} must be 0 to {top}, got {value}")
+
+
+def _settings(args):
+    """The device for valid options."""
+    import torch
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--device cuda: no CUDA GPU is available")
+    return Settings(args, torch.device("cuda" if args.device != "cpu" and torch.cuda.is_available() else "cpu"))
 
 
 def _run(s):
+    from imgfilters.io import read_image, write_image
     src, dst = Path(s.args.input), Path(s.args.output)
     if not src.exists():
         raise UsageError(f"{src}: no such file or folder")
@@ -150,7 +169,8 @@ def _run(s):
     _check_output(s, src, dst)
     if not dst.parent.is_dir():
         raise UsageError(f"{dst}: the folder {dst.parent} does not exist")
-    pic = read_image(src)
+    _check_writable(dst.parent)
+    pic = read_image(src, _max_pixels(s))
     try:
         _denoise_pictures(s, [pic], [src])
     except ValueError as e:  # parameters the library refuses for this image (size, radius...)
@@ -159,7 +179,24 @@ def _run(s):
     return 0
 
 
+def _max_pixels(s):
+    return round(s.args.max_megapixels * 1e6)
+
+
+def _check_writable(folder):
+    """Create ``folder`` if needed and write a scratch file into it: a read-only output
+    stops the run before the first image is computed, with one line."""
+    import tempfile
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as e:
+        raise UsageError(f"{folder}: cannot write into this folder ({e.strerror or e})") from None
+
+
 def _check_output(s, src, dst):
+    from imgfilters.io import FORMATS
     if os.path.splitext(dst)[1].lower() not in FORMATS:
         raise UsageError(f"{dst}: unknown output format; use one of {', '.join(sorted(FORMATS))}")
     if dst.exists() and dst.resolve() == src.resolve():
@@ -170,10 +207,13 @@ def _check_output(s, src, dst):
 
 def _run_folder(s, src, dst):
     from tqdm import tqdm
+
+    from imgfilters.io import FORMATS, ImageError, read_image, write_image
     if dst.exists() and not dst.is_dir():
         raise UsageError(f"{dst}: is a file; folder input needs an output folder")
     if dst.resolve() == src.resolve():
         raise UsageError(f"{dst}: refusing to write into the input folder")
+    _check_writable(dst)
     inside = src.resolve() in dst.resolve().parents  # an output folder below the input: skip it
     files = sorted(p for p in src.rglob("*") if p.is_file() and p.suffix.lower() in FORMATS
                    and not (inside and dst.resolve() in p.resolve().parents))
@@ -185,7 +225,7 @@ def _run_folder(s, src, dst):
             out = dst / path.relative_to(src)
             try:
                 _check_output(s, path, out)
-                chunk.append((path, out, read_image(path)))
+                chunk.append((path, out, read_image(path, _max_pixels(s))))
             except (UsageError, ImageError) as e:
                 failed.append(str(e))
                 bar.update(1)
@@ -206,8 +246,10 @@ def _run_folder(s, src, dst):
                     out.parent.mkdir(parents=True, exist_ok=True)
                     write_image(out, pic, s.args.quality)
                     done += 1
-                except (OSError, ImageError) as e:
+                except ImageError as e:  # (its message names the file)
                     failed.append(str(e))
+                except OSError as e:
+                    failed.append(f"{out}: cannot create the folder {out.parent} ({e.strerror or e})")
             bar.update(1)
     bar.close()
     if not s.args.quiet:
@@ -221,6 +263,7 @@ def _run_folder(s, src, dst):
 def _denoise_pictures(s, pics, names):
     """Denoise the planes of ``pics`` in place (alpha untouched): equal sizes and dtypes
     in one batch, unless the image needs tiles."""
+    import torch
     groups, results = {}, {}
     for k, pic in enumerate(pics):
         groups.setdefault((tuple(pic.planes.shape), pic.planes.dtype), []).append(k)
@@ -233,6 +276,8 @@ def _denoise_pictures(s, pics, names):
 
 def _denoise(s, x, names):
     """(B, C, H, W) uint8/uint16 CPU images -> denoised CPU images, tiled when needed."""
+    import torch
+
     from imgfilters.ops.nlm import parameters
     a = s.args
     B, C, H, W = x.shape
@@ -262,6 +307,7 @@ def _denoise(s, x, names):
             for n, o in zip(names, opts):
                 print(f"{n}: nlm sigma={o['sigma']:.4g} ({255 * o['sigma']:.2f}/255) h={o['h']:.4g} "
                       f"patch_size={o['patch_size']} search_radius={o['search_radius']}")
+    tile = tile or _progress_tile(s, x)
     out = torch.empty_like(x)
     # images with the same parameters share a launch
     keyed = {}
@@ -278,6 +324,8 @@ def _denoise(s, x, names):
 
 
 def _filter(s, x, opts):
+    import torch
+
     import imgfilters
     per = lambda key: torch.tensor([o[key] for o in opts], dtype=torch.float64)
     o = opts[0]
@@ -302,6 +350,7 @@ def _estimate(s, x, tile):
 def _auto_tile(s, x):
     """None when the whole batch fits; else a square tile size that does. The kernels need
     the input and output; the CPU path (float64 reference) about 16 float64 planes."""
+    import torch
     B, C, H, W = x.shape
     if s.device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(s.device)
@@ -313,6 +362,14 @@ def _auto_tile(s, x):
     return max(256, int(math.sqrt(budget / per_pixel)) // 64 * 64)
 
 
+def _progress_tile(s, x):
+    """A tile size that splits a long CPU run into steps a progress bar can count (the CPU
+    result is the untiled one exactly); None on the GPU, where a run takes milliseconds."""
+    if s.device.type == "cpu" and x.numel() > PROGRESS_VALUES and max(x.shape[-2:]) > PROGRESS_TILE:
+        return PROGRESS_TILE
+    return None
+
+
 def _tiles(H, W, tile, halo, quiet):
     """(output rows/cols, input rows/cols with the halo, clipped to the image) per tile."""
     if not tile:
@@ -320,5 +377,6 @@ def _tiles(H, W, tile, halo, quiet):
         return
     from tqdm import tqdm
     spans = [(r, min(r + tile, H), c, min(c + tile, W)) for r in range(0, H, tile) for c in range(0, W, tile)]
-    for r0, r1, c0, c1 in tqdm(spans, unit="tile", disable=quiet or len(spans) < 2, leave=False, file=sys.stderr):
+    for r0, r1, c0, c1 in tqdm(spans, unit="tile", disable=quiet or len(spans) < 2, leave=False, file=sys.stderr,
+                               delay=PROGRESS_DELAY):
         yield (r0, r1, c0, c1), (max(0, r0 - halo), min(H, r1 + halo), max(0, c0 - halo), min(W, c1 + halo))

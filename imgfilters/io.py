@@ -6,6 +6,7 @@ back: the mode, the ICC profile and the EXIF block. EXIF orientation is applied 
 reading, so the pixels are upright and the written EXIF says orientation 1.
 ``write_image`` writes atomically: a temporary file in the target folder, then a rename.
 """
+import contextlib
 import io
 import os
 import stat
@@ -40,11 +41,18 @@ class Picture:
     exif: Optional[bytes] = None
 
 
-def read_image(path) -> Picture:
+def read_image(path, max_pixels=None) -> Picture:
     """Read PNG, JPEG, TIFF or WebP: 8-bit grey, RGB, RGBA, LA, palette (converted to RGB or
-    RGBA), bilevel (to grey) and 16-bit grey. Raises ImageError with a one-line reason."""
+    RGBA), bilevel (to grey) and 16-bit grey. Raises ImageError with a one-line reason.
+
+    ``max_pixels``: refuse larger images before decoding them; this replaces Pillow's own
+    decompression-bomb check (a raw ``DecompressionBombWarning`` above 89 megapixels, an
+    error above 179). 0 means no limit; None keeps Pillow's check."""
     try:
-        with Image.open(path) as im:
+        with _pillow_limit(None if max_pixels is not None else Image.MAX_IMAGE_PIXELS), Image.open(path) as im:
+            if max_pixels and im.width * im.height > max_pixels:
+                raise ImageError(f"{path}: {im.width} x {im.height} is {im.width * im.height / 1e6:.1f} megapixels, "
+                                 f"more than the limit of {max_pixels / 1e6:g} (--max-megapixels; 0 for no limit)")
             if im.mode in ("RGB", "RGBA") and any("16" in str(t[3]) for t in im.tile):
                 raise ImageError(f"{path}: 16-bit colour images are not supported (Pillow would read them "
                                  "as 8-bit); use 16-bit grey or 8-bit colour")
@@ -83,6 +91,16 @@ def read_image(path) -> Picture:
     else:
         raise ImageError(f"{path}: unsupported image mode {im.mode}")
     return Picture(planes, alpha, icc, exif.tobytes() if len(exif) else None)
+
+
+@contextlib.contextmanager
+def _pillow_limit(pixels):
+    """Pillow's decompression-bomb threshold set to ``pixels`` (None: off) meanwhile."""
+    saved, Image.MAX_IMAGE_PIXELS = Image.MAX_IMAGE_PIXELS, pixels
+    try:
+        yield
+    finally:
+        Image.MAX_IMAGE_PIXELS = saved
 
 
 def _picture_exif(im):

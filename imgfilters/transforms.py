@@ -17,6 +17,7 @@ launch (so does ``NonLocalMeans`` for ``h`` and ``sigma``).
 import math
 import numbers
 
+import numpy as np
 import PIL.Image
 import torch
 from torchvision import tv_tensors
@@ -31,7 +32,10 @@ from imgfilters.ops import separable as _separable
 __all__ = ["GaussianBlur", "BoxBlur", "SeparableFilter", "UnsharpMask", "Bilateral", "JointBilateral",
            "NonLocalMeans", "Resize", "Upsample"]
 
-_PIL_MODES = ("L", "LA", "RGB", "RGBA")
+# PIL modes the filters take (a superset of what torchvision's functional filters take):
+# 8 bits per channel, then the modes that travel as another one (``_filter_pil``)
+_PIL_BYTE_MODES = ("L", "LA", "RGB", "RGBA", "CMYK", "YCbCr", "HSV", "LAB")
+_PIL_MODES = _PIL_BYTE_MODES + ("I;16", "I;16L", "I;16B", "I", "F", "1", "P")
 
 
 def not_an_image(inpt):
@@ -45,12 +49,39 @@ def _filter_images(inpt, fn):
     if not_an_image(inpt):
         return inpt
     if isinstance(inpt, PIL.Image.Image):
-        if inpt.mode not in _PIL_MODES:
-            raise TypeError(f"PIL images of mode {inpt.mode!r} are not supported; use L, LA, RGB or RGBA")
-        return F.to_pil_image(fn(F.pil_to_tensor(inpt)), mode=inpt.mode)
+        return _filter_pil(inpt, fn)
     if isinstance(inpt, torch.Tensor):
         return fn(inpt)
     return inpt
+
+
+def _filter_pil(img, fn):
+    """``fn`` applied to a PIL image through a tensor, returned in the image's mode: 8-bit
+    channels as uint8 and 16-bit grey (``I;16``, ``I;16L``, ``I;16B``) as uint16, both read
+    and written by the kernels directly; 32-bit integers (``I``) and floats (``F``) as
+    float32 values as they are (``I`` rounded and saturated back); bilevel (``1``) as grey,
+    thresholded back at half; palette (``P``) as RGB, mapped back to the nearest colours
+    of its own palette."""
+    mode = img.mode
+    if mode not in _PIL_MODES:
+        raise TypeError(f"PIL images of mode {mode!r} are not supported; use one of {', '.join(_PIL_MODES)}")
+    if mode == "1":
+        return _filter_pil(img.convert("L"), fn).convert("1", dither=PIL.Image.Dither.NONE)
+    if mode == "P":
+        out = _filter_pil(img.convert("RGB"), fn).quantize(palette=img, dither=PIL.Image.Dither.NONE)
+        out.info.update(img.info)  # (a transparent palette index stays transparent)
+        return out
+    arr = np.asarray(img)
+    arr = arr.astype(np.uint16 if mode.startswith("I;16") else np.float32 if mode == "I" else arr.dtype)
+    t = torch.from_numpy(arr.copy())
+    y = fn(t[None] if t.ndim == 2 else t.permute(2, 0, 1)).cpu()
+    out = y.permute(1, 2, 0).numpy()
+    out = out[..., 0] if out.shape[-1] == 1 else out
+    if mode == "I":
+        out = np.clip(np.round(out.astype(np.float64)), -2 ** 31, 2 ** 31 - 1).astype(np.int32)
+    elif mode.startswith("I;16"):
+        out = out.astype(">u2" if mode == "I;16B" else "<u2")
+    return PIL.Image.frombytes(mode, (out.shape[1], out.shape[0]), np.ascontiguousarray(out).tobytes())
 
 
 def _range(value, name, low=None):
@@ -226,7 +257,7 @@ class Resize(v2.Resize):
 
     def transform(self, inpt, params):
         if not_an_image(inpt) or (isinstance(inpt, PIL.Image.Image) and inpt.mode not in _PIL_MODES):
-            # boxes, masks, 16-bit and palette PIL images: torchvision's resize, given the enum
+            # boxes, masks and PIL modes the filters do not take: torchvision's resize, given the enum
             # (torchvision before 0.27 does not take a mode's name)
             return self._call_kernel(F.resize, inpt, self.size, interpolation=_resample.as_enum(self.interpolation),
                                      max_size=self.max_size, antialias=self.antialias)

@@ -155,6 +155,26 @@ def _weight_sum(first, count, pos, n_in, widen, TAPS, MODE: tl.constexpr):
 
 
 @triton.jit
+def _non_finite(line, wy, nan_hits, up_hits, down_hits, PRECISION: tl.constexpr):
+    """Count, per output, the non-finite values of ``line`` (JC rows) that it weighs with
+    ``wy`` (BH x JC), as IEEE arithmetic would combine them: a NaN makes NaN; an inf times a
+    positive or negative weight an inf up or down (both: NaN); a weight of 0 reads nothing.
+    The column pass's product cannot take them itself: it multiplies every row by every
+    output's weight, 0 for the rows an output does not read, and 0 * NaN would spread a NaN
+    over the tile. Counts of 0/1 products are exact in any precision."""
+    nan = (line != line).to(tl.float32)
+    pos = ((line * 0.0 != 0.0) & (line > 0.0)).to(tl.float32)
+    neg = ((line * 0.0 != 0.0) & (line < 0.0)).to(tl.float32)
+    above, below = (wy > 0.0).to(tl.float32), (wy < 0.0).to(tl.float32)
+    nan_hits = tl.dot(above + below, nan, nan_hits, input_precision=PRECISION)
+    up_hits = tl.dot(above, pos, up_hits, input_precision=PRECISION)
+    up_hits = tl.dot(below, neg, up_hits, input_precision=PRECISION)
+    down_hits = tl.dot(below, pos, down_hits, input_precision=PRECISION)
+    down_hits = tl.dot(above, neg, down_hits, input_precision=PRECISION)
+    return nan_hits, up_hits, down_hits
+
+
+@triton.jit
 def resample_kernel(X, Y, C, H, W, HO, WO, scale_y, scale_x, support_y, support_x, widen_y, widen_x,
                     sxb, sxc, sxh, sxw, syb, syc, syh, syw, TAPS_Y, TAPS_X,
                     PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
@@ -189,6 +209,10 @@ def resample_kernel(X, Y, C, H, W, HO, WO, scale_y, scale_x, support_y, support_
     first_row = tl.min(tl.where(live_rows, fy, 2147483647))
     end_row = tl.max(tl.where(live_rows, fy + ny, -2147483647))
     acc = tl.zeros((BH, BW), dtype=tl.float32)
+    # Non-finite row-pass values, counted per output by how they reach it (``_non_finite``).
+    nan_hits = tl.zeros((BH, BW), dtype=tl.float32)
+    up_hits = tl.zeros((BH, BW), dtype=tl.float32)
+    down_hits = tl.zeros((BH, BW), dtype=tl.float32)
     for j0 in range(first_row, end_row, JC):
         src = j0 + tl.arange(0, JC)[:, None]
         row_ptr = base + offset(_source(src, H, MODE), sxh, OFF64)
@@ -196,15 +220,21 @@ def resample_kernel(X, Y, C, H, W, HO, WO, scale_y, scale_x, support_y, support_
         for k in range(0, TAPS_X):
             cx, wx = _tap(k, fx, nx, px, W, widen_x, MODE)
             v = pointwise.apply_chain(pixels.load(row_ptr + offset(cx, sxw, OFF64)), c, PRO, pro_args)
-            line += wx * v
+            line += tl.where(wx != 0.0, wx * v, 0.0)  # (0 * NaN is NaN: a tap of weight 0 reads nothing)
         if NORMALISE:
             line = line * norm_x
         if CLAMP_ROWS:  # the row pass of an integer image is an integer image in PIL and torch's CPU path
             line = tl.minimum(tl.maximum(line, 0.0), 1.0)
         _, wy = _tap(j0 + tl.arange(0, JC)[None, :] - fy, fy, ny, py, H, widen_y, MODE)
+        if tl.sum(line * 0.0) != 0.0:  # a NaN or inf in these rows (rare): keep it off the product
+            nan_hits, up_hits, down_hits = _non_finite(line, wy, nan_hits, up_hits, down_hits, PRECISION)
+            line = tl.where(line * 0.0 == 0.0, line, 0.0)
         acc = tl.dot(wy, line, acc, input_precision=PRECISION)
     if NORMALISE:
         acc = acc * norm_y
+    acc = tl.where(up_hits > 0.0, float("inf"), acc)
+    acc = tl.where(down_hits > 0.0, -float("inf"), acc)
+    acc = tl.where((nan_hits > 0.0) | ((up_hits > 0.0) & (down_hits > 0.0)), float("nan"), acc)
     acc = pointwise.apply_epilogue(acc, acc, c, EPI, epi_args)
     mask = (rows < HO) & (cols < WO)
     offs = offset(rows, syh, OFF64) + offset(cols, syw, OFF64)

@@ -1,4 +1,4 @@
-"""GPU benchmark of imgfilters against its peers (DESIGN section 6).
+"""GPU benchmark of imgfilters against its peers (the README's Performance tables).
 
     python scripts/benchmark.py [family ...] [--markdown] [--plot out.png]
 

@@ -19,6 +19,17 @@ KERNEL_DTYPES = _image.KERNEL_DTYPES
 # max(1, |value|)), integers in levels. float16/bfloat16: one unit in the last place of 1.
 TOLERANCE = {torch.float32: 1e-5, torch.float16: 2 ** -10, torch.bfloat16: 2 ** -7,
              torch.uint8: 1, torch.uint16: 1, torch.float64: 1e-12}
+# The bounds that differ from TOLERANCE, each with its reason:
+# - NLM's float32 kernel: its weights exp(-d^2 / h^2) still count at d^2 / h^2 ~ 30, so the
+#   float32 rounding of the patch sums (~1e-6 relative) grows to ~1e-5 of the output.
+NLM_FLOAT32 = 5e-5
+# - Gradients (float32 kernels against the float64 reference's autograd), relative to the
+#   largest gradient value: they sum many taps of either sign, so the small ones carry the
+#   large ones' rounding.
+GRADIENT = 1e-5
+# - A fused pipeline against the unfused one (both float32 kernels, rounding at different
+#   steps), relative to max(1, |value|); with a float16 step, about two float16 ulps of 1.
+FUSED = {torch.float32: 2e-5, torch.float16: 2e-3}
 
 
 def random_image(shape, dtype, gen, device="cpu"):
@@ -52,3 +63,10 @@ def assert_matches(out, ref_unit, dtype=None):
     else:
         err = ((got - ref).abs() / ref.abs().clamp(min=1)).max().item()
         assert err <= TOLERANCE[dtype], f"{dtype}: max error {err}"
+
+
+def assert_gradient_matches(got, expected):
+    """A kernel's gradient equals the float64 reference's ``expected`` within GRADIENT of
+    its largest value."""
+    err = (got.detach().cpu().to(torch.float64) - expected).abs().max().item()
+    assert err <= GRADIENT * expected.abs().max().item(), f"gradient: max error {err}"

@@ -262,3 +262,75 @@ def test_version_and_help_state_every_default(capsys):
         if action.option_strings and action.dest not in ("help", "version"):
             assert action.help, action.dest
             assert "default" in action.help or action.const is not None, action.dest  # store_true flags: off
+
+
+def _unwritable(tmp_path):
+    """A folder this process cannot write into: read-only permissions or, for root (whom
+    permissions do not stop), /sys."""
+    if os.geteuid() == 0:
+        return Path("/sys")
+    folder = tmp_path / "read_only"
+    folder.mkdir()
+    folder.chmod(0o555)
+    return folder
+
+
+def _tiny_pngs(folder, *names):
+    for name in names:
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(np.arange(256, dtype=np.uint8).reshape(16, 16)).save(folder / name)
+
+
+def test_read_only_output_stops_before_the_first_image(tmp_path, capsys, monkeypatch):
+    _tiny_pngs(tmp_path / "shoot", "a.png", "sub/b.png")
+    monkeypatch.setattr(cli, "_denoise_pictures", lambda *args: pytest.fail("an image was computed"))
+    for src, dst in ((tmp_path / "shoot", _unwritable(tmp_path)),
+                     (tmp_path / "shoot" / "a.png", _unwritable(tmp_path) / "out.png")):
+        r = run_in_process(capsys, src, dst)
+        assert one_error_line(r) and "cannot write" in r.stderr, r.stderr
+
+
+def test_every_failure_line_names_its_file(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # the CLI's CPU path: the float64 reference
+    _tiny_pngs(tmp_path / "shoot", "a.png", "sub/b.png", "sub/c.png")
+    (tmp_path / "shoot" / "broken.png").write_bytes(b"not a png")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "sub").write_text("a file where the sub-folder would go")
+    r = run_in_process(capsys, tmp_path / "shoot", tmp_path / "out", "--method", "bilateral", "--radius", "1",
+                       "--quiet")
+    assert r.returncode == 1
+    failed = [Path(line.strip().split(": ")[0]).name for line in r.stderr.splitlines()]
+    assert sorted(failed) == ["b.png", "broken.png", "c.png"], r.stderr
+    assert (tmp_path / "out" / "a.png").is_file()
+
+
+def test_long_cpu_runs_show_progress_unless_quiet(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # the CLI's CPU path: the float64 reference
+    arr = np.random.default_rng(0).integers(0, 256, (40, 48), dtype=np.uint8)
+    Image.fromarray(arr).save(tmp_path / "in.png")
+    args = ("--method", "bilateral", "--radius", "2", "--device", "cpu")
+    r = run_in_process(capsys, tmp_path / "in.png", tmp_path / "whole.png", *args)
+    assert r.returncode == 0 and r.stderr == ""  # a short run: no bar
+    # what a long run does, on a small image: tiles, and the bar from the start
+    monkeypatch.setattr(cli, "PROGRESS_VALUES", 100)
+    monkeypatch.setattr(cli, "PROGRESS_TILE", 16)
+    monkeypatch.setattr(cli, "PROGRESS_DELAY", 0)
+    r = run_in_process(capsys, tmp_path / "in.png", tmp_path / "tiled.png", *args)
+    assert r.returncode == 0 and "/9 " in r.stderr and "tile/s" in r.stderr  # 9 tiles
+    assert np.array_equal(np.asarray(Image.open(tmp_path / "tiled.png")), np.asarray(Image.open(tmp_path / "whole.png")))
+    r = run_in_process(capsys, tmp_path / "in.png", tmp_path / "quiet.png", *args, "--quiet")
+    assert r.returncode == 0 and r.stderr == ""
+
+
+def test_pixel_limit_replaces_pillows_warning(tmp_path, capsys, monkeypatch, recwarn):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    _tiny_pngs(tmp_path, "in.png")  # 256 pixels
+    r = run_in_process(capsys, tmp_path / "in.png", tmp_path / "out.png", "--max-megapixels", "0.0002")
+    assert one_error_line(r) and "16 x 16" in r.stderr and "--max-megapixels" in r.stderr
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 100)  # Pillow's own check: it would warn, or refuse above 200
+    for limit in ("0.001", "0"):
+        r = run_in_process(capsys, tmp_path / "in.png", tmp_path / f"out{limit}.png", "--max-megapixels", limit,
+                           "--method", "bilateral", "--radius", "1")
+        assert r.returncode == 0, r.stderr
+    assert not [w for w in recwarn if issubclass(w.category, Image.DecompressionBombWarning)]
+    assert Image.MAX_IMAGE_PIXELS == 100

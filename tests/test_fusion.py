@@ -7,12 +7,12 @@ from torchvision.transforms import v2
 import imgfilters
 from imgfilters import transforms as T
 
-from helpers import gpu, random_image
+from helpers import FUSED, gpu, random_image
 
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 
 
-def assert_same(fused, unfused, rtol=2e-5):
+def assert_same(fused, unfused, rtol=FUSED[torch.float32]):
     assert fused.dtype == unfused.dtype and fused.shape == unfused.shape
     assert type(fused) is type(unfused)
     a, b = fused.double(), unfused.double()
@@ -41,7 +41,8 @@ def test_fused_equals_unfused_in_fewer_launches(steps, launches, gen, device):
     x = random_image((2, 3, 19, 23), torch.uint8, gen, device)
     fused = imgfilters.fuse(v2.Compose(steps))
     assert fused.launches(torch.uint8) == launches
-    rtol = 2e-3 if any(isinstance(s, v2.ToDtype) and s.dtype == torch.float16 for s in steps) else 2e-5
+    rtol = FUSED[torch.float16 if any(isinstance(s, v2.ToDtype) and s.dtype == torch.float16 for s in steps)
+                 else torch.float32]
     assert_same(fused(x), v2.Compose(steps)(x), rtol)
 
 

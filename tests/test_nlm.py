@@ -11,7 +11,7 @@ from imgfilters.kernels.core.borders import BORDERS
 from imgfilters.ops.nlm import parameters
 from imgfilters.reference import nlm as ref
 
-from helpers import KERNEL_DTYPES, SAMPLE_NAMES, TOLERANCE, gpu, random_image, sample
+from helpers import KERNEL_DTYPES, NLM_FLOAT32, SAMPLE_NAMES, TOLERANCE, gpu, random_image, sample
 
 
 def psnr(a, b):
@@ -65,11 +65,6 @@ def test_reference_per_image_parameters_equal_separate_calls(gen):
 
 # ---- kernel against the reference ------------------------------------------------------------
 
-# The weights are exp(-d^2 / h^2) with d^2 / h^2 up to ~30 where they still count, so float32
-# rounding of the patch sums (~1e-6 relative) is amplified to ~1e-5 of the output.
-NLM_F32 = 5e-5
-
-
 def assert_close(out, expected):
     got = out.detach().cpu().to(torch.float64)
     if out.dtype in _image.MAX_VALUE:
@@ -77,7 +72,7 @@ def assert_close(out, expected):
         assert err <= TOLERANCE[out.dtype], f"{out.dtype}: {err} levels"
     else:
         err = (got - expected).abs().max().item()
-        assert err <= max(NLM_F32, TOLERANCE[out.dtype]), f"{out.dtype}: max error {err}"
+        assert err <= max(NLM_FLOAT32, TOLERANCE[out.dtype]), f"{out.dtype}: max error {err}"
 
 
 @pytest.mark.parametrize("dtype", KERNEL_DTYPES)

@@ -1,4 +1,5 @@
 """torchvision v2 transforms: module == functional, pipelines, input types, randomness."""
+import numpy as np
 import PIL.Image
 import pytest
 import torch
@@ -189,3 +190,34 @@ def test_repr_and_bad_arguments():
         T.Resize(0)
     with pytest.raises(ValueError, match="size"):
         T.Resize((4, -1))
+
+
+# PIL modes v2.GaussianBlur takes, and those it does not that the CLI reads (and the rest)
+TORCHVISION_MODES = ("L", "LA", "RGB", "RGBA", "CMYK", "YCbCr", "HSV", "I", "F")
+
+
+def test_pil_modes_at_least_those_of_torchvision(monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # (the mode plumbing, on the fast float64 path)
+    rgb = PIL.Image.fromarray(sample("coffee")[:, :12, :14].permute(1, 2, 0).numpy())
+    ours, theirs = T.GaussianBlur(5, 1.2), v2.GaussianBlur(5, 1.2)
+    for mode in TORCHVISION_MODES:
+        img = rgb.convert(mode)
+        a, b = ours(img), theirs(img)
+        assert a.mode == mode and a.size == img.size, mode
+        assert np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)).max() <= (1e-4 if mode == "F" else 1), mode
+    deep = sample("camera")[0, :12, :14].numpy().astype(np.uint16) * 257
+    expected = imgfilters.gaussian_blur(torch.from_numpy(deep.copy()), 5, 1.2).numpy()
+    for mode in ("I;16", "I;16B"):
+        img = PIL.Image.frombytes(mode, (14, 12), deep.astype(">u2" if mode == "I;16B" else "<u2").tobytes())
+        out = ours(img)
+        assert out.mode == mode and np.array_equal(np.asarray(out).astype(np.uint16), expected), mode
+    palette = rgb.quantize(16)
+    out = ours(palette)
+    assert out.mode == "P" and out.getpalette() == palette.getpalette()
+    assert np.array_equal(np.asarray(out), np.asarray(ours(palette.convert("RGB")).quantize(
+        palette=palette, dither=PIL.Image.Dither.NONE)))
+    bilevel = rgb.convert("1")
+    out = ours(bilevel)
+    assert out.mode == "1" and np.array_equal(np.asarray(out), np.asarray(ours(bilevel.convert("L"))) >= 128)
+    with pytest.raises(TypeError, match="mode 'PA'"):
+        ours(palette.convert("PA"))

@@ -1,1 +1,6 @@
-"""Host side of each filter family: validate parameters, launch kernels, autograd."""
+"""Host side of each filter family: validate parameters, launch kernels, autograd.
+
+Importing this package registers every custom op (``torch.ops.imgfilters.*``): each
+family's module registers its ops when it is imported, and all of them are imported here.
+"""
+from imgfilters.ops import bilateral, nlm, noise, pointwise, resample, separable  # noqa: F401

@@ -16,6 +16,7 @@ Gradients for floating-point inputs are the transposed resampling, exactly
 ``F.interpolate``'s: one kernel launch for integer factors 1 and 2 per axis, otherwise
 products with the two weight matrices.
 """
+import enum
 import functools
 import math
 import os
@@ -24,7 +25,6 @@ from typing import List
 
 import torch
 from torch import Tensor
-from torchvision.transforms import InterpolationMode
 
 from imgfilters import _image
 from imgfilters.kernels import resample as kernels
@@ -33,9 +33,6 @@ from imgfilters.reference import resample as reference
 
 __all__ = ["resize", "upsample", "imresize"]
 
-_MODE_NAMES = {InterpolationMode.NEAREST: "nearest", InterpolationMode.NEAREST_EXACT: "nearest-exact",
-               InterpolationMode.BILINEAR: "bilinear", InterpolationMode.BICUBIC: "bicubic",
-               InterpolationMode.LANCZOS: "lanczos"}
 RESIZE_MODES = ("nearest", "nearest-exact", "bilinear", "bicubic", "lanczos", "area")
 UPSAMPLE_MODES = ("nearest", "nearest-exact", "bilinear", "bicubic", "area")
 
@@ -100,16 +97,17 @@ def imresize(img, scale=None, size=None, antialias=True):
 def as_enum(interpolation):
     """torchvision's ``InterpolationMode`` for a mode's name (``"bicubic"``); anything else
     as it is."""
+    from torchvision.transforms import InterpolationMode  # (the transforms' concern: the ops never load torchvision)
     if isinstance(interpolation, str):
-        return next((m for m, n in _MODE_NAMES.items() if n == interpolation.lower()), interpolation)
+        return next((m for m in InterpolationMode if m.value == interpolation.lower()), interpolation)
     return interpolation
 
 
 def _mode(value, allowed, name):
-    if isinstance(value, InterpolationMode):
-        if value not in _MODE_NAMES:
+    if isinstance(value, enum.Enum):  # torchvision's InterpolationMode: its value is the mode's name
+        if value.value not in allowed:
             raise ValueError(f"{name} {value} is not supported; use one of {', '.join(allowed)}")
-        value = _MODE_NAMES[value]
+        value = value.value
     mode = str(value).lower().replace("_", "-") if isinstance(value, str) else None
     if mode not in allowed:
         raise ValueError(f"{name} must be one of {', '.join(allowed)} (or an InterpolationMode), got {value!r}")

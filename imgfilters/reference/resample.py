@@ -6,6 +6,13 @@ the dense ``(out_size, in_size)`` matrix ``W``; ``resize`` applies one matrix al
 along W. Inputs and outputs are float64 ``(..., C, H, W)`` in unit scale; gradients follow
 from autograd (``W`` depends only on the sizes).
 
+Non-finite inputs: the sum runs over the taps of nonzero weight only, so a NaN or inf
+reaches exactly the outputs that weigh it, combined as IEEE arithmetic does (a NaN gives
+NaN; an inf times a positive or negative weight an inf, both signs NaN). A plain product
+with ``W`` would multiply it by the zeros of every other row and spread it over the whole
+plane; ``F.interpolate`` also spreads it to the zero-weight taps it reads (bicubic at an
+integer position), one pixel further. The kernels follow this definition.
+
 ``s`` below is the coordinate scale: input pixels per output pixel. Without
 ``align_corners`` it is ``scale`` when given (torch passes ``1 / scale_factor`` when
 ``F.interpolate`` is called with ``scale_factor``) and ``in / out`` otherwise; with
@@ -255,13 +262,32 @@ def resize(x, size, mode, antialias, align_corners=False, scale=None, *, interme
     out_h, out_w = size
     scale_h, scale_w = _pair(scale)
     wh = weights(x.shape[-2], out_h, mode, antialias=antialias, align_corners=align_corners,
-                 scale=scale_h).to(x.device)
+                 scale=scale_h).to(x.device, x.dtype)
     ww = weights(x.shape[-1], out_w, mode, antialias=antialias, align_corners=align_corners,
-                 scale=scale_w).to(x.device)
-    y = torch.einsum("...hw,pw->...hp", x, ww)
+                 scale=scale_w).to(x.device, x.dtype)
+    y = _apply("...hj,dj->...hd", x, ww)
     if intermediate_clamp:
         y = y.clamp(0, 1)
-    return torch.einsum("oh,...hp->...op", wh, y)
+    return _apply("dj,...jw->...dw", y, wh)
+
+
+def _apply(equation, x, w):
+    """``torch.einsum(equation, x, w)`` (``x`` and ``w`` in either order) summed over the
+    taps of nonzero weight only (module docstring): the product of the finite values, then
+    NaN and inf where a tap reads them, from products of indicator matrices (counts, exact)."""
+    product = lambda values, weights: torch.einsum(  # noqa: E731
+        equation, *((values, weights) if equation.startswith(".") else (weights, values)))
+    finite = x.isfinite()
+    if finite.all():
+        return product(x, w)
+    y = product(torch.where(finite, x, 0.0), w)
+    count = lambda values, taps: product(values.to(x.dtype), taps.to(x.dtype))  # noqa: E731
+    above, below = w > 0, w < 0
+    up = count(x == math.inf, above) + count(x == -math.inf, below)
+    down = count(x == math.inf, below) + count(x == -math.inf, above)
+    y = torch.where(up > 0, math.inf, y)
+    y = torch.where(down > 0, -math.inf, y)
+    return torch.where((count(x.isnan(), w != 0) > 0) | ((up > 0) & (down > 0)), math.nan, y)
 
 
 def imresize(x, out_size=None, *, scale=None, antialias=True):

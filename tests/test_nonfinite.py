@@ -1,0 +1,86 @@
+"""NaN and inf inputs stay local: on every path (the kernels, the float64 reference) a
+non-finite pixel reaches only the outputs that read it (README, "Non-finite values")."""
+import pytest
+import torch
+
+import imgfilters
+from imgfilters.reference import resample as ref
+
+NAN, INF = float("nan"), float("inf")
+# (plane, row, column, value): a NaN, and an inf next to a -inf (between them IEEE makes NaN)
+BAD = [(0, 5, 6, NAN), (1, 10, 3, INF), (1, 10, 4, -INF), (2, 2, 12, INF)]
+
+FILTERS = {
+    "separable_filter": lambda x: imgfilters.separable_filter(x, [1.0, -2.0, 0.5], [0.25, 0.5, 0.25]),
+    "gaussian_blur": lambda x: imgfilters.gaussian_blur(x, 5, 1.0),
+    "box_blur": lambda x: imgfilters.box_blur(x, 3, border="constant"),
+    "unsharp_mask": lambda x: imgfilters.unsharp_mask(x, 1.0, 0.5),
+    "bilateral": lambda x: imgfilters.bilateral(x, 0.2, 1.0, radius=2),
+    "joint_bilateral": lambda x: imgfilters.joint_bilateral(x, x.flip(-1), 0.2, 1.0, radius=1),
+    "joint_bilateral_upsample": lambda x: imgfilters.joint_bilateral_upsample(x[..., ::2, ::2], x, 0.2, 1.0,
+                                                                              radius=1),
+    "nl_means": lambda x: imgfilters.nl_means(x, 0.2, sigma=0.02, patch_size=3, search_radius=2),
+    "pointwise": lambda x: imgfilters.pointwise(x, [imgfilters.ops.pointwise.normalize([0.5] * 3, [0.2] * 3)]),
+    "resize": lambda x: imgfilters.resize(x, (23, 11), "bicubic"),
+    "upsample": lambda x: imgfilters.upsample(x, 2),
+    "imresize": lambda x: imgfilters.imresize(x, 0.75),
+}
+
+
+def _with(x, value=None):
+    """``x`` with the BAD pixels set to their values (or to ``value``)."""
+    x = x.clone()
+    for p, r, c, v in BAD:
+        x[0, p, r, c] = v if value is None else value
+    return x
+
+
+# The interpreter takes 2-3 s per call of the filter kernels on any image; there only the
+# resampling kernels (under a second) are checked, the rest on the GPU.
+INTERPRETER_CHECKED = ("pointwise", "resize", "upsample", "imresize")
+
+
+@pytest.mark.parametrize("path", ["reference", "kernels"])
+@pytest.mark.parametrize("name", FILTERS)
+def test_non_finite_stays_where_it_is_read(name, path, device, gen):
+    if path == "kernels" and device == "cpu" and name not in INTERPRETER_CHECKED:
+        pytest.skip("checked on the GPU (slow in the interpreter)")
+    if path == "kernels" and name == "nl_means":
+        pytest.xfail("the NLM kernel's sliding patch sums carry an inf or NaN along the row: outputs out of "
+                     "its reach change (finite); the float64 reference is local")
+    fn = FILTERS[name]
+    x = torch.rand(1, 3, 16, 16, generator=gen, dtype=torch.float64)
+    # the outputs that read a BAD pixel: those that change with its value (float64 path)
+    clean = fn(_with(x, 0.3))
+    reach = (clean - fn(_with(x, 0.7))).abs() > 1e-12
+    img = _with(x) if path == "reference" else _with(x).float().to(device)
+    y = fn(img).cpu().double()
+    bad = ~y.isfinite()
+    assert bad.any() or name == "unsharp_mask"  # (a NaN blur fails the threshold: the pixel is kept)
+    assert not (bad & ~reach).any(), f"{int((bad & ~reach).sum())} non-finite outputs out of reach"
+    assert torch.allclose(y[~reach], clean[~reach], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("mode, size, aa", [("bilinear", (23, 11), True), ("bicubic", (16, 16), False),
+                                            ("lanczos", (9, 30), True), ("area", (8, 5), False),
+                                            ("nearest", (31, 7), False), ("matlab", (12, 20), True)])
+def test_resampling_non_finite_exactly_as_the_reference(mode, size, aa, device, gen):
+    """Kernels and reference agree on which outputs are NaN, inf and -inf: those that give
+    a non-finite pixel a nonzero weight, combined as IEEE arithmetic does (bicubic at the
+    same size and MATLAB's outermost taps have weights of 0: those read nothing)."""
+    if mode == "matlab":
+        fn = lambda img: imgfilters.imresize(img, size=size)  # noqa: E731
+    else:
+        fn = lambda img: imgfilters.resize(img, size, mode, antialias=aa)  # noqa: E731
+    x = _with(torch.rand(1, 3, 16, 16, generator=gen, dtype=torch.float64))
+    expected = fn(x)  # the float64 reference
+    taps = [ref.weights(n, m, mode, antialias=aa) != 0 for n, m in zip(x.shape[-2:], size)]
+    near = torch.zeros(3, *size, dtype=torch.bool)  # the outputs whose taps read a BAD pixel
+    for p, r, c, _ in BAD:
+        near[p] |= taps[0][:, r][:, None] & taps[1][:, c][None, :]
+    assert expected[0][near].isnan().any() and expected[0][~near].isfinite().all()
+    y = fn(x.float().to(device)).cpu().double()
+    for test in (torch.isnan, torch.isposinf, torch.isneginf):
+        assert torch.equal(test(y), test(expected)), test.__name__
+    finite = expected.isfinite()
+    assert torch.allclose(y[finite], expected[finite], atol=1e-5, rtol=0)

@@ -1,0 +1,56 @@
+"""Every code block of the README runs as written: the Python blocks, and the command
+lines of the CLI block on small image files of the names they use."""
+import functools
+import re
+import shlex
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from imgfilters import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+BLOCKS = re.findall(r"```(\w+)\n(.*?)```", README, re.DOTALL)
+PYTHON = [code for lang, code in BLOCKS if lang == "python"]
+COMMANDS = [line for lang, code in BLOCKS if lang == "bash" for line in code.splitlines()
+            if line.startswith("imgfilters-denoise ")]
+
+
+@pytest.fixture
+def float64_path(monkeypatch):
+    """CPU tensors on the float64 reference, as a user's CPU run (not the interpreter the
+    other tests use: it would take minutes)."""
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+
+
+def test_readme_has_the_blocks():
+    assert len(PYTHON) == 4 and len(COMMANDS) == 6
+
+
+@pytest.mark.parametrize("code", PYTHON, ids=[f"python{i}" for i in range(len(PYTHON))])
+def test_python_block_runs(code, float64_path, monkeypatch):
+    monkeypatch.chdir(ROOT)  # (samples/coffee.png)
+    # torch.compile's graph capture (fullgraph: no break) without inductor's C++ build,
+    # which takes a minute on a CPU
+    monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend="aot_eager"))
+    exec(compile(code, "README.md", "exec"), {})
+
+
+def test_command_lines_run(tmp_path, float64_path, monkeypatch, capsys):
+    """(The filter itself is replaced by a copy: non-local means takes seconds per image on
+    the CPU, and test_cli.py checks its results.)"""
+    monkeypatch.setattr(cli, "_filter", lambda s, x, opts: x.clone())
+    monkeypatch.chdir(tmp_path)
+    rng = np.random.default_rng(0)
+    picture = lambda: Image.fromarray(rng.integers(0, 256, (48, 64, 3), dtype=np.uint8))  # noqa: E731
+    for name in ("noisy.png", "photo.jpg", "photo.png", "shoot/a.png", "shoot/sub/b.png"):
+        Path(name).parent.mkdir(parents=True, exist_ok=True)
+        picture().save(name)
+    picture().convert("L").save("scan.tif")
+    for line in COMMANDS:
+        argv = shlex.split(line, comments=True)[1:]
+        assert cli.main(argv) == 0, (line, capsys.readouterr().err)
