@@ -7,8 +7,9 @@ from imgfilters.ops.resample import imresize, resize, upsample
 from imgfilters.ops.separable import box_blur, gaussian_blur, separable_filter, unsharp_mask
 from imgfilters import transforms  # noqa: E402  (imgfilters.transforms.Bilateral() etc.)
 from imgfilters.fusion import fuse  # noqa: E402
+from imgfilters.tiling import tiled  # noqa: E402
 
 __all__ = ["separable_filter", "gaussian_blur", "box_blur", "unsharp_mask", "bilateral", "joint_bilateral",
            "joint_bilateral_upsample", "nl_means", "estimate_noise", "resize", "upsample", "imresize",
-           "pointwise", "transforms", "fuse"]
+           "pointwise", "transforms", "fuse", "tiled"]
 __version__ = "0.1.0"
