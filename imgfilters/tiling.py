@@ -60,7 +60,16 @@ def tiled(fn, img, *args, tile=2048, out=None, device=None, progress=None, **par
     device = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
     src = _Host(img, "img")
     tile = _tile_size(tile)
-    call = _Call(fn, src, args, params, device)
+    sources = [src]
+
+    def image(key, value):  # a guide: an image of img's kind, tiled with it
+        extra = _Host(value, key)
+        if extra.torch != src.torch:
+            raise TypeError(f"{key} must be {'a tensor' if src.torch else 'an array'} like img")
+        sources.append(extra)
+        return torch.empty(extra.planes, dtype=extra.dtype, device="meta")
+
+    call = Call(fn, src.planes, src.dtype, args, params, src.read, device, image)
     dst = _output(src, out, call.out_shape, call.out_dtype)
     rows, cols = call.spans(tile)
     jobs = [(r, c) for r in rows for c in cols]
@@ -69,10 +78,10 @@ def tiled(fn, img, *args, tile=2048, out=None, device=None, progress=None, **par
                delay=0 if progress else 1.0, file=sys.stderr, leave=False)
     try:
         if device.type == "cuda":
-            _pipeline(call, src, dst, jobs, device, bar)
+            _pipeline(call, sources, dst, jobs, device, bar)
         else:
             for r, c in jobs:
-                dst.write(r.out, c.out, call.compute([s.read(r.src, c.src) for s in call.sources], r, c))
+                dst.write(r.out, c.out, call.compute([s.read(r.src, c.src) for s in sources], r, c))
                 bar.update()
     finally:
         bar.close()
@@ -188,49 +197,49 @@ def _numpy_dtype(dtype):
     return torch.empty(0, dtype=dtype).numpy().dtype
 
 
-class _Call:
-    """One call of a filter, tile by tile: the checked arguments, the halo or resampling
-    plan, and the computation of one tile from its crop."""
+class Call:
+    """One call of a filter over parts of an image (tiles here, blocks in
+    ``imgfilters.dask``): the bound arguments, NLM's one noise estimate, the halo or the
+    resampling plan, and the computation of one part from its crop.
 
-    def __init__(self, fn, src, args, params, device):
+    ``planes`` and ``dtype`` describe the image (``(..., C, H, W)``); ``read(rows, cols)``
+    gives a crop of it as a tensor on ``device``; ``image(key, value)`` is called for
+    each image argument after the first (``IMAGE_ARGUMENTS``) and returns a meta tensor
+    of its ``(..., C, H, W)`` shape and dtype."""
+
+    def __init__(self, fn, planes, dtype, args, params, read, device, image):
         import imgfilters
         from imgfilters.ops import resample
         name = getattr(fn, "__name__", None)
         if getattr(imgfilters, str(name), None) is not fn or not hasattr(sys.modules[fn.__module__], "halo") \
                 and fn.__module__ != resample.__name__:
             raise TypeError(f"fn must be a public imgfilters filter (imgfilters.bilateral, ...), got {fn!r}")
-        self.fn, self.name, self.device = fn, name, device
-        meta = torch.empty(src.planes, dtype=src.dtype, device="meta")
+        self.fn, self.name = fn, name
         try:
-            bound = inspect.signature(fn).bind(meta, *args, **params)
+            bound = inspect.signature(fn).bind(torch.empty(planes, dtype=dtype, device="meta"), *args, **params)
         except TypeError as e:
             raise TypeError(f"imgfilters.{name}: {e}") from None
         bound.apply_defaults()
         a = bound.arguments
-        self.sources = [src]
-        for key in IMAGE_ARGUMENTS:  # images of img's size travel as crops too
-            if key in a:
-                extra = _Host(a[key], key)
-                if extra.planes[-2:] != src.planes[-2:] or extra.torch != src.torch:
-                    raise ValueError(f"{key} must be {'a tensor' if src.torch else 'an array'} of img's height and "
-                                     f"width, got shape {extra.shape}")
-                self.sources.append(extra)
-                a[key] = torch.empty(extra.planes, dtype=extra.dtype, device="meta")
         self.keys = [next(iter(a))] + [k for k in IMAGE_ARGUMENTS if k in a]
-        H, W = src.planes[-2:]
-        channels = src.planes[-3] if len(src.planes) > 2 else 1
+        for key in self.keys[1:]:
+            a[key] = image(key, a[key])
+            if a[key].shape[-2:] != planes[-2:]:
+                raise ValueError(f"{key} must have img's height and width {tuple(planes[-2:])}, got "
+                                 f"{tuple(a[key].shape[-2:])}")
+        H, W = planes[-2:]
         if name == "nl_means" and a["sigma"] is None:  # one estimate for the whole image
-            sigma = noise.estimate_sampled(lambda *w: src.read(w[:2], w[2:]).to(device), H, W)
+            sigma = noise.estimate_sampled(lambda *w: read(w[:2], w[2:]).to(device), H, W)
             a["sigma"] = sigma if sigma.numel() > 1 else float(sigma)
-        self.out_dtype = a.get("dtype") or src.dtype
+        self.out_dtype = a.get("dtype") or dtype
         if fn.__module__ == resample.__name__:
             size, self.axes = resample.tile_plan(name, dict(a))
             self.halo = None
-            self.integer = src.dtype in _image.MAX_VALUE
+            self.integer = dtype in _image.MAX_VALUE
         else:
-            self.halo = sys.modules[fn.__module__].halo(name, a, channels)
+            self.halo = sys.modules[fn.__module__].halo(name, a, planes[-3] if len(planes) > 2 else 1)
             size = (H, W)
-        self.out_shape = (*src.planes[:-2], *size)
+        self.out_shape = (*planes[:-2], *size)
         self.params = {k: v for k, v in a.items() if k not in self.keys}
         self.in_size = (H, W)
 
@@ -253,12 +262,12 @@ class _Call:
     def compute(self, crops, r, c):
         """The output tile ``r x c`` from the crops of the image (and guide) on the device."""
         if self.halo is None:
-            return _resample_tile(crops[0], r.weights, c.weights, self.integer)
+            return resample_tile(crops[0], r.weights, c.weights, self.integer)
         y = self.fn(*crops, **self.params)
         return y[..., r.out[0] - r.src[0]:r.out[1] - r.src[0], c.out[0] - c.src[0]:c.out[1] - c.src[0]]
 
 
-def _resample_tile(x, wh, ww, integer):
+def resample_tile(x, wh, ww, integer):
     """``wh @ x @ ww^T`` in unit scale (float64 on the CPU, float32 on a GPU), along W first
     and clamped between the passes for integer images, as ``reference.resize``."""
     f = torch.float64 if x.device.type == "cpu" else torch.float32
@@ -268,21 +277,21 @@ def _resample_tile(x, wh, ww, integer):
     return _image.from_unit(torch.einsum("oh,...hp->...op", wh.to(x.device, f), y), x.dtype)
 
 
-def _pipeline(call, src, dst, jobs, device, bar):
+def _pipeline(call, sources, dst, jobs, device, bar):
     """The tiles through SLOTS pinned and device buffers and three streams (module
     docstring). Slot k % SLOTS is reused for tile k only after tile k - SLOTS has come
     back, so its buffers are free."""
-    most_in = [max(_numel(s.planes, r.src, c.src) for r, c in jobs) for s in call.sources]
+    most_in = [max(_numel(s.planes, r.src, c.src) for r, c in jobs) for s in sources]
     most_out = max(_numel(call.out_shape, r.out, c.out) for r, c in jobs)
     streams = [torch.cuda.Stream(device) for _ in range(3)]
-    slots = [_Slot(call.sources, most_in, most_out, call.out_dtype, device) for _ in range(SLOTS)]
+    slots = [_Slot(sources, most_in, most_out, call.out_dtype, device) for _ in range(SLOTS)]
     h2d, kernel, d2h = streams
     with torch.cuda.device(device):
         for k, (r, c) in enumerate(jobs):
             slot = slots[k % SLOTS]
             slot.finish(dst, bar)
             crops = []
-            for s, pinned, buf in zip(call.sources, slot.pinned_in, slot.device_in):
+            for s, pinned, buf in zip(sources, slot.pinned_in, slot.device_in):
                 host = s.read(r.src, c.src, into=pinned)
                 with torch.cuda.stream(h2d):
                     crops.append(_like(buf, host).copy_(host, non_blocking=True))
