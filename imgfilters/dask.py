@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 import imgfilters
-from imgfilters import tiling
+from imgfilters import _image, tiling
 
 __all__ = ["separable_filter", "gaussian_blur", "box_blur", "unsharp_mask", "bilateral", "joint_bilateral",
            "nl_means", "pointwise", "resize", "upsample", "imresize"]
@@ -39,9 +39,12 @@ def _device():
 
 def _torch_dtype(dtype):
     try:
-        return torch.from_numpy(np.empty(0, dtype)).dtype
+        t = torch.from_numpy(np.empty(0, dtype)).dtype
     except TypeError:
-        raise TypeError(f"dtype {dtype} is not supported; use uint8, uint16, float16, float32 or float64") from None
+        t = None
+    if t not in _image.DTYPES:
+        raise TypeError(f"dtype {dtype} is not supported; use uint8, uint16, float16, float32 or float64")
+    return t
 
 
 def _check(darr, name):
@@ -50,6 +53,7 @@ def _check(darr, name):
                         f"takes tensors)")
     if darr.ndim < 2:
         raise ValueError(f"{name} must have shape (..., C, H, W) or (H, W), got {darr.shape}")
+    _torch_dtype(darr.dtype)
     if darr.ndim > 2 and len(darr.chunks[-3]) > 1:
         raise ValueError(f"{name} has {len(darr.chunks[-3])} chunks along the channel axis; the filters need "
                          f"every channel of a pixel in one block: rechunk it with .rechunk({{{darr.ndim - 3}: -1}})")
