@@ -110,7 +110,7 @@ def test_bigtiff_round_trip(tmp_path, gen):
     da.store(result, out, scheduler="threads")
     out.flush()
     store.close()
-    expected = imgfilters.box_blur(torch.from_numpy(x).permute(2, 0, 1) / 255.0, 5).permute(1, 2, 0) * 255
+    expected = imgfilters.box_blur(torch.from_numpy(x).permute(2, 0, 1).double() / 255, 5).permute(1, 2, 0) * 255
     np.testing.assert_array_equal(tifffile.imread(tmp_path / "out.tif"), expected.round().to(torch.uint8).numpy())
 
 
