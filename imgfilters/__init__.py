@@ -19,11 +19,11 @@ _EXPORTS = {
     "nl_means": "imgfilters.ops.nlm", "estimate_noise": "imgfilters.ops.noise",
     "resize": "imgfilters.ops.resample", "upsample": "imgfilters.ops.resample", "imresize": "imgfilters.ops.resample",
     "pointwise": "imgfilters.ops.pointwise",
-    "fuse": "imgfilters.fusion",
+    "fuse": "imgfilters.fusion", "tiled": "imgfilters.tiling",
     "transforms": "imgfilters.transforms",  # a module: imgfilters.transforms.Bilateral() etc.
 }
 # subpackages and modules reachable as attributes without an import of their own
-_SUBMODULES = ("ops", "reference", "kernels", "transforms", "fusion", "io", "cli")
+_SUBMODULES = ("ops", "reference", "kernels", "transforms", "fusion", "tiling", "dask", "io", "cli")
 
 __all__ = list(_EXPORTS)
 

@@ -126,6 +126,18 @@ def _arguments(img, guide, sigma_color, sigma_space, radius, window, color_dista
             float(border_value))
 
 
+def halo(name, a, channels):
+    """The input margin ``(rows, cols)`` that one output tile of ``bilateral`` or
+    ``joint_bilateral`` needs (``imgfilters.tiling``): the window radius; ``a`` holds the
+    call's arguments by name."""
+    if name not in ("bilateral", "joint_bilateral"):
+        raise TypeError(f"imgfilters.{name} cannot be tiled: its output pixels do not map to input pixels")
+    radius = a["radius"]
+    if radius is None:
+        radius = reference.default_radius(float(torch.as_tensor(a["sigma_space"], dtype=torch.float64).max()))
+    return radius, radius
+
+
 def check_options(radius, window, color_distance, border, border_value):
     """Check the family's options that are plain Python values (the transforms check them
     when they are made); returns the radius as an int, or None."""

@@ -93,6 +93,16 @@ def nl_means(img, h=None, *, sigma=None, patch_size=None, search_radius=None, bo
     return _image.wrap(img, _nlm_op(img, *h, *sigma, patch_size, search_radius, border, float(border_value)))
 
 
+def halo(name, a, channels):
+    """The input margin ``(rows, cols)`` that one output tile of ``nl_means`` needs
+    (``imgfilters.tiling``): half the patch plus the search radius, the defaults taken
+    from the largest ``sigma`` (which the tiling estimates once for the whole image)."""
+    sigma = float(torch.as_tensor(a["sigma"], dtype=torch.float64).max())
+    patch_size, search_radius, _ = parameters(sigma, channels)
+    r = (a["patch_size"] or patch_size) // 2 + (search_radius if a["search_radius"] is None else a["search_radius"])
+    return r, r
+
+
 def _check_size(value, name, low, high, odd=False):
     if isinstance(value, bool):
         raise TypeError(f"{name} must be an integer, got bool")

@@ -35,6 +35,7 @@ PATCH = 7
 MIN_PATCHES = 10 * PATCH * PATCH
 CONFIDENCE = 0.99
 ROUNDS = 3
+SAMPLE_WHOLE, SAMPLE_CROP, SAMPLE_GRID = 2048, 1024, 3  # estimate_sampled's crops
 MAX_PATCHES = 2 ** 17  # a strided subset of patches on large images bounds the memory at ~50 MB
 # Fewer patches leave the 49 x 49 covariance too poorly sampled: pure noise of sigma 0.1 on
 # a 16 x 16 grey image reads 0.07, on 12 x 12 it reads 0.
@@ -56,6 +57,26 @@ def estimate_noise(img):
     _image.check_image(img)
     check_size(img)
     return _estimate_op(img)
+
+
+def sample_windows(H, W):
+    """The crops ``(r0, r1, c0, c1)`` on which ``estimate_sampled`` reads an H x W image:
+    the whole image up to SAMPLE_WHOLE pixels a side (the same estimate as the untiled
+    call); else a SAMPLE_GRID x SAMPLE_GRID grid of SAMPLE_CROP-pixel crops spread over
+    it, deterministic, so every tile of an image gets the same parameters."""
+    if H <= SAMPLE_WHOLE and W <= SAMPLE_WHOLE:
+        return [(0, H, 0, W)]
+    h, w = min(H, SAMPLE_CROP), min(W, SAMPLE_CROP)
+    starts = lambda n, m: sorted({round(k * (n - m) / (SAMPLE_GRID - 1)) for k in range(SAMPLE_GRID)})
+    return [(r, r + h, c, c + w) for r in starts(H, h) for c in starts(W, w)]
+
+
+def estimate_sampled(read, H, W):
+    """The noise sigma of each image of a large batch read crop by crop: ``read(r0, r1,
+    c0, c1)`` gives the ``(..., C, h, w)`` tensor of a crop; the median of the crops'
+    estimates (``sample_windows``), one float64 CPU value per image."""
+    sigmas = [estimate_noise(read(*w)).to("cpu", torch.float64).reshape(-1) for w in sample_windows(H, W)]
+    return torch.stack(sigmas).median(0).values
 
 
 def check_size(img):

@@ -55,13 +55,17 @@ def resize(img, size, interpolation="bilinear", max_size=None, antialias=True):
 
     Equals torchvision within float32 rounding (float) and one level (uint8).
     """
+    return _resample(img, *_resize_plan(img, size, interpolation, max_size, antialias))
+
+
+def _resize_plan(img, size, interpolation="bilinear", max_size=None, antialias=True):
     _image.check_image(img)
     mode = _mode(interpolation, RESIZE_MODES, "interpolation")
     H, W = img.shape[-2:]
     out = reference.resized_size(H, W, _size_arg(size, max_size), max_size)
     _check_out(img, out, "size" if size is not None else "max_size")
     aa = bool(antialias) and mode in ("bilinear", "bicubic") or mode == "lanczos"
-    return _resample(img, out, mode, aa, False, (None, None))
+    return _plan(img, out, mode, aa, False, (None, None))
 
 
 def upsample(img, scale_factor=None, size=None, mode="bicubic", align_corners=False):
@@ -75,12 +79,16 @@ def upsample(img, scale_factor=None, size=None, mode="bicubic", align_corners=Fa
     any factor, up or down (no antialias: that is ``resize``'s). Equals ``F.interpolate``
     within float32 rounding.
     """
+    return _resample(img, *_upsample_plan(img, scale_factor, size, mode, align_corners))
+
+
+def _upsample_plan(img, scale_factor=None, size=None, mode="bicubic", align_corners=False):
     _image.check_image(img)
     mode = _mode(mode, UPSAMPLE_MODES, "mode")
     if align_corners and mode not in ("bilinear", "bicubic"):
         raise ValueError("align_corners can only be set with the bilinear and bicubic modes")
     out, scales = _scaled_size(img, scale_factor, "scale_factor", size, math.floor)
-    return _resample(img, out, mode, False, bool(align_corners), scales)
+    return _plan(img, out, mode, False, bool(align_corners), scales)
 
 
 def imresize(img, scale=None, size=None, antialias=True):
@@ -89,9 +97,29 @@ def imresize(img, scale=None, size=None, antialias=True):
     ``ceil(in * scale)``) or ``size`` (``(h, w)``), not both; with ``antialias`` the
     kernel widens when shrinking; borders are the symmetric extension. This is how
     super-resolution benchmarks make their low-resolution inputs."""
+    return _resample(img, *_imresize_plan(img, scale, size, antialias))
+
+
+def _imresize_plan(img, scale=None, size=None, antialias=True):
     _image.check_image(img)
     out, scales = _scaled_size(img, scale, "scale", size, math.ceil)
-    return _resample(img, out, "matlab", bool(antialias), False, scales)
+    return _plan(img, out, "matlab", bool(antialias), False, scales)
+
+
+_PLANS = {"resize": _resize_plan, "upsample": _upsample_plan, "imresize": _imresize_plan}
+
+
+def tile_plan(name, a):
+    """For ``imgfilters.tiling``: the output ``(h, w)`` of the call ``name(**a)`` and, for
+    the H and W axes, ``span(start, stop) -> (first source pixel, float64 weights)``, the
+    source support of an output span and its weights (``reference.weights_span``), with
+    the coordinate scales, antialiasing and same-size copies of the call. ``a["img"]`` may
+    be a meta tensor: only its shape and dtype are read."""
+    size, mode, antialias, align_corners, scale = _PLANS[name](**a)
+    spans = [functools.partial(reference.weights_span, n, m, mode=mode, antialias=antialias or mode == "lanczos",
+                               align_corners=align_corners, scale=s)
+             for n, m, s in zip(a["img"].shape[-2:], size, scale)]
+    return tuple(size), spans
 
 
 def as_enum(interpolation):
@@ -193,12 +221,17 @@ def _code(mode, antialias):
     return kernels.MODES[mode]
 
 
-def _resample(img, out, mode, antialias, align_corners, scales):
-    """All three public functions: the kernels' coordinate scales from the sizes, then the op."""
+def _plan(img, out, mode, antialias, align_corners, scales):
+    """All three public functions: the op's arguments after the image, with the kernels'
+    coordinate scales from the sizes."""
     H, W = img.shape[-2:]
     scale = [_axis_scale(H, out[0], mode, antialias, align_corners, scales[0]),
              _axis_scale(W, out[1], mode, antialias, align_corners, scales[1])]
-    return _image.wrap(img, _resample_op(img, list(out), mode, antialias, align_corners, scale))
+    return list(out), mode, antialias, align_corners, scale
+
+
+def _resample(img, *plan):
+    return _image.wrap(img, _resample_op(img, *plan))
 
 
 def _output_shape(img, size):

@@ -106,6 +106,21 @@ def unsharp_mask(img, sigma=1.0, amount=1.0, threshold=0.0, *, border="reflect",
     return _image.wrap(img, _unsharp_op(img, sigma, amount, threshold, border, float(border_value)))
 
 
+def halo(name, a, channels):
+    """The input margin ``(rows, cols)`` that one output tile of the family's filter
+    ``name`` needs (``imgfilters.tiling``): half the taps along each axis; ``a`` holds the
+    call's arguments by name."""
+    if name == "separable_filter":
+        tx = _check_taps(a["kernel_x"], "kernel_x")
+        ty = tx if a["kernel_y"] is None else _check_taps(a["kernel_y"], "kernel_y")
+        return len(ty) // 2, len(tx) // 2
+    if name in ("gaussian_blur", "box_blur"):
+        kx, ky = _kernel_sizes(a["kernel_size"])
+        return ky // 2, kx // 2
+    r = reference.unsharp_radius(_image.check_number(a["sigma"], "sigma", low=0.0, low_open=True))
+    return r, r
+
+
 # ---- helpers -------------------------------------------------------------------------------
 
 def _kernel_sizes(kernel_size):

@@ -133,34 +133,32 @@ def coordinate_scale(in_size, out_size, align_corners=False, scale=None):
     return float(scale) if scale is not None else in_size / out_size
 
 
-def _scatter(out_size, in_size, rows, cols, values):
-    """Dense (out, in) matrix with ``values`` added at (rows, cols); repeated indices add."""
-    w = torch.zeros(out_size * in_size, dtype=torch.float64)
-    w.index_add_(0, (rows * in_size + cols).reshape(-1), values.reshape(-1))
-    return w.reshape(out_size, in_size)
+def _scatter(n_rows, n_cols, cols, values):
+    """Dense (n_rows, n_cols) matrix with ``values`` added at (row, ``cols``); row ``i`` of
+    ``cols`` and ``values`` holds row ``i``'s taps; repeated indices add."""
+    rows = torch.arange(n_rows)[:, None].expand_as(cols)
+    w = torch.zeros(n_rows * n_cols, dtype=torch.float64)
+    w.index_add_(0, (rows * n_cols + cols).reshape(-1), values.reshape(-1))
+    return w.reshape(n_rows, n_cols)
 
 
-def _nearest(in_size, out_size, scale, offset):
+def _nearest(in_size, out_size, d, scale, offset):
     if scale is None:  # a float32 division, as torch's compute_scales_value<float>
         s32 = torch.tensor(float(in_size), dtype=torch.float32) / out_size
     else:
         s32 = torch.tensor(scale, dtype=torch.float32)
     # the product of float32 operands is exact in float64; rounding it to float32 is
     # torch's float32 multiply (nearest) or floorf's conversion (nearest-exact)
-    d = torch.arange(out_size, dtype=torch.float64)
     j = torch.floor(((d + offset) * s32.double()).to(torch.float32)).to(torch.int64)
-    one = torch.ones(out_size, dtype=torch.float64)
-    return _scatter(out_size, in_size, torch.arange(out_size), j.clamp(max=in_size - 1), one)
+    return j.clamp(max=in_size - 1)[:, None], torch.ones(len(d), 1, dtype=torch.float64)
 
 
-def _torch_interpolating(in_size, out_size, s, align_corners, cubic):
-    d = torch.arange(out_size, dtype=torch.float64)
+def _torch_interpolating(in_size, d, s, align_corners, cubic):
     u = s * d if align_corners else s * (d + 0.5) - 0.5
     if not cubic and not align_corners:
         u = u.clamp(min=0)
     j0 = torch.floor(u).to(torch.int64).clamp(max=in_size - 1)
     t = (u - j0).clamp(0, 1)
-    rows = torch.arange(out_size)[:, None]
     if cubic:
         taps = j0[:, None] + torch.arange(-1, 3)
         dist = torch.stack([t + 1, t, 1 - t, 2 - t], dim=1)
@@ -168,44 +166,70 @@ def _torch_interpolating(in_size, out_size, s, align_corners, cubic):
     else:
         taps = torch.stack([j0, j0 + 1], dim=1)
         values = torch.stack([1 - t, t], dim=1)
-    return _scatter(out_size, in_size, rows.expand_as(taps), taps.clamp(0, in_size - 1), values)
+    return taps.clamp(0, in_size - 1), values
 
 
-def _pil(in_size, out_size, s, mode):
+def _pil(in_size, d, s, mode):
     kernel, radius = _PIL_FILTERS[mode]
     stretch = max(s, 1.0)
     support = radius * stretch
-    c = s * (torch.arange(out_size, dtype=torch.float64) + 0.5)
+    c = s * (d + 0.5)
     xmin = torch.floor(c - support + 0.5).clamp(min=0)[:, None]
     xmax = torch.floor(c + support + 0.5).clamp(max=in_size)[:, None]
-    j = torch.arange(in_size, dtype=torch.float64)
-    w = kernel((j - c[:, None] + 0.5) / stretch)
-    w = torch.where((j >= xmin) & (j < xmax), w, torch.zeros_like(w))
+    j = xmin + torch.arange(math.ceil(2 * support) + 2, dtype=torch.float64)  # covers xmin .. xmax - 1
+    inside = j < xmax
+    w = torch.where(inside, kernel((j - c[:, None] + 0.5) / stretch), torch.zeros_like(j))
     total = w.sum(1, keepdim=True)
-    return w / torch.where(total == 0, torch.ones_like(total), total)
+    cols = torch.where(inside, j, xmin).to(torch.int64)  # taps past xmax: weight 0 on a pixel in range
+    return cols, w / torch.where(total == 0, torch.ones_like(total), total)
 
 
-def _area(in_size, out_size):
-    d = torch.arange(out_size)
+def _area(in_size, out_size, d):
+    d = d.to(torch.int64)
     start = d * in_size // out_size
     end = -((-(d + 1) * in_size) // out_size)
-    j = torch.arange(in_size)
-    inside = (j >= start[:, None]) & (j < end[:, None])
-    return inside.to(torch.float64) / (end - start).to(torch.float64)[:, None]
+    j = start[:, None] + torch.arange(-(-in_size // out_size) + 1)
+    inside = j < end[:, None]
+    values = inside.to(torch.float64) / (end - start).to(torch.float64)[:, None]
+    return torch.where(inside, j, start[:, None]), values
 
 
-def _matlab(in_size, out_size, s, antialias):
+def _matlab(in_size, d, s, antialias):
     width = 4.0 * s if (antialias and s > 1) else 4.0
     stretch = width / 4.0
-    c = s * (torch.arange(out_size, dtype=torch.float64) + 0.5) - 0.5
+    c = s * (d + 0.5) - 0.5
     left = torch.floor(c - width / 2).to(torch.int64)
     taps = left[:, None] + torch.arange(math.ceil(width) + 2)
     w = keys_cubic((c[:, None] - taps) / stretch, _PIL_CUBIC_A)
     w = w / w.sum(1, keepdim=True)
     before, after = max(-int(taps.min()), 0), max(int(taps.max()) - in_size + 1, 0)
-    cols = border_indices(in_size, before, after, "symmetric")[taps + before]
-    rows = torch.arange(out_size)[:, None].expand_as(taps)
-    return _scatter(out_size, in_size, rows, cols, w)
+    return border_indices(in_size, before, after, "symmetric")[taps + before], w
+
+
+def taps(in_size, out_size, mode, start=0, stop=None, *, antialias, align_corners=False, scale=None):
+    """The taps of output pixels ``start .. stop - 1`` of ``mode`` along one axis:
+    ``(cols, values)``, two ``(stop - start, K)`` tensors, output pixel ``start + i`` being
+    ``sum_k values[i, k] * x[cols[i, k]]`` (repeated columns add; every column is in
+    ``[0, in_size)``, zero weights included). Arguments as in ``weights``."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if in_size < 1 or out_size < 1:
+        raise ValueError(f"sizes must be positive, got {in_size} -> {out_size}")
+    d = torch.arange(start, out_size if stop is None else stop, dtype=torch.float64)
+    if mode in ("nearest", "nearest-exact"):
+        return _nearest(in_size, out_size, d, scale, 0.5 if mode == "nearest-exact" else 0.0)
+    s = coordinate_scale(in_size, out_size, align_corners, scale)
+    if mode == "area":
+        return _area(in_size, out_size, d)
+    if mode == "matlab":
+        return _matlab(in_size, d, s, antialias)
+    if mode == "lanczos" and not antialias:
+        raise ValueError("lanczos is defined with antialias=True only")
+    if out_size == in_size and (mode != "bicubic" or antialias):
+        return d.to(torch.int64)[:, None], torch.ones(len(d), 1, dtype=torch.float64)
+    if antialias:
+        return _pil(in_size, d, s, mode)
+    return _torch_interpolating(in_size, d, s, align_corners, cubic=mode == "bicubic")
 
 
 def weights(in_size, out_size, mode, *, antialias, align_corners=False, scale=None):
@@ -218,24 +242,19 @@ def weights(in_size, out_size, mode, *, antialias, align_corners=False, scale=No
     and bicubic, widens the MATLAB kernel when downsampling, must be True for lanczos and
     is not used by nearest, nearest-exact and area (torchvision ignores it there too).
     """
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-    if in_size < 1 or out_size < 1:
-        raise ValueError(f"sizes must be positive, got {in_size} -> {out_size}")
-    if mode in ("nearest", "nearest-exact"):
-        return _nearest(in_size, out_size, scale, 0.5 if mode == "nearest-exact" else 0.0)
-    s = coordinate_scale(in_size, out_size, align_corners, scale)
-    if mode == "area":
-        return _area(in_size, out_size)
-    if mode == "matlab":
-        return _matlab(in_size, out_size, s, antialias)
-    if mode == "lanczos" and not antialias:
-        raise ValueError("lanczos is defined with antialias=True only")
-    if out_size == in_size and (mode != "bicubic" or antialias):
-        return torch.eye(in_size, dtype=torch.float64)
-    if antialias:
-        return _pil(in_size, out_size, s, mode)
-    return _torch_interpolating(in_size, out_size, s, align_corners, cubic=mode == "bicubic")
+    cols, values = taps(in_size, out_size, mode, antialias=antialias, align_corners=align_corners, scale=scale)
+    return _scatter(out_size, in_size, cols, values)
+
+
+def weights_span(in_size, out_size, start, stop, mode, *, antialias, align_corners=False, scale=None):
+    """Rows ``start .. stop - 1`` of ``weights`` restricted to the source pixels they read:
+    ``(first, matrix)``, the float64 ``(stop - start, n)`` matrix over source pixels
+    ``first .. first + n - 1``. This is the source support of an output span, what a tile
+    of a resampled image needs (``imgfilters.tiling``)."""
+    cols, values = taps(in_size, out_size, mode, start, stop, antialias=antialias, align_corners=align_corners,
+                        scale=scale)
+    first = int(cols.min())
+    return first, _scatter(stop - start, int(cols.max()) + 1 - first, cols - first, values)
 
 
 def _pair(value):

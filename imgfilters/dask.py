@@ -1,0 +1,189 @@
+"""Every public filter on dask arrays: ``imgfilters.dask.bilateral(darr, ...)`` and the
+rest, same names and signatures, for ``(..., C, H, W)`` dask arrays (``pip install
+imgfilters[dask]``).
+
+Filters run through ``dask.array.map_overlap`` with ``depth`` = the filter's halo and
+``boundary="none"``: a block gets its neighbours' pixels on the sides where it has
+neighbours and nothing where the image ends, so the filter's own border mode applies at
+the true edges only; each block then drops the halo on the sides that ``block_info``
+says have a neighbour. Resampling builds each output block from the source rows and
+columns that its output span reads (``reference.weights_span``). Either way the result
+equals the in-memory call (exactly on the float64 path; within float32 rounding, one
+level for integers, on a GPU).
+
+Each task moves its block to the worker's GPU (the current CUDA device, so one worker
+per GPU: ``dask_cuda.LocalCUDACluster``, or workers started with one
+``CUDA_VISIBLE_DEVICES`` each), filters it and returns a numpy block; workers without
+a GPU run the same code on the CPU (the float64 reference). Chunks along H and W smaller
+than the halo are merged with their neighbours; the channel axis must be one chunk.
+``nl_means`` without ``sigma`` estimates it once, when the graph is built, from a
+deterministic sample of crops (``noise.sample_windows``).
+"""
+import functools
+
+import dask
+import dask.array as da
+import numpy as np
+import torch
+
+import imgfilters
+from imgfilters import _image, tiling
+
+__all__ = ["separable_filter", "gaussian_blur", "box_blur", "unsharp_mask", "bilateral", "joint_bilateral",
+           "nl_means", "pointwise", "resize", "upsample", "imresize"]
+
+
+def _device():
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def _torch_dtype(dtype):
+    try:
+        t = torch.from_numpy(np.empty(0, dtype)).dtype
+    except TypeError:
+        t = None
+    if t not in _image.DTYPES:
+        raise TypeError(f"dtype {dtype} is not supported; use uint8, uint16, float16, float32 or float64")
+    return t
+
+
+def _check(darr, name):
+    if not isinstance(darr, da.Array):
+        raise TypeError(f"{name} must be a dask.array.Array, got {type(darr).__name__} (imgfilters.{name} "
+                        f"takes tensors)")
+    if darr.ndim < 2:
+        raise ValueError(f"{name} must have shape (..., C, H, W) or (H, W), got {darr.shape}")
+    _torch_dtype(darr.dtype)
+    if darr.ndim > 2 and len(darr.chunks[-3]) > 1:
+        raise ValueError(f"{name} has {len(darr.chunks[-3])} chunks along the channel axis; the filters need "
+                         f"every channel of a pixel in one block: rechunk it with .rechunk({{{darr.ndim - 3}: -1}})")
+
+
+def _call(fn, darr, args, params, name="img"):
+    """The ``tiling.Call`` of ``fn`` on ``darr``, with the dask arrays among the image
+    arguments (a guide) collected in ``call.images``."""
+    _check(darr, name)
+    images = []
+
+    def image(key, value):
+        _check(value, key)
+        if value.ndim != darr.ndim or value.shape[:-3] != darr.shape[:-3]:
+            raise ValueError(f"{key} must have {name}'s leading dimensions {darr.shape[:-3]}, got {value.shape}")
+        images.append(value)
+        return torch.empty(value.shape, dtype=_torch_dtype(value.dtype), device="meta")
+
+    def read(rows, cols):
+        return torch.from_numpy(np.ascontiguousarray(darr[..., slice(*rows), slice(*cols)].compute()))
+
+    call = tiling.Call(fn, darr.shape, _torch_dtype(darr.dtype), args, params, read, _device(), image)
+    call.images = images
+    return call
+
+
+def _filter(fn, darr, *args, **params):
+    call = _call(fn, darr, args, params)
+    if call.halo is None:
+        return _resample(call, darr)
+    hy, hx = call.halo
+    chunks = {darr.ndim - 2: _at_least(darr.chunks[-2], hy), darr.ndim - 1: _at_least(darr.chunks[-1], hx)}
+    arrays = [darr.rechunk(chunks)]
+    for g in call.images:  # a guide: blocks aligned with the image's
+        arrays.append(g.rechunk({**{d: arrays[0].chunks[d] for d in range(g.ndim - 3)}, g.ndim - 3: -1, **chunks}))
+    depth = {d: 0 for d in range(darr.ndim)}
+    depth.update({darr.ndim - 2: hy, darr.ndim - 1: hx})
+    batch = int(np.prod(darr.shape[:-3])) if darr.ndim > 3 else 1
+    return da.map_overlap(_block, *arrays, depth=depth, boundary="none", trim=False, dtype=_numpy(call.out_dtype),
+                          chunks=arrays[0].chunks, meta=np.empty((0,) * darr.ndim, _numpy(call.out_dtype)),
+                          fn=fn, params=call.params, halo=(hy, hx), batch=batch, lead=darr.shape[:-3])
+
+
+def _at_least(chunks, depth):
+    """``chunks`` along one axis with neighbours merged until each is at least ``depth``
+    (dask's overlap needs it); one chunk when the axis is shorter."""
+    out = []
+    for c in chunks:
+        if out and out[-1] < depth:
+            out[-1] += c
+        else:
+            out.append(c)
+    if len(out) > 1 and out[-1] < depth:
+        last = out.pop()
+        out[-1] += last
+    return tuple(out)
+
+
+def _block(x, *guides, fn, params, halo, batch, lead, block_info=None):
+    """One block with its halo -> the filtered block without it (a numpy array)."""
+    info = block_info[0]
+    device = _device()
+    params = _params_of_block(params, batch, lead, info["array-location"][:len(lead)])
+    y = fn(*(torch.from_numpy(np.ascontiguousarray(a)).to(device) for a in (x, *guides)), **params)
+    where = [slice(None)] * y.ndim
+    for axis, h in zip((-2, -1), halo):  # the halo lies only on the sides with a neighbour
+        k, n = info["chunk-location"][axis], info["num-chunks"][axis]
+        where[axis] = slice(h if k > 0 else 0, y.shape[axis] - h if k < n - 1 else None)
+    return y[tuple(where)].cpu().numpy()
+
+
+def _params_of_block(params, batch, lead, location):
+    """Per-image tensors of parameters (one value per image of the whole array) cut to
+    the images of this block."""
+    if batch == 1:
+        return params
+    index = torch.arange(batch).reshape(lead)[tuple(slice(*loc) for loc in location)].reshape(-1)
+    return {k: v[index] if isinstance(v, torch.Tensor) and v.numel() == batch else v for k, v in params.items()}
+
+
+def _numpy(dtype):
+    return torch.empty(0, dtype=dtype).numpy().dtype
+
+
+def _resample(call, darr):
+    """Each output block from the source rows and columns it reads; the output chunked as
+    the input (its chunk sizes, capped at the output size), leading axes in one block."""
+    darr = darr.rechunk({d: -1 for d in range(darr.ndim - 2)})
+    lead = darr.shape[:-2]
+    spans = []  # per axis: (output span, source span)
+    for axis, chunks in enumerate(darr.chunks[-2:]):
+        n, step = call.out_shape[-2 + axis], max(chunks)
+        spans.append([])
+        for s in range(0, n, step):
+            out = (s, min(s + step, n))
+            first, w = call.axes[axis](*out)
+            spans[-1].append((out, (first, first + w.shape[1])))
+    task = dask.delayed(_resample_block, pure=True)
+    (ph, kh), (pw, kw) = ((p.args, p.keywords) for p in call.axes)
+    rows = []
+    for r, rs in spans[0]:
+        row = []
+        for c, cs in spans[1]:
+            block = task(darr[..., slice(*rs), slice(*cs)], (*ph, *r), (*pw, *c), kh, kw, call.integer)
+            row.append(da.from_delayed(block, (*lead, r[1] - r[0], c[1] - c[0]), dtype=_numpy(call.out_dtype)))
+        rows.append(row)
+    return da.block(rows)
+
+
+def _resample_block(crop, rows, cols, rows_kw, cols_kw, integer):
+    """One output block: the weight rows of its spans (rebuilt here, not shipped in the
+    graph: they are as large as the block) applied to its source crop."""
+    from imgfilters.reference.resample import weights_span
+    _, wh = weights_span(*rows, **rows_kw)
+    _, ww = weights_span(*cols, **cols_kw)
+    x = torch.from_numpy(np.ascontiguousarray(crop)).to(_device())
+    return tiling.resample_tile(x, wh, ww, integer).cpu().numpy()
+
+
+def _public(fn):
+    @functools.wraps(fn)
+    def on_dask(*args, **params):
+        if not args:
+            raise TypeError(f"imgfilters.dask.{fn.__name__} takes the image (a dask array) first")
+        return _filter(fn, *args, **params)
+    on_dask.__doc__ = (f"``imgfilters.{fn.__name__}`` on a ``(..., C, H, W)`` dask array, lazily; returns a dask "
+                       f"array (module docstring).\n\n" + (fn.__doc__ or ""))
+    return on_dask
+
+
+for _name in __all__:
+    globals()[_name] = _public(getattr(imgfilters, _name))
+del _name

@@ -1,0 +1,128 @@
+"""imgfilters.dask: each family on dask arrays equals the in-memory call, on the threaded
+scheduler and on a distributed cluster; zarr and BigTIFF round trips stream from disk to
+disk. float64 images: the reference path, which every worker runs without a GPU."""
+import pickle
+
+import numpy as np
+import pytest
+import torch
+
+da = pytest.importorskip("dask.array")
+distributed = pytest.importorskip("distributed")
+import dask  # noqa: E402
+
+import imgfilters  # noqa: E402
+import imgfilters.dask as idask  # noqa: E402
+from imgfilters.ops import pointwise as pw  # noqa: E402
+
+from helpers import random_image  # noqa: E402
+
+CALLS = [
+    ("bilateral", (0.2,), {"radius": 3, "border": "constant", "border_value": 0.4}),
+    ("gaussian_blur", ([9, 3],), {"border": "symmetric"}),
+    ("box_blur", (3,), {"border": "replicate"}),
+    ("separable_filter", ([0.2, 0.6, 0.2],), {}),
+    ("unsharp_mask", (1.2,), {}),
+    ("nl_means", (0.06,), {"sigma": 0.02, "patch_size": 3, "search_radius": 2}),
+    ("pointwise", ([pw.gamma(0.5)],), {}),
+    ("resize", ((9, 31),), {"interpolation": "bilinear"}),
+    ("upsample", (2.3,), {"mode": "bicubic"}),
+    ("imresize", (0.4,), {}),
+]
+
+
+@pytest.fixture(scope="module")
+def client():
+    """Two workers (threads of this process: worker processes would import torch for
+    tens of seconds on CI); closed after the module."""
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as c:
+        yield c
+
+
+def _compare(name, x, chunks, args, params, **compute):
+    expected = getattr(imgfilters, name)(x, *args, **params).numpy()
+    got = getattr(idask, name)(da.from_array(x.numpy(), chunks=chunks), *args, **params)
+    assert isinstance(got, da.Array) and got.shape == expected.shape and got.dtype == expected.dtype
+    np.testing.assert_allclose(got.compute(**compute), expected, rtol=0, atol=1e-12)
+    return got
+
+
+@pytest.mark.parametrize("name,args,params", CALLS, ids=[c[0] for c in CALLS])
+def test_threaded_equals_in_memory(name, args, params, gen):
+    # chunks of 2 rows: smaller than most halos (merged); one image per chunk along the batch
+    x = random_image((2, 3, 17, 22), torch.float64, gen)
+    _compare(name, x, (1, 3, 2, 8), args, params, scheduler="threads")
+
+
+def test_per_image_parameters_follow_batch_chunks(gen):
+    x = random_image((2, 2, 1, 13, 14), torch.float64, gen)
+    sigma = torch.tensor([0.05, 0.1, 0.2, 0.4], dtype=torch.float64)
+    expected = imgfilters.bilateral(x, sigma).numpy()
+    got = idask.bilateral(da.from_array(x.numpy(), chunks=(1, 1, 1, 5, 14)), sigma).compute(scheduler="threads")
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
+
+
+def test_nl_means_one_estimate(gen):
+    x = (0.5 + 0.03 * torch.randn(1, 30, 31, generator=gen, dtype=torch.float64)).clamp(0, 1)
+    _compare("nl_means", x, (1, 12, 12), (), {"search_radius": 2}, scheduler="threads")
+
+
+def test_joint_bilateral_guide_chunks_follow_the_image(gen):
+    x, guide = random_image((3, 16, 15), torch.float64, gen), random_image((1, 16, 15), torch.float64, gen)
+    expected = imgfilters.joint_bilateral(x, guide, 0.2, radius=2).numpy()
+    got = idask.joint_bilateral(da.from_array(x.numpy(), chunks=(3, 6, 6)), da.from_array(guide.numpy(), chunks=4),
+                                0.2, radius=2)
+    np.testing.assert_allclose(got.compute(scheduler="threads"), expected, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["bilateral", "nl_means", "resize"])
+def test_distributed_cluster(client, name, gen):
+    args, params = next((a, p) for n, a, p in CALLS if n == name)
+    x = random_image((2, 3, 21, 19), torch.float64, gen)
+    got = _compare(name, x, (1, 3, 8, 8), args, params)  # the client is the default scheduler
+    # the graph survives the trip to worker processes
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(got)).compute(), got.compute())
+
+
+def test_zarr_round_trip(tmp_path, gen):
+    zarr = pytest.importorskip("zarr")
+    x = random_image((1, 1200, 1700), torch.float64, gen).numpy()  # 2 megapixels
+    zarr.create_array(str(tmp_path / "in.zarr"), shape=x.shape, chunks=(1, 512, 512), dtype=x.dtype)[:] = x
+    src = da.from_zarr(str(tmp_path / "in.zarr"))
+    idask.gaussian_blur(src, 5).to_zarr(str(tmp_path / "out.zarr"))
+    got = zarr.open_array(str(tmp_path / "out.zarr"), mode="r")[:]
+    np.testing.assert_allclose(got, imgfilters.gaussian_blur(torch.from_numpy(x), 5).numpy(), rtol=0, atol=1e-12)
+
+
+def test_bigtiff_round_trip(tmp_path, gen):
+    """A tiled RGB BigTIFF (channels last, as TIFF stores them) read through tifffile's
+    zarr view, filtered (in float64, the reference path), and written into a
+    memory-mapped BigTIFF, block by block."""
+    tifffile = pytest.importorskip("tifffile")
+    zarr = pytest.importorskip("zarr")
+    x = random_image((1100, 1500, 3), torch.uint8, gen).numpy()
+    tifffile.imwrite(tmp_path / "in.tif", x, bigtiff=True, tile=(256, 256))
+    store = tifffile.imread(tmp_path / "in.tif", aszarr=True)
+    src = da.from_zarr(zarr.open_array(store, mode="r")).transpose(2, 0, 1) / 255.0
+    result = (idask.box_blur(src, 5) * 255).round().astype(np.uint8).transpose(1, 2, 0)
+    out = tifffile.memmap(tmp_path / "out.tif", shape=result.shape, dtype=result.dtype, bigtiff=True)
+    da.store(result, out, scheduler="threads")
+    out.flush()
+    store.close()
+    expected = imgfilters.box_blur(torch.from_numpy(x).permute(2, 0, 1).double() / 255, 5).permute(1, 2, 0) * 255
+    np.testing.assert_array_equal(tifffile.imread(tmp_path / "out.tif"), expected.round().to(torch.uint8).numpy())
+
+
+def test_bad_input(gen):
+    x = random_image((3, 12, 12), torch.float64, gen).numpy()
+    with pytest.raises(TypeError, match="dask.array.Array"):
+        idask.bilateral(x)
+    with pytest.raises(ValueError, match="channel axis"):
+        idask.bilateral(da.from_array(x, chunks=(1, 12, 12)))
+    with pytest.raises(TypeError, match="dtype"):
+        idask.bilateral(da.from_array(x.astype(np.int32)))
+    with pytest.raises(ValueError, match="guide"):
+        idask.joint_bilateral(da.from_array(x), da.from_array(x[:, :6]))
+    assert set(idask.__all__) <= set(imgfilters.__all__)
+    assert dask.is_dask_collection(idask.resize(da.from_array(x), 5))

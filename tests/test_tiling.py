@@ -1,0 +1,153 @@
+"""imgfilters.tiled: tiled equals untiled for every family, border, tile size and array
+kind; bad input is refused before anything is written."""
+import numpy as np
+import pytest
+import torch
+
+import imgfilters
+from imgfilters.ops import noise
+from imgfilters.ops import pointwise as pw
+
+from helpers import TOLERANCE, gpu, random_image
+
+# (filter, args, params): one call per family and the borders and shapes of its halo
+CALLS = [
+    (imgfilters.bilateral, (0.2, 1.5), {}),
+    (imgfilters.bilateral, (0.3,), {"radius": 2, "window": "disk", "border": "constant", "border_value": 0.7}),
+    (imgfilters.gaussian_blur, ([7, 3],), {"border": "symmetric"}),
+    (imgfilters.box_blur, (5,), {"border": "replicate"}),
+    (imgfilters.separable_filter, ([0.1, 0.5, 0.2], [0.3, -0.2, 0.5, 0.1, 0.3]), {"border": "constant"}),
+    (imgfilters.unsharp_mask, (0.8, 1.5), {}),
+    (imgfilters.nl_means, (0.08,), {"sigma": 0.02, "patch_size": 3, "search_radius": 2}),
+    (imgfilters.pointwise, ([pw.gamma(2.2), pw.scale(0.5)],), {}),
+    (imgfilters.resize, ((11, 30),), {"interpolation": "bicubic"}),  # down along H (antialiased), up along W
+    (imgfilters.resize, ((6, 9),), {"interpolation": "lanczos"}),
+    (imgfilters.resize, ((17, 13),), {"interpolation": "area"}),
+    (imgfilters.upsample, (1.7,), {"mode": "bicubic", "align_corners": True}),
+    (imgfilters.upsample, ((0.6, 2.0),), {"mode": "nearest"}),
+    (imgfilters.imresize, (0.45,), {}),
+]
+IDS = [f"{fn.__name__}-{k}" for k, (fn, _, _) in enumerate(CALLS)]
+
+
+@pytest.mark.parametrize("fn,args,params", CALLS, ids=IDS)
+@pytest.mark.parametrize("tile", [2, 3, 8, 64])  # below, at and above the halos (1 to 3); larger than the image
+def test_tiled_equals_untiled_reference(fn, args, params, tile, gen):
+    if fn is imgfilters.nl_means and tile < 8:
+        pytest.skip("the NLM reference costs ~0.1 s a call: small tiles are the other families' tests")
+    x = random_image((2, 3, 17, 23), torch.float64, gen)  # float64: the reference path
+    expected = fn(x, *args, **params)
+    got = imgfilters.tiled(fn, x, *args, tile=tile, progress=False, **params)
+    assert got.shape == expected.shape and got.dtype == expected.dtype
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("fn,args,params,dtype", [
+    (imgfilters.gaussian_blur, (5,), {"border": "constant"}, torch.uint8),
+    (imgfilters.resize, ((7, 19),), {"interpolation": "bicubic"}, torch.uint8),
+    (imgfilters.resize, ((7, 19),), {"interpolation": "bicubic"}, torch.float32)], ids=["gaussian", "resize", "resize"])
+def test_tiled_kernels_match_untiled(fn, args, params, dtype, gen, device):
+    """The kernels (the interpreter without a GPU) on tiles against the untiled call."""
+    x = random_image((1, 2, 13, 11), dtype, gen)
+    expected = fn(x.to(device), *args, **params).cpu()
+    got = imgfilters.tiled(fn, x, *args, tile=(7, 11), device=device, progress=False, **params)
+    assert (got.double() - expected.double()).abs().max() <= TOLERANCE[dtype]
+
+
+def test_nl_means_estimates_once(gen):
+    """Automatic parameters: one noise estimate for the image, the same as the untiled
+    call's on an image this small, whatever the tiles."""
+    x = (0.5 + 0.02 * torch.randn(2, 1, 31, 33, generator=gen, dtype=torch.float64)).clamp(0, 1)
+    expected = imgfilters.nl_means(x, search_radius=3)
+    got = imgfilters.tiled(imgfilters.nl_means, x, search_radius=3, tile=16, progress=False)
+    torch.testing.assert_close(got, expected,
+                               rtol=0, atol=1e-12)
+
+
+def test_sample_windows_cover_large_images():
+    assert noise.sample_windows(300, 500) == [(0, 300, 0, 500)]
+    windows = noise.sample_windows(5000, 3000)
+    assert len(windows) == 9 and all(r1 <= 5000 and c1 <= 3000 for _, r1, _, c1 in windows)
+    assert (0, 1024, 0, 1024) in windows and (3976, 5000, 1976, 3000) in windows
+
+
+def test_numpy_channels_last_and_out(tmp_path, gen):
+    """numpy and memmap arrays are (H, W, C) (or (H, W)); the result lands in ``out``."""
+    x = random_image((3, 19, 14), torch.float64, gen)
+    expected = imgfilters.bilateral(x, 0.2).permute(1, 2, 0).numpy()
+    arr = x.permute(1, 2, 0).contiguous().numpy()
+    got = imgfilters.tiled(imgfilters.bilateral, arr, 0.2, tile=5, progress=False)
+    assert isinstance(got, np.ndarray) and got.shape == arr.shape
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
+    src = np.memmap(tmp_path / "in.raw", dtype=np.float64, mode="w+", shape=arr.shape)
+    src[:] = arr
+    out = np.memmap(tmp_path / "out.raw", dtype=np.float64, mode="w+", shape=arr.shape)
+    assert imgfilters.tiled(imgfilters.bilateral, src, 0.2, tile=6, out=out, progress=False) is out
+    np.testing.assert_allclose(out, expected, rtol=0, atol=1e-12)
+    grey = arr[..., 0]
+    np.testing.assert_allclose(imgfilters.tiled(imgfilters.gaussian_blur, grey, 3, tile=4, progress=False),
+                               imgfilters.gaussian_blur(torch.from_numpy(grey), 3).numpy(), rtol=0, atol=1e-12)
+
+
+def test_zarr_in_and_out(gen):
+    zarr = pytest.importorskip("zarr")
+    x = random_image((21, 18, 2), torch.float64, gen).numpy()
+    z = zarr.create_array(store={}, shape=x.shape, chunks=(8, 8, 2), dtype=x.dtype)
+    z[:] = x
+    got = imgfilters.tiled(imgfilters.resize, z, (10, 25), tile=8, progress=False)
+    assert type(got).__module__.startswith("zarr")
+    expected = imgfilters.resize(torch.from_numpy(x).permute(2, 0, 1), (10, 25)).permute(1, 2, 0).numpy()
+    np.testing.assert_allclose(got[:], expected, rtol=0, atol=1e-12)
+
+
+def test_joint_bilateral_tiles_the_guide(gen):
+    x, guide = random_image((2, 3, 15, 16), torch.float64, gen), random_image((2, 1, 15, 16), torch.float64, gen)
+    expected = imgfilters.joint_bilateral(x, guide, 0.2, radius=3)
+    got = imgfilters.tiled(imgfilters.joint_bilateral, x, guide, 0.2, radius=3, tile=4, progress=False)
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
+
+
+def test_bad_input_writes_nothing(gen):
+    x = random_image((3, 10, 12), torch.float64, gen)
+    with pytest.raises(TypeError, match="numpy slicing"):
+        imgfilters.tiled(imgfilters.bilateral, x.tolist())
+    with pytest.raises(TypeError, match="public imgfilters filter"):
+        imgfilters.tiled(lambda t: t, x)
+    with pytest.raises(TypeError, match="public imgfilters filter"):
+        imgfilters.tiled(imgfilters.estimate_noise, x)
+    with pytest.raises(TypeError, match="cannot be tiled"):
+        imgfilters.tiled(imgfilters.joint_bilateral_upsample, x, x)
+    with pytest.raises(ValueError, match="tile"):
+        imgfilters.tiled(imgfilters.bilateral, x, tile=0)
+    for out in (torch.zeros(3, 10, 11, dtype=torch.float64), torch.zeros(3, 10, 12, dtype=torch.float32)):
+        with pytest.raises(ValueError, match="out must have shape"):
+            imgfilters.tiled(imgfilters.bilateral, x, out=out)
+        assert not out.any()
+    with pytest.raises(TypeError, match="out must be of img's kind"):
+        imgfilters.tiled(imgfilters.bilateral, x, out=np.zeros((10, 12, 3)))
+    with pytest.raises(TypeError, match="dtype"):
+        imgfilters.tiled(imgfilters.bilateral, np.zeros((10, 12, 3), dtype=np.int32))
+    out = torch.zeros_like(x)
+    with pytest.raises(ValueError, match="radius"):
+        imgfilters.tiled(imgfilters.bilateral, x, radius=99, out=out, tile=4)
+    assert not out.any()
+
+
+@gpu
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
+def test_gpu_pipeline(dtype, gen):
+    """The streamed path: many tiles, tensors and channels-last arrays, against the
+    untiled call on the GPU; device memory stays at a few tiles."""
+    x = random_image((1, 3, 1000, 1300), dtype, gen)
+    for fn, args in ((imgfilters.bilateral, (0.1, 2.0)), (imgfilters.resize, ((700, 1900),))):
+        expected = fn(x.cuda(), *args).cpu()
+        got = imgfilters.tiled(fn, x, *args, tile=256, progress=False)
+        assert (got.double() - expected.double()).abs().max() <= TOLERANCE[dtype]
+        arr = x[0].permute(1, 2, 0).contiguous().numpy()
+        got = imgfilters.tiled(fn, arr, *args, tile=(200, 300), progress=False)
+        assert np.abs(got.astype(np.float64) - expected[0].permute(1, 2, 0).double().numpy()).max() <= TOLERANCE[dtype]
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    big = random_image((1, 3, 3000, 3000), dtype, gen)
+    imgfilters.tiled(imgfilters.gaussian_blur, big, 9, tile=512, progress=False)
+    assert torch.cuda.max_memory_allocated() < 40 * 3 * 600 * 600 * big.element_size()
