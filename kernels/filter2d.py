@@ -1,0 +1,232 @@
+"""General (non-separable) 2-D correlation, one kernel per image or one for the batch.
+
+``filter2d_kernel``: a program owns a strip of ``T*S`` output columns (``S`` pixels per
+lane) and ``SEG`` output rows, and marches down its ``SEG + 2*RY`` input rows once, as
+``separable.strip_kernel`` does. Input row ``r`` feeds the ``2*RY + 1`` output rows within
+``RY`` of it, each through its own kernel row: for every horizontal tap ``v`` (a run-time
+loop in chunks of ``CH``; each tap one shifted load of the row, an L1 hit after the first)
+the loaded pixels are multiplied into all ``2*RY + 1`` pending output rows (a tuple of
+registers, unrolled). The pending row that input row ``r`` completes is stored; the others
+shift by one slot. So each input pixel is read from memory once per strip and every tap
+costs one FMA per pixel; the taps are run-time values (loaded as scalars, the image's own
+kernel row by row), so a new kernel never recompiles, only a new size.
+
+The output grid may be larger than the input and start before it (``OY``, ``OX``): the
+adjoint used by autograd evaluates the flipped kernel on the zero-extended gradient.
+"""
+import triton
+import triton.language as tl
+
+from .core import borders, pixels, pointwise
+from .core.tiling import (autotuning, interpreting, needs_int64, offset, on_device, pow2_at_least, programs,
+                          size_class, tile_configs, tile_origin)
+
+MAX_RADIUS = 31  # 63 x 63 taps: the pending rows (2*RY + 1 per pixel of a lane) stay in registers
+
+
+@triton.jit
+def _pixels(ptrs, c, PRO: tl.constexpr, pro_args):
+    """Stored values as float32 without a prologue (the caller scales the result: the
+    filter is linear), else PRO of the unit-scale pixels."""
+    if len(PRO) == 0:
+        return pixels.load_raw(ptrs)
+    else:
+        return pointwise.apply_chain(pixels.load(ptrs), c, PRO, pro_args)
+
+
+@triton.jit
+def _tap(row_ptr, in_cols, v, W, c, row_in, border_value, PRO: tl.constexpr, pro_args, interior: tl.constexpr,
+         RX: tl.constexpr, SXW: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr):
+    """The row's pixels under horizontal tap ``v`` of every output column: interior strips
+    read plain offsets, border strips remap (constant: the border value outside)."""
+    cv = in_cols + (v - RX)
+    if interior:
+        x = _pixels(row_ptr + offset(cv, SXW, OFF64), c, PRO, pro_args)
+    else:
+        x = _pixels(row_ptr + offset(borders.remap(cv, W, BORDER), SXW, OFF64), c, PRO, pro_args)
+    if BORDER == borders.CONSTANT:
+        x = tl.where(borders.inside(cv, W) & row_in, x, border_value)
+    return x
+
+
+@triton.jit
+def _feed(acc, x, k_row, v, RY: tl.constexpr, KW: tl.constexpr):
+    """acc[k] += K[2*RY - k, v] * x for every pending output row k (input row r lies
+    2*RY - k rows below the first input row of pending row k)."""
+    out = ()
+    for k in tl.static_range(2 * RY + 1):
+        out = out + (acc[k] + tl.load(k_row + ((2 * RY - k) * KW + v)) * x,)
+    return out
+
+
+@triton.jit
+def _march(x_base, y_base, k_base, c, h0, r0, n_rows, H, W, sxh, syh, scale, border_value,
+           in_cols, in_off, out_off, out_ok, interior: tl.constexpr,
+           PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args, OY,
+           RX: tl.constexpr, RY: tl.constexpr, SXW: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr,
+           T: tl.constexpr, S: tl.constexpr, CH: tl.constexpr):
+    """March down input rows r0 .. r0 + n_rows - 1, storing each completed output row."""
+    KW: tl.constexpr = 2 * RX + 1
+    pending = ()
+    for k in tl.static_range(2 * RY):
+        pending = pending + (tl.zeros((T, S), dtype=tl.float32),)
+    for i in range(n_rows):
+        r = r0 + i
+        row_ptr = x_base + offset(borders.remap(r, H, BORDER), sxh, OFF64)
+        row_in = (r >= 0) & (r < H)
+        acc = pending + (tl.zeros((T, S), dtype=tl.float32),)
+        for v0 in range(0, (2 * RX + 1) // CH * CH, CH):
+            for dv in tl.static_range(CH):
+                x = _tap(row_ptr, in_cols, v0 + dv, W, c, row_in, border_value, PRO, pro_args, interior,
+                         RX, SXW, BORDER, OFF64)
+                acc = _feed(acc, x, k_base, v0 + dv, RY, KW)
+        for dv in tl.static_range((2 * RX + 1) % CH):
+            x = _tap(row_ptr, in_cols, (2 * RX + 1) // CH * CH + dv, W, c, row_in, border_value, PRO, pro_args,
+                     interior, RX, SXW, BORDER, OFF64)
+            acc = _feed(acc, x, k_base, (2 * RX + 1) // CH * CH + dv, RY, KW)
+        y = acc[0] * scale
+        pending = ()
+        for k in tl.static_range(1, 2 * RY + 1):
+            pending = pending + (acc[k],)
+        o = h0 + i - 2 * RY  # the output row completed by input row r
+        if len(EPI) > 0:
+            xr = borders.remap(o + OY, H, BORDER)
+            x_in = pointwise.apply_chain(pixels.load(x_base + offset(xr, sxh, OFF64) + in_off), c, PRO, pro_args)
+            y = pointwise.apply_epilogue(y, x_in, c, EPI, epi_args)
+        pixels.store(y_base + offset(o, syh, OFF64) + out_off, y, out_ok & (i >= 2 * RY))
+
+
+@triton.jit
+def filter2d_kernel(X, Y, K, C, H, W, HO, WO, OY, OX, skb,
+                    sxb, sxc, sxh, syb, syc, syh, border_value,
+                    PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
+                    RX: tl.constexpr, RY: tl.constexpr, SXW: tl.constexpr, SYW: tl.constexpr,
+                    BORDER: tl.constexpr, OFF64: tl.constexpr, SIZE_CLASS,
+                    T: tl.constexpr, S: tl.constexpr, SEG: tl.constexpr, CH: tl.constexpr):
+    """Y[b, c, i, j] = EPI(sum_{u,v} K[b, u, v] PRO(X~[b, c, i+OY+u-RY, j+OX+v-RX])) for
+    (i, j) in [0, HO) x [0, WO), X~ being X extended by the border; K is float32
+    (B or 1, 2*RY+1, 2*RX+1) contiguous, image b's kernel at K + b * skb (skb = 0: one
+    kernel for the batch). ``SIZE_CLASS`` only feeds the autotune key."""
+    b, c, h0, w0 = tile_origin(tl.program_id(0), C, HO, WO, SEG, T * S)
+    x_base = X + b * sxb + c * sxc
+    y_base = Y + b * syb + c * syc
+    k_base = K + b * skb
+    # Without a prologue the filter is linear in the stored values: scale the result once.
+    if len(PRO) == 0:
+        scale = pixels.unit_scale(X.dtype.element_ty)
+    else:
+        scale = 1.0
+    bv = border_value / scale
+    lane = tl.arange(0, T)[:, None] * S + tl.arange(0, S)[None, :]
+    out_cols = w0 + lane
+    in_cols = out_cols + OX
+    r0 = h0 + OY - RY
+    n_rows = tl.minimum(SEG, HO - h0) + 2 * RY
+    out_off = offset(out_cols, SYW, OFF64)
+    interior = (w0 + OX - RX >= 0) & (w0 + OX + T * S + RX <= W) & (w0 + T * S <= WO)
+    if interior:
+        _march(x_base, y_base, k_base, c, h0, r0, n_rows, H, W, sxh, syh, scale, bv,
+               in_cols, offset(in_cols, SXW, OFF64), out_off, True, True,
+               PRO, pro_args, EPI, epi_args, OY, RX, RY, SXW, BORDER, OFF64, T, S, CH)
+    else:
+        _march(x_base, y_base, k_base, c, h0, r0, n_rows, H, W, sxh, syh, scale, bv,
+               in_cols, offset(borders.remap(in_cols, W, BORDER), SXW, OFF64), out_off, out_cols < WO, False,
+               PRO, pro_args, EPI, epi_args, OY, RX, RY, SXW, BORDER, OFF64, T, S, CH)
+
+
+@triton.jit
+def plane_kernel(X, Y, K, C, H, W, HO, WO, OY, OX, skb,
+                 sxb, sxc, sxh, syb, syc, syh, border_value,
+                 PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
+                 RX: tl.constexpr, RY: tl.constexpr, SXW: tl.constexpr, SYW: tl.constexpr,
+                 BORDER: tl.constexpr, OFF64: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr,
+                 KHP: tl.constexpr, KWP: tl.constexpr):
+    """``filter2d_kernel``'s result for the interpreter, one program per plane (BH x BW
+    covering it): one (KHP, KWP, BH, BW) gather of the pixels under every tap, one product
+    summed over the taps. The interpreter's cost is per operation and per call of a
+    jitted helper (milliseconds each): the strip's per-row, per-tap steps cost it seconds
+    a plane."""
+    b, c, h0, w0 = tile_origin(tl.program_id(0), C, HO, WO, BH, BW)
+    x_base = X + b * sxb + c * sxc
+    k_base = K + b * skb
+    if len(PRO) == 0:
+        scale = pixels.unit_scale(X.dtype.element_ty)
+    else:
+        scale = 1.0
+    out_rows = tl.arange(0, BH)[:, None]
+    out_cols = tl.arange(0, BW)[None, :]
+    u = tl.arange(0, KHP)[:, None, None, None]  # the taps, padded to powers of two
+    v = tl.arange(0, KWP)[None, :, None, None]
+    r = out_rows[None, None, :, :] + (OY - RY) + u
+    row_ptr = x_base + offset(borders.remap(r, H, BORDER), sxh, OFF64)
+    x = _tap(row_ptr, out_cols[None, None, :, :] + OX, v, W, c, (r >= 0) & (r < H), border_value / scale, PRO,
+             pro_args, False, RX, SXW, BORDER, OFF64)
+    taps = tl.load(k_base + (u * (2 * RX + 1) + v), mask=(u < 2 * RY + 1) & (v < 2 * RX + 1), other=0.0)
+    acc = tl.sum(tl.sum(taps * x, axis=0), axis=0)
+    y = acc * scale
+    if len(EPI) > 0:
+        xr = borders.remap(out_rows + OY, H, BORDER)
+        xc = borders.remap(out_cols + OX, W, BORDER)
+        x_in = pointwise.apply_chain(pixels.load(x_base + offset(xr, sxh, OFF64) + offset(xc, SXW, OFF64)), c,
+                                     PRO, pro_args)
+        y = pointwise.apply_epilogue(y, x_in, c, EPI, epi_args)
+    mask = (out_rows < HO) & (out_cols < WO)
+    pixels.store(Y + b * syb + c * syc + offset(out_rows, syh, OFF64) + offset(out_cols, SYW, OFF64), y, mask)
+
+
+def pixels_per_lane(ry):
+    """S options for a vertical radius: the pending rows take (2*ry + 1) * S registers a
+    lane, so S shrinks as the kernel grows taller."""
+    return (4, 2) if ry <= 7 else (2, 1) if ry <= 15 else (1,)
+
+
+# Candidate tiles: T lanes (one warp per 32) x S pixels a lane, SEG rows a segment.
+ALL_TILES = [dict(T=t, S=s, SEG=seg, CH=3, num_warps=t // 32)
+             for s in (4, 2, 1) for t, seg in ((64, 64), (32, 64), (64, 128))]
+
+
+def default_tile(ry):
+    """The tile used without autotuning."""
+    return next(t for t in ALL_TILES if t["S"] == pixels_per_lane(ry)[0])
+
+
+def _prune(configs_, named_args, **kwargs):
+    allowed = pixels_per_lane(kwargs["RY"])
+    return [c for c in configs_ if c.kwargs["S"] in allowed]
+
+
+filter2d_tuned = triton.autotune(
+    configs=tile_configs(ALL_TILES),
+    key=["RX", "RY", "C", "SXW", "SYW", "BORDER", "OFF64", "PRO", "EPI", "SIZE_CLASS"],
+    prune_configs_by={"early_config_prune": _prune},
+)(filter2d_kernel)
+
+
+def launch(x, y, k, oy=0, ox=0, border=0, border_value=0.0, pro=((), ()), epi=((), ()), tile=None):
+    """Correlate 4-D ``x`` (B, C, H, W) into 4-D ``y`` (B, C, HO, WO) with float32 kernels
+    ``k`` (B or 1, kh, kw), contiguous on the device, odd sizes. ``pro``/``epi`` are
+    (steps, args) chains, ``border`` a code from ``core.borders``; ``tile`` (one of
+    ``ALL_TILES``) bypasses autotuning."""
+    B, C, H, W = x.shape
+    HO, WO = y.shape[-2:]
+    ry, rx = (k.shape[-2] - 1) // 2, (k.shape[-1] - 1) // 2
+    skb = k.stride(0) if k.shape[0] > 1 else 0
+    args = (x, y, k, C, H, W, HO, WO, oy, ox, skb, x.stride(0), x.stride(1), x.stride(2),
+            y.stride(0), y.stride(1), y.stride(2), float(border_value), pro[0], pro[1], epi[0], epi[1])
+    meta = dict(RX=rx, RY=ry, SXW=x.stride(3), SYW=y.stride(3), BORDER=border, OFF64=needs_int64(x, y))
+    if interpreting() and tile is None:
+        bh, bw = pow2_at_least(HO, 1, 1 << 20), pow2_at_least(WO, 1, 1 << 20)
+        plane_kernel[(programs(B * C, HO, WO, bh, bw),)](*args, **meta, BH=bh, BW=bw,
+                                                         KHP=pow2_at_least(2 * ry + 1, 1, 128),
+                                                         KWP=pow2_at_least(2 * rx + 1, 1, 128))
+        return
+    if tile is None and not autotuning():
+        tile = default_tile(ry)
+    grid = lambda m: (programs(B * C, HO, WO, m["SEG"], m["T"] * m["S"]),)
+    with on_device(x):
+        if tile is None:
+            filter2d_tuned[grid](*args, **meta, SIZE_CLASS=size_class(HO, WO))
+        else:
+            tile = dict(tile)
+            num_warps = tile.pop("num_warps")
+            filter2d_kernel[grid(tile)](*args, **meta, SIZE_CLASS=0, **tile, num_warps=num_warps)
