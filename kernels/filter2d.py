@@ -1,15 +1,17 @@
 """General (non-separable) 2-D correlation, one kernel per image or one for the batch.
 
 ``filter2d_kernel``: a program owns a strip of ``T*S`` output columns (``S`` pixels per
-lane) and ``SEG`` output rows, and marches down its ``SEG + 2*RY`` input rows once, as
-``separable.strip_kernel`` does. Input row ``r`` feeds the ``2*RY + 1`` output rows within
-``RY`` of it, each through its own kernel row: for every horizontal tap ``v`` (a run-time
-loop in chunks of ``CH``; each tap one shifted load of the row, an L1 hit after the first)
-the loaded pixels are multiplied into all ``2*RY + 1`` pending output rows (a tuple of
-registers, unrolled). The pending row that input row ``r`` completes is stored; the others
-shift by one slot. So each input pixel is read from memory once per strip and every tap
-costs one FMA per pixel; the taps are run-time values (loaded as scalars, the image's own
-kernel row by row), so a new kernel never recompiles, only a new size.
+lane) and ``SEG`` output rows, and marches down its ``SEG + 2*RY`` input rows once, ``P``
+rows a step, as ``separable.strip_kernel`` does. Input row ``r`` feeds the ``2*RY + 1``
+output rows within ``RY`` of it, each through its own kernel row: for every horizontal
+tap ``v`` (a run-time loop; each tap one shifted load of the P rows, L1 hits after the
+first) the loaded pixels are multiplied into the ``2*RY + P`` pending
+output rows (a tuple of registers, unrolled). The P rows completed are stored, the others
+shift by P slots. So each input pixel is read from memory once per strip and every tap
+costs one FMA per pixel. The taps are run-time values, loaded as scalars, so a new
+kernel never recompiles (only a new size); a tap load serves P rows x S columns of a
+lane, which keeps the load pipe (one warp-wide load a cycle per SM, a quarter of the FMA
+rate) from being the limit.
 
 The output grid may be larger than the input and start before it (``OY``, ``OX``): the
 adjoint used by autograd evaluates the flipped kernel on the zero-extended gradient.
@@ -50,50 +52,77 @@ def _tap(row_ptr, in_cols, v, W, c, row_in, border_value, PRO: tl.constexpr, pro
 
 
 @triton.jit
-def _feed(acc, x, k_row, v, RY: tl.constexpr, KW: tl.constexpr):
-    """acc[k] += K[2*RY - k, v] * x for every pending output row k (input row r lies
-    2*RY - k rows below the first input row of pending row k)."""
+def _feed(acc, xs, k_base, v, RX: tl.constexpr, RY: tl.constexpr, P: tl.constexpr):
+    """Horizontal tap ``v`` of the P input rows ``xs`` into the 2*RY + P pending output rows:
+    input row p feeds pending row k through kernel row u = 2*RY - (k - p). Each tap is
+    loaded once and serves the P rows (P * S FMAs a load)."""
+    taps = ()
+    for u in tl.static_range(2 * RY + 1):
+        taps = taps + (tl.load(k_base + (u * (2 * RX + 1) + v)),)
     out = ()
-    for k in tl.static_range(2 * RY + 1):
-        out = out + (acc[k] + tl.load(k_row + ((2 * RY - k) * KW + v)) * x,)
+    for k in tl.static_range(2 * RY + P):
+        a = acc[k]
+        for p in tl.static_range(P):
+            if k >= p:
+                if k - p <= 2 * RY:
+                    a += taps[2 * RY - k + p] * xs[p]
+        out = out + (a,)
     return out
 
 
 @triton.jit
-def _march(x_base, y_base, k_base, c, h0, r0, n_rows, H, W, sxh, syh, scale, border_value,
+def _rows_at(x_base, r, H, sxh, BORDER: tl.constexpr, OFF64: tl.constexpr, P: tl.constexpr):
+    """Row pointers of input rows r .. r + P - 1 (remapped) and whether each is in the image."""
+    ptrs = ()
+    ins = ()
+    for p in tl.static_range(P):
+        ptrs = ptrs + (x_base + offset(borders.remap(r + p, H, BORDER), sxh, OFF64),)
+        ins = ins + ((r + p >= 0) & (r + p < H),)
+    return ptrs, ins
+
+
+@triton.jit
+def _loads(row_ptrs, row_ins, in_cols, v, W, c, border_value, PRO: tl.constexpr, pro_args, interior: tl.constexpr,
+           RX: tl.constexpr, SXW: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr, P: tl.constexpr):
+    """``_tap`` of each of the P rows."""
+    xs = ()
+    for p in tl.static_range(P):
+        xs = xs + (_tap(row_ptrs[p], in_cols, v, W, c, row_ins[p], border_value, PRO, pro_args, interior,
+                        RX, SXW, BORDER, OFF64),)
+    return xs
+
+
+@triton.jit
+def _march(x_base, y_base, k_base, c, h0, r0, n_rows, o_end, H, W, sxh, syh, scale, border_value,
            in_cols, in_off, out_off, out_ok, interior: tl.constexpr,
            PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args, OY,
            RX: tl.constexpr, RY: tl.constexpr, SXW: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr,
-           T: tl.constexpr, S: tl.constexpr, CH: tl.constexpr):
-    """March down input rows r0 .. r0 + n_rows - 1, storing each completed output row."""
-    KW: tl.constexpr = 2 * RX + 1
+           T: tl.constexpr, S: tl.constexpr, P: tl.constexpr):
+    """March down input rows r0 .. r0 + n_rows - 1, P at a step, storing each completed
+    output row below ``o_end``."""
     pending = ()
     for k in tl.static_range(2 * RY):
         pending = pending + (tl.zeros((T, S), dtype=tl.float32),)
-    for i in range(n_rows):
-        r = r0 + i
-        row_ptr = x_base + offset(borders.remap(r, H, BORDER), sxh, OFF64)
-        row_in = (r >= 0) & (r < H)
-        acc = pending + (tl.zeros((T, S), dtype=tl.float32),)
-        for v0 in range(0, (2 * RX + 1) // CH * CH, CH):
-            for dv in tl.static_range(CH):
-                x = _tap(row_ptr, in_cols, v0 + dv, W, c, row_in, border_value, PRO, pro_args, interior,
-                         RX, SXW, BORDER, OFF64)
-                acc = _feed(acc, x, k_base, v0 + dv, RY, KW)
-        for dv in tl.static_range((2 * RX + 1) % CH):
-            x = _tap(row_ptr, in_cols, (2 * RX + 1) // CH * CH + dv, W, c, row_in, border_value, PRO, pro_args,
-                     interior, RX, SXW, BORDER, OFF64)
-            acc = _feed(acc, x, k_base, (2 * RX + 1) // CH * CH + dv, RY, KW)
-        y = acc[0] * scale
+    for i in range(0, n_rows, P):
+        row_ptrs, row_ins = _rows_at(x_base, r0 + i, H, sxh, BORDER, OFF64, P)
+        acc = pending
+        for p in tl.static_range(P):
+            acc = acc + (tl.zeros((T, S), dtype=tl.float32),)
+        for v in range(2 * RX + 1):
+            xs = _loads(row_ptrs, row_ins, in_cols, v, W, c, border_value, PRO, pro_args, interior, RX, SXW, BORDER,
+                        OFF64, P)
+            acc = _feed(acc, xs, k_base, v, RX, RY, P)
+        for p in tl.static_range(P):  # pending rows 0 .. P-1 are complete
+            o = h0 + i + p - 2 * RY
+            y = acc[p] * scale
+            if len(EPI) > 0:
+                xr = borders.remap(o + OY, H, BORDER)
+                x_in = pointwise.apply_chain(pixels.load(x_base + offset(xr, sxh, OFF64) + in_off), c, PRO, pro_args)
+                y = pointwise.apply_epilogue(y, x_in, c, EPI, epi_args)
+            pixels.store(y_base + offset(o, syh, OFF64) + out_off, y, out_ok & (o >= h0) & (o < o_end))
         pending = ()
-        for k in tl.static_range(1, 2 * RY + 1):
+        for k in tl.static_range(P, 2 * RY + P):
             pending = pending + (acc[k],)
-        o = h0 + i - 2 * RY  # the output row completed by input row r
-        if len(EPI) > 0:
-            xr = borders.remap(o + OY, H, BORDER)
-            x_in = pointwise.apply_chain(pixels.load(x_base + offset(xr, sxh, OFF64) + in_off), c, PRO, pro_args)
-            y = pointwise.apply_epilogue(y, x_in, c, EPI, epi_args)
-        pixels.store(y_base + offset(o, syh, OFF64) + out_off, y, out_ok & (i >= 2 * RY))
 
 
 @triton.jit
@@ -102,7 +131,7 @@ def filter2d_kernel(X, Y, K, C, H, W, HO, WO, OY, OX, skb,
                     PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
                     RX: tl.constexpr, RY: tl.constexpr, SXW: tl.constexpr, SYW: tl.constexpr,
                     BORDER: tl.constexpr, OFF64: tl.constexpr, SIZE_CLASS,
-                    T: tl.constexpr, S: tl.constexpr, SEG: tl.constexpr, CH: tl.constexpr):
+                    T: tl.constexpr, S: tl.constexpr, P: tl.constexpr, SEG: tl.constexpr):
     """Y[b, c, i, j] = EPI(sum_{u,v} K[b, u, v] PRO(X~[b, c, i+OY+u-RY, j+OX+v-RX])) for
     (i, j) in [0, HO) x [0, WO), X~ being X extended by the border; K is float32
     (B or 1, 2*RY+1, 2*RX+1) contiguous, image b's kernel at K + b * skb (skb = 0: one
@@ -121,17 +150,18 @@ def filter2d_kernel(X, Y, K, C, H, W, HO, WO, OY, OX, skb,
     out_cols = w0 + lane
     in_cols = out_cols + OX
     r0 = h0 + OY - RY
-    n_rows = tl.minimum(SEG, HO - h0) + 2 * RY
+    o_end = tl.minimum(h0 + SEG, HO)
+    n_rows = o_end - h0 + 2 * RY
     out_off = offset(out_cols, SYW, OFF64)
     interior = (w0 + OX - RX >= 0) & (w0 + OX + T * S + RX <= W) & (w0 + T * S <= WO)
     if interior:
-        _march(x_base, y_base, k_base, c, h0, r0, n_rows, H, W, sxh, syh, scale, bv,
+        _march(x_base, y_base, k_base, c, h0, r0, n_rows, o_end, H, W, sxh, syh, scale, bv,
                in_cols, offset(in_cols, SXW, OFF64), out_off, True, True,
-               PRO, pro_args, EPI, epi_args, OY, RX, RY, SXW, BORDER, OFF64, T, S, CH)
+               PRO, pro_args, EPI, epi_args, OY, RX, RY, SXW, BORDER, OFF64, T, S, P)
     else:
-        _march(x_base, y_base, k_base, c, h0, r0, n_rows, H, W, sxh, syh, scale, bv,
+        _march(x_base, y_base, k_base, c, h0, r0, n_rows, o_end, H, W, sxh, syh, scale, bv,
                in_cols, offset(borders.remap(in_cols, W, BORDER), SXW, OFF64), out_off, out_cols < WO, False,
-               PRO, pro_args, EPI, epi_args, OY, RX, RY, SXW, BORDER, OFF64, T, S, CH)
+               PRO, pro_args, EPI, epi_args, OY, RX, RY, SXW, BORDER, OFF64, T, S, P)
 
 
 @triton.jit
@@ -174,25 +204,27 @@ def plane_kernel(X, Y, K, C, H, W, HO, WO, OY, OX, skb,
     pixels.store(Y + b * syb + c * syc + offset(out_rows, syh, OFF64) + offset(out_cols, SYW, OFF64), y, mask)
 
 
-def pixels_per_lane(ry):
-    """S options for a vertical radius: the pending rows take (2*ry + 1) * S registers a
-    lane, so S shrinks as the kernel grows taller."""
-    return (4, 2) if ry <= 7 else (2, 1) if ry <= 15 else (1,)
+def _tile(S, P, T=64, SEG=64):
+    return dict(T=T, S=S, P=P, SEG=SEG, num_warps=max(1, T // 32))
 
 
-# Candidate tiles: T lanes (one warp per 32) x S pixels a lane, SEG rows a segment.
-ALL_TILES = [dict(T=t, S=s, SEG=seg, CH=3, num_warps=t // 32)
-             for s in (4, 2, 1) for t, seg in ((64, 64), (32, 64), (64, 128))]
+# Autotune candidates by vertical radius (at most two: a cold first call compiles each).
+# The pending rows take (2*ry + P) * S registers a lane; a tap load serves P * S FMAs.
+CANDIDATES = ((3, (_tile(4, 2), _tile(2, 4))),
+              (7, (_tile(2, 4), _tile(4, 2, T=32))),
+              (15, (_tile(2, 4), _tile(1, 4))),
+              (MAX_RADIUS, (_tile(1, 4, SEG=128), _tile(1, 8, SEG=128))))
+ALL_TILES = [t for _, tiles in CANDIDATES for t in tiles]
 
 
-def default_tile(ry):
-    """The tile used without autotuning."""
-    return next(t for t in ALL_TILES if t["S"] == pixels_per_lane(ry)[0])
+def candidates(ry):
+    """The autotune candidates for vertical radius ``ry``; the first is the default."""
+    return next(tiles for limit, tiles in CANDIDATES if ry <= limit)
 
 
 def _prune(configs_, named_args, **kwargs):
-    allowed = pixels_per_lane(kwargs["RY"])
-    return [c for c in configs_ if c.kwargs["S"] in allowed]
+    keep = [tuple(sorted(t.items())) for t in candidates(kwargs["RY"])]
+    return [c for c in configs_ if tuple(sorted({**c.kwargs, "num_warps": c.num_warps}.items())) in keep]
 
 
 filter2d_tuned = triton.autotune(
@@ -221,7 +253,7 @@ def launch(x, y, k, oy=0, ox=0, border=0, border_value=0.0, pro=((), ()), epi=((
                                                          KWP=pow2_at_least(2 * rx + 1, 1, 128))
         return
     if tile is None and not autotuning():
-        tile = default_tile(ry)
+        tile = candidates(ry)[0]
     grid = lambda m: (programs(B * C, HO, WO, m["SEG"], m["T"] * m["S"]),)
     with on_device(x):
         if tile is None:

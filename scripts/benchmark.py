@@ -199,15 +199,50 @@ def fusion_cases():
     return [("fused ToDtype+Bilateral 5x5+Normalize", x, lambda: fused(x), peers)]
 
 
+@family("filter2d")
+def filter2d_cases():
+    """Issue 19: per-image 2-D kernels on super-resolution training batches, next to
+    BasicSR's way (reflect-pad, one grouped F.conv2d over B*C planes; cuDNN, TF32 as torch's
+    default allows)."""
+    import torch.nn.functional as F
+
+    def grouped_conv2d(x, k):
+        b, c, h, w = x.shape
+        r = k.shape[-1] // 2
+        p = F.pad(x, (r, r, r, r), mode="reflect").reshape(1, b * c, h + 2 * r, w + 2 * r)
+        return F.conv2d(p, k.repeat_interleave(c, 0)[:, None], groups=b * c).reshape(b, c, h, w)
+
+    sr, k4 = (32, 3, 256, 256), (1, 3, 2160, 3840)
+    cases = []
+    for shape, ksize, dtype in [(sr, 21, torch.float32), (sr, 5, torch.float32), (sr, 31, torch.float32),
+                                (sr, 21, torch.uint8), (k4, 21, torch.float32)]:
+        x = image(shape, dtype)
+        k = torch.rand(shape[0], ksize, ksize, device="cuda")
+        k /= k.sum((1, 2), keepdim=True)
+        peers = {} if dtype == torch.uint8 else {"grouped conv2d": lambda x=x, k=k: grouped_conv2d(x, k)}
+        cases.append((f"filter2d {ksize}x{ksize} per image", x, lambda x=x, k=k: imgfilters.filter2d(x, k), peers))
+    x = image(sr, torch.float32)
+    xg, kg = x.clone().requires_grad_(), (torch.rand(32, 21, 21, device="cuda") / 441).requires_grad_()
+    xt, kt = x.clone().requires_grad_(), kg.detach().clone().requires_grad_()
+    g = torch.rand_like(x)
+    cases.append(("filter2d 21x21 forward + backward (image, kernel)", x,
+                  lambda: torch.autograd.grad(imgfilters.filter2d(xg, kg), (xg, kg), g),
+                  {"grouped conv2d": lambda: torch.autograd.grad(grouped_conv2d(xt, kt), (xt, kt), g)},
+                  {"graph": False}))
+    return cases
+
+
 def tuned_tile(family_name):
     """The tile the family's autotuner used last, for the notes (None when untuned)."""
-    from imgfilters.kernels import bilateral, nlm, separable
+    from imgfilters.kernels import bilateral, filter2d, nlm, separable
     tuner = {"separable": separable.separable_tuned, "bilateral": bilateral.bilateral_tuned,
-             "nlm": nlm.nlm_tuned}.get(family_name)
+             "nlm": nlm.nlm_tuned, "filter2d": filter2d.filter2d_tuned}.get(family_name)
     cfg = getattr(tuner, "best_config", None)
     if cfg is None:
         return None
     k = cfg.kwargs
+    if "SEG" in k:  # strip kernels: rows a segment x columns a strip
+        return f"{k['SEG']}x{k['T'] * k['S']}/S{k['S']}/{cfg.num_warps}w"
     return f"{k.get('BH', k.get('TH', k.get('K')))}x{k.get('BW', k.get('TW'))}/{cfg.num_warps}w"
 
 
