@@ -37,28 +37,38 @@ def _pixels(ptrs, c, PRO: tl.constexpr, pro_args):
 
 
 @triton.jit
-def _tap(row_ptr, in_cols, v, W, c, row_in, border_value, PRO: tl.constexpr, pro_args, interior: tl.constexpr,
+def _tap(row_ptr, in_cols, v, W, c, row_in, border_value, PRO: tl.constexpr, pro_args, NEAR: tl.constexpr,
          RX: tl.constexpr, SXW: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr):
-    """The row's pixels under horizontal tap ``v`` of every output column: interior strips
-    read plain offsets, border strips remap (constant: the border value outside)."""
+    """The row's pixels under horizontal tap ``v`` of every output column, through the
+    border (constant: the border value outside). ``NEAR``: every column read lies within
+    one image width of the image, so the cheap single fold remaps it. One code path for
+    interior and border strips: a second copy of the march doubled the compile time, and
+    the fold costs about 5 integer operations a tap next to 2*RY + 1 FMAs a row."""
     cv = in_cols + (v - RX)
-    if interior:
-        x = _pixels(row_ptr + offset(cv, SXW, OFF64), c, PRO, pro_args)
+    if NEAR:
+        col = borders.remap_near(cv, W, BORDER)
     else:
-        x = _pixels(row_ptr + offset(borders.remap(cv, W, BORDER), SXW, OFF64), c, PRO, pro_args)
+        col = borders.remap(cv, W, BORDER)
+    x = _pixels(row_ptr + offset(col, SXW, OFF64), c, PRO, pro_args)
     if BORDER == borders.CONSTANT:
         x = tl.where(borders.inside(cv, W) & row_in, x, border_value)
     return x
 
 
 @triton.jit
-def _feed(acc, xs, k_base, v, RX: tl.constexpr, RY: tl.constexpr, P: tl.constexpr):
-    """Horizontal tap ``v`` of the P input rows ``xs`` into the 2*RY + P pending output rows:
-    input row p feeds pending row k through kernel row u = 2*RY - (k - p). Each tap is
-    loaded once and serves the P rows (P * S FMAs a load)."""
+def _taps(k_base, v, RX: tl.constexpr, RY: tl.constexpr):
+    """Column v of the kernel: K[u, v] for u = 0 .. 2*RY, scalars."""
     taps = ()
     for u in tl.static_range(2 * RY + 1):
         taps = taps + (tl.load(k_base + (u * (2 * RX + 1) + v)),)
+    return taps
+
+
+@triton.jit
+def _feed(acc, xs, taps, RY: tl.constexpr, P: tl.constexpr):
+    """One horizontal tap of the P input rows ``xs`` into the 2*RY + P pending output rows:
+    input row p feeds pending row k through kernel row u = 2*RY - (k - p). Each tap serves
+    the P rows (P * S FMAs a load)."""
     out = ()
     for k in tl.static_range(2 * RY + P):
         a = acc[k]
@@ -82,22 +92,22 @@ def _rows_at(x_base, r, H, sxh, BORDER: tl.constexpr, OFF64: tl.constexpr, P: tl
 
 
 @triton.jit
-def _loads(row_ptrs, row_ins, in_cols, v, W, c, border_value, PRO: tl.constexpr, pro_args, interior: tl.constexpr,
+def _loads(row_ptrs, row_ins, in_cols, v, W, c, border_value, PRO: tl.constexpr, pro_args, NEAR: tl.constexpr,
            RX: tl.constexpr, SXW: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr, P: tl.constexpr):
     """``_tap`` of each of the P rows."""
     xs = ()
     for p in tl.static_range(P):
-        xs = xs + (_tap(row_ptrs[p], in_cols, v, W, c, row_ins[p], border_value, PRO, pro_args, interior,
+        xs = xs + (_tap(row_ptrs[p], in_cols, v, W, c, row_ins[p], border_value, PRO, pro_args, NEAR,
                         RX, SXW, BORDER, OFF64),)
     return xs
 
 
 @triton.jit
 def _march(x_base, y_base, k_base, c, h0, r0, n_rows, o_end, H, W, sxh, syh, scale, border_value,
-           in_cols, in_off, out_off, out_ok, interior: tl.constexpr,
+           in_cols, in_off, out_off, out_ok, NEAR: tl.constexpr,
            PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args, OY,
            RX: tl.constexpr, RY: tl.constexpr, SXW: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr,
-           T: tl.constexpr, S: tl.constexpr, P: tl.constexpr):
+           T: tl.constexpr, S: tl.constexpr, P: tl.constexpr, PRE: tl.constexpr):
     """March down input rows r0 .. r0 + n_rows - 1, P at a step, storing each completed
     output row below ``o_end``."""
     pending = ()
@@ -108,10 +118,23 @@ def _march(x_base, y_base, k_base, c, h0, r0, n_rows, o_end, H, W, sxh, syh, sca
         acc = pending
         for p in tl.static_range(P):
             acc = acc + (tl.zeros((T, S), dtype=tl.float32),)
-        for v in range(2 * RX + 1):
-            xs = _loads(row_ptrs, row_ins, in_cols, v, W, c, border_value, PRO, pro_args, interior, RX, SXW, BORDER,
+        if PRE:  # the next tap's pixels and column of the kernel load while this one's FMAs run
+            xs = _loads(row_ptrs, row_ins, in_cols, 0, W, c, border_value, PRO, pro_args, NEAR, RX, SXW, BORDER,
                         OFF64, P)
-            acc = _feed(acc, xs, k_base, v, RX, RY, P)
+            taps = _taps(k_base, 0, RX, RY)
+            for v in range(2 * RX + 1):
+                vn = tl.minimum(v + 1, 2 * RX)
+                xs_next = _loads(row_ptrs, row_ins, in_cols, vn, W, c, border_value, PRO, pro_args, NEAR, RX,
+                                 SXW, BORDER, OFF64, P)
+                taps_next = _taps(k_base, vn, RX, RY)
+                acc = _feed(acc, xs, taps, RY, P)
+                xs = xs_next
+                taps = taps_next
+        else:
+            for v in range(2 * RX + 1):
+                xs = _loads(row_ptrs, row_ins, in_cols, v, W, c, border_value, PRO, pro_args, NEAR, RX, SXW,
+                            BORDER, OFF64, P)
+                acc = _feed(acc, xs, _taps(k_base, v, RX, RY), RY, P)
         for p in tl.static_range(P):  # pending rows 0 .. P-1 are complete
             o = h0 + i + p - 2 * RY
             y = acc[p] * scale
@@ -130,8 +153,9 @@ def filter2d_kernel(X, Y, K, C, H, W, HO, WO, OY, OX, skb,
                     sxb, sxc, sxh, syb, syc, syh, border_value,
                     PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
                     RX: tl.constexpr, RY: tl.constexpr, SXW: tl.constexpr, SYW: tl.constexpr,
-                    BORDER: tl.constexpr, OFF64: tl.constexpr, SIZE_CLASS,
-                    T: tl.constexpr, S: tl.constexpr, P: tl.constexpr, SEG: tl.constexpr):
+                    BORDER: tl.constexpr, OFF64: tl.constexpr, NEAR: tl.constexpr, SIZE_CLASS,
+                    T: tl.constexpr, S: tl.constexpr, P: tl.constexpr, SEG: tl.constexpr,
+                    PRE: tl.constexpr):
     """Y[b, c, i, j] = EPI(sum_{u,v} K[b, u, v] PRO(X~[b, c, i+OY+u-RY, j+OX+v-RX])) for
     (i, j) in [0, HO) x [0, WO), X~ being X extended by the border; K is float32
     (B or 1, 2*RY+1, 2*RX+1) contiguous, image b's kernel at K + b * skb (skb = 0: one
@@ -153,15 +177,9 @@ def filter2d_kernel(X, Y, K, C, H, W, HO, WO, OY, OX, skb,
     o_end = tl.minimum(h0 + SEG, HO)
     n_rows = o_end - h0 + 2 * RY
     out_off = offset(out_cols, SYW, OFF64)
-    interior = (w0 + OX - RX >= 0) & (w0 + OX + T * S + RX <= W) & (w0 + T * S <= WO)
-    if interior:
-        _march(x_base, y_base, k_base, c, h0, r0, n_rows, o_end, H, W, sxh, syh, scale, bv,
-               in_cols, offset(in_cols, SXW, OFF64), out_off, True, True,
-               PRO, pro_args, EPI, epi_args, OY, RX, RY, SXW, BORDER, OFF64, T, S, P)
-    else:
-        _march(x_base, y_base, k_base, c, h0, r0, n_rows, o_end, H, W, sxh, syh, scale, bv,
-               in_cols, offset(borders.remap(in_cols, W, BORDER), SXW, OFF64), out_off, out_cols < WO, False,
-               PRO, pro_args, EPI, epi_args, OY, RX, RY, SXW, BORDER, OFF64, T, S, P)
+    _march(x_base, y_base, k_base, c, h0, r0, n_rows, o_end, H, W, sxh, syh, scale, bv,
+           in_cols, offset(borders.remap(in_cols, W, BORDER), SXW, OFF64), out_off, out_cols < WO, NEAR,
+           PRO, pro_args, EPI, epi_args, OY, RX, RY, SXW, BORDER, OFF64, T, S, P, PRE)
 
 
 @triton.jit
@@ -204,16 +222,17 @@ def plane_kernel(X, Y, K, C, H, W, HO, WO, OY, OX, skb,
     pixels.store(Y + b * syb + c * syc + offset(out_rows, syh, OFF64) + offset(out_cols, SYW, OFF64), y, mask)
 
 
-def _tile(S, P, T=64, SEG=64):
-    return dict(T=T, S=S, P=P, SEG=SEG, num_warps=max(1, T // 32))
+def _tiles(S, P, T, SEG):
+    """A tile with and without the prefetch of the next tap (the autotuner picks)."""
+    return tuple(dict(T=T, S=S, P=P, SEG=SEG, PRE=pre, num_warps=max(1, T // 32)) for pre in (1, 0))
 
 
-# Autotune candidates by vertical radius (at most two: a cold first call compiles each).
-# The pending rows take (2*ry + P) * S registers a lane; a tap load serves P * S FMAs.
-CANDIDATES = ((3, (_tile(4, 2), _tile(2, 4))),
-              (7, (_tile(2, 4), _tile(4, 2, T=32))),
-              (15, (_tile(2, 4), _tile(1, 4))),
-              (MAX_RADIUS, (_tile(1, 4, SEG=128), _tile(1, 8, SEG=128))))
+# Autotune candidates by vertical radius, from the H200 sweep in PERFORMANCE.md (two each: a
+# cold first call compiles each). The pending rows take (2*ry + P) * S registers a lane; a
+# tap load serves P * S FMAs.
+CANDIDATES = ((3, _tiles(S=1, P=2, T=32, SEG=64)),
+              (7, _tiles(S=1, P=8, T=32, SEG=64)),
+              (MAX_RADIUS, _tiles(S=1, P=8, T=32, SEG=128)))
 ALL_TILES = [t for _, tiles in CANDIDATES for t in tiles]
 
 
@@ -229,7 +248,7 @@ def _prune(configs_, named_args, **kwargs):
 
 filter2d_tuned = triton.autotune(
     configs=tile_configs(ALL_TILES),
-    key=["RX", "RY", "C", "SXW", "SYW", "BORDER", "OFF64", "PRO", "EPI", "SIZE_CLASS"],
+    key=["RX", "RY", "C", "SXW", "SYW", "BORDER", "OFF64", "NEAR", "PRO", "EPI", "SIZE_CLASS"],
     prune_configs_by={"early_config_prune": _prune},
 )(filter2d_kernel)
 
@@ -254,11 +273,13 @@ def launch(x, y, k, oy=0, ox=0, border=0, border_value=0.0, pro=((), ()), epi=((
         return
     if tile is None and not autotuning():
         tile = candidates(ry)[0]
+    # every column read (the last strip's beyond WO aside) lies within one width of the image
+    near = ox - rx > -W and ox + WO - 1 + rx < 2 * W - 1
     grid = lambda m: (programs(B * C, HO, WO, m["SEG"], m["T"] * m["S"]),)
     with on_device(x):
         if tile is None:
-            filter2d_tuned[grid](*args, **meta, SIZE_CLASS=size_class(HO, WO))
+            filter2d_tuned[grid](*args, **meta, NEAR=near, SIZE_CLASS=size_class(HO, WO))
         else:
             tile = dict(tile)
             num_warps = tile.pop("num_warps")
-            filter2d_kernel[grid(tile)](*args, **meta, SIZE_CLASS=0, **tile, num_warps=num_warps)
+            filter2d_kernel[grid(tile)](*args, **meta, NEAR=near, SIZE_CLASS=0, **tile, num_warps=num_warps)

@@ -68,8 +68,8 @@ def test_layouts_keep_their_format(gen, device):
     assert isinstance(imgfilters.filter2d(img, k), tv_tensors.Image)
 
 
-@pytest.mark.parametrize("tile,border", [(dict(T=4, S=2, P=2, SEG=8, num_warps=1), "reflect"),
-                                         (dict(T=2, S=4, P=3, SEG=4, num_warps=1), "constant")])
+@pytest.mark.parametrize("tile,border", [(dict(T=4, S=2, P=2, SEG=8, PRE=1, num_warps=1), "reflect"),
+                                         (dict(T=2, S=4, P=3, SEG=4, PRE=0, num_warps=1), "constant")])
 def test_strip_kernel_interior_and_border_strips(tile, border, gen, device):
     """The GPU's strip kernel (the interpreter runs a per-plane one unless told): narrow
     strips give interior and border strips, short segments several segments a plane."""
