@@ -344,8 +344,8 @@ class RandomResize(_Degradation):
         scale = (self._uniform((1.0, self.resize_range[1])) if way == 0 else
                  self._uniform((self.resize_range[0], 1.0)) if way == 1 else 1.0)
         mode = self.modes[self._choice(len(self.modes))]
-        if self.size_base is None:
-            return upsample(x, scale, mode=mode)
+        if self.size_base is None:  # (every mode at scale 1 is the identity)
+            return x if scale == 1.0 else upsample(x, scale, mode=mode)
         size = [max(1, int(self.size_base[0] * scale)), max(1, int(self.size_base[1] * scale))]
         return upsample(x, size=size, mode=mode)
 
