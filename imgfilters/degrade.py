@@ -232,10 +232,24 @@ def jpeg(x, quality):
         warnings.simplefilter("ignore")  # torchvision >= 0.29 deprecates its codecs for TorchCodec
         for level in sorted(set(q)):
             idx = [i for i in range(b) if q[i] == level]
-            for i, e in zip(idx, encode_jpeg([u8[i] for i in idx], quality=level)):
+            for i, e in zip(idx, _on_gpu_or_cpu(encode_jpeg, [u8[i] for i in idx], quality=level)):
                 encoded[i] = e.cpu()
-        decoded = decode_jpeg(encoded, device=x.device)
-    return torch.stack(decoded).to(torch.float32) / 255.0
+        if x.is_cuda:
+            decoded = _on_gpu_or_cpu(lambda data, device: decode_jpeg(data, device=device), encoded, device=x.device)
+        else:
+            decoded = decode_jpeg(encoded)
+    return torch.stack([d.to(x.device) for d in decoded]).to(torch.float32) / 255.0
+
+
+def _on_gpu_or_cpu(codec, images, **kwargs):
+    """``codec(images, **kwargs)``; where torchvision was built without nvjpeg (a
+    RuntimeError), the same on the CPU."""
+    try:
+        return codec(images, **kwargs)
+    except RuntimeError:
+        if "device" in kwargs:
+            kwargs["device"] = "cpu"
+        return codec([i.cpu() for i in images], **kwargs)
 
 
 # ---- transforms ----------------------------------------------------------------------------
