@@ -23,7 +23,7 @@ from .core import borders, pixels, pointwise
 from .core.tiling import (autotuning, interpreting, needs_int64, offset, on_device, pow2_at_least, programs,
                           size_class, tile_configs, tile_origin)
 
-MAX_RADIUS = 31  # 63 x 63 taps: the pending rows (2*RY + 1 per pixel of a lane) stay in registers
+MAX_RADIUS = 31  # 63 x 63 taps: the pending rows, (2*RY + P) * S a lane, stay in registers
 
 
 @triton.jit
