@@ -11,8 +11,8 @@ blurs are one ``imgfilters.filter2d`` launch with per-image kernels, and everyth
 stays on the images' device except the JPEG bytes (``torchvision.io``: nvjpeg on CUDA).
 
 Images are ``(B, C, H, W)`` (or ``(C, H, W)``) tensors in unit scale: float32, float16,
-bfloat16, or uint8/uint16 (integer images are converted to float32 for the pipeline and
-the result is converted back). Every transform is a ``torchvision.transforms.v2``
+bfloat16, or uint8/uint16 (the steps run in float32; the result comes back in the input's
+dtype). Every transform is a ``torchvision.transforms.v2``
 transform; with ``seed=`` its draws are reproducible (its own generators), else it uses
 torch's global generators. Defaults are Real-ESRGAN's published training options
 (``options/train_realesrgan_x4plus.yml``).
@@ -289,7 +289,7 @@ class _Degradation(v2.Transform):
             raise ValueError(f"degradations take (B, C, H, W) or (C, H, W) images, got {tuple(inpt.shape)}")
         x = inpt.as_subclass(torch.Tensor)
         batch = x if x.ndim == 4 else x[None]
-        if not batch.is_floating_point():
+        if batch.dtype != torch.float32:  # the pipeline runs in float32 (torch.poisson, the codecs)
             batch = _image.to_unit(batch, torch.float32, copy=False)
         out = self.degrade(batch)
         out = out if x.ndim == 4 else out[0]

@@ -238,3 +238,16 @@ def test_bad_options_raise_when_made(make, match):
 def test_images_smaller_than_the_scale_raise():
     with pytest.raises(ValueError, match="smaller than the scale"):
         degrade.RealESRGANDegradation(scale=4)(torch.rand(1, 3, 3, 8))
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float16])
+def test_other_dtypes_come_back_in_their_dtype(dtype, gen, device):
+    x = random_image((1, 1, 8, 12), dtype, gen, device)
+    lq, _ = degrade.RealESRGANDegradation(scale=2, seed=5)(x)
+    assert lq.dtype == dtype and lq.shape == (1, 1, 4, 6)
+    ref32, _ = degrade.RealESRGANDegradation(scale=2, seed=5)(_to_float(x))
+    assert (_to_float(lq) - ref32).abs().max() <= 1 / 255 + 1e-3
+
+
+def _to_float(x):
+    return x.float() / 255 if x.dtype == torch.uint8 else x.float()
