@@ -12,6 +12,7 @@ __version__ = "0.1.0"
 
 # public name -> the module that defines it (a new public function is added here)
 _EXPORTS = {
+    "filter2d": "imgfilters.ops.filter2d",
     "separable_filter": "imgfilters.ops.separable", "gaussian_blur": "imgfilters.ops.separable",
     "box_blur": "imgfilters.ops.separable", "unsharp_mask": "imgfilters.ops.separable",
     "bilateral": "imgfilters.ops.bilateral", "joint_bilateral": "imgfilters.ops.bilateral",
@@ -21,6 +22,7 @@ _EXPORTS = {
     "pointwise": "imgfilters.ops.pointwise",
     "fuse": "imgfilters.fusion", "tiled": "imgfilters.tiling",
     "transforms": "imgfilters.transforms",  # a module: imgfilters.transforms.Bilateral() etc.
+    "degrade": "imgfilters.degrade",  # a module: imgfilters.degrade.RealESRGANDegradation() etc.
 }
 # subpackages and modules reachable as attributes without an import of their own
 _SUBMODULES = ("ops", "reference", "kernels", "transforms", "fusion", "tiling", "dask", "io", "cli")

@@ -25,11 +25,12 @@ from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as F
 
 from imgfilters.ops import bilateral as _bilateral
+from imgfilters.ops import filter2d as _filter2d
 from imgfilters.ops import nlm as _nlm
 from imgfilters.ops import resample as _resample
 from imgfilters.ops import separable as _separable
 
-__all__ = ["GaussianBlur", "BoxBlur", "SeparableFilter", "UnsharpMask", "Bilateral", "JointBilateral",
+__all__ = ["GaussianBlur", "BoxBlur", "SeparableFilter", "Filter2D", "UnsharpMask", "Bilateral", "JointBilateral",
            "NonLocalMeans", "Resize", "Upsample"]
 
 # PIL modes the filters take (a superset of what torchvision's functional filters take):
@@ -150,6 +151,23 @@ class SeparableFilter(v2.Transform):
     def transform(self, inpt, params):
         return _filter_images(inpt, lambda t: _separable.separable_filter(
             t, self.kernel_x, self.kernel_y, border=self.border, border_value=self.border_value))
+
+
+class Filter2D(v2.Transform):
+    """``imgfilters.filter2d`` as a transform with a fixed ``(kh, kw)`` kernel (a copy is
+    kept; per-image kernels: ``imgfilters.degrade.RandomKernelBlur``)."""
+
+    def __init__(self, kernel, *, border="reflect", border_value=0.0):
+        super().__init__()
+        k = _filter2d.check_kernel(kernel, 1, "cpu")
+        if k.ndim != 2:
+            raise ValueError(f"Filter2D takes one (kh, kw) kernel, got shape {tuple(k.shape)}")
+        self.kernel = k.detach().to(torch.float64, copy=True)
+        self.border, self.border_value = border, border_value
+
+    def transform(self, inpt, params):
+        return _filter_images(inpt, lambda t: _filter2d.filter2d(
+            t, self.kernel, border=self.border, border_value=self.border_value))
 
 
 class UnsharpMask(v2.Transform):

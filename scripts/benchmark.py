@@ -199,15 +199,179 @@ def fusion_cases():
     return [("fused ToDtype+Bilateral 5x5+Normalize", x, lambda: fused(x), peers)]
 
 
+@family("filter2d")
+def filter2d_cases():
+    """Issue 19: per-image 2-D kernels on super-resolution training batches, next to
+    BasicSR's way (reflect-pad, one grouped F.conv2d over B*C planes; cuDNN, TF32 as torch's
+    default allows)."""
+    import torch.nn.functional as F
+
+    def grouped_conv2d(x, k):
+        b, c, h, w = x.shape
+        r = k.shape[-1] // 2
+        p = F.pad(x, (r, r, r, r), mode="reflect").reshape(1, b * c, h + 2 * r, w + 2 * r)
+        return F.conv2d(p, k.repeat_interleave(c, 0)[:, None], groups=b * c).reshape(b, c, h, w)
+
+    sr, k4 = (32, 3, 256, 256), (1, 3, 2160, 3840)
+    cases = []
+    for shape, ksize, dtype in [(sr, 21, torch.float32), (sr, 5, torch.float32), (sr, 31, torch.float32),
+                                (sr, 21, torch.uint8), (k4, 21, torch.float32)]:
+        x = image(shape, dtype)
+        k = torch.rand(shape[0], ksize, ksize, device="cuda")
+        k /= k.sum((1, 2), keepdim=True)
+        peers = {} if dtype == torch.uint8 else {"grouped conv2d": lambda x=x, k=k: grouped_conv2d(x, k)}
+        cases.append((f"filter2d {ksize}x{ksize} per image", x, lambda x=x, k=k: imgfilters.filter2d(x, k), peers))
+    x = image(sr, torch.float32)
+    xg, kg = x.clone().requires_grad_(), (torch.rand(32, 21, 21, device="cuda") / 441).requires_grad_()
+    xt, kt = x.clone().requires_grad_(), kg.detach().clone().requires_grad_()
+    g = torch.rand_like(x)
+    cases.append(("filter2d 21x21 forward + backward (image, kernel)", x,
+                  lambda: torch.autograd.grad(imgfilters.filter2d(xg, kg), (xg, kg), g),
+                  {"grouped conv2d": lambda: torch.autograd.grad(grouped_conv2d(xt, kt), (xt, kt), g)},
+                  {"graph": False}))
+    return cases
+
+
+# ---- Real-ESRGAN's degradations the BasicSR way (torch ops), the peer of the "degrade" rows ----
+
+_JPEG_Y = [[16, 11, 10, 16, 24, 40, 51, 61], [12, 12, 14, 19, 26, 58, 60, 55], [14, 13, 16, 24, 40, 57, 69, 56],
+           [14, 17, 22, 29, 51, 87, 80, 62], [18, 22, 37, 56, 68, 109, 103, 77], [24, 35, 55, 64, 81, 104, 113, 92],
+           [49, 64, 78, 87, 103, 121, 120, 101], [72, 92, 95, 98, 112, 100, 103, 99]]
+_JPEG_C = [[17, 18, 24, 47, 99, 99, 99, 99], [18, 21, 26, 66, 99, 99, 99, 99], [24, 26, 56, 99, 99, 99, 99, 99],
+           [47, 66, 99, 99, 99, 99, 99, 99]] + [[99] * 8] * 4
+
+
+def diff_jpeg(x, quality):
+    """BasicSR's DiffJPEG (``basicsr/utils/diffjpeg.py``) in its steps: YCbCr, 4:2:0 chroma,
+    8x8 DCT, quantisation by the standard tables scaled by each image's quality, its
+    differentiable rounding, and back. x: (B, 3, H, W) in [0, 1], H and W multiples of 16."""
+    import math
+    b, _, h, w = x.shape
+    dev = x.device
+    q = quality.view(b, 1, 1, 1, 1, 1)  # per image, over (B, C, blocks_h, blocks_w, 8, 8)
+    factor = torch.where(q < 50, 5000.0 / q, 200.0 - 2 * q) / 100.0
+    m = torch.tensor([[0.299, 0.587, 0.114], [-0.168736, -0.331264, 0.5], [0.5, -0.418688, -0.081312]], device=dev)
+    ycc = torch.einsum("ij,bjhw->bihw", m, x * 255) + torch.tensor([0.0, 128.0, 128.0], device=dev).view(1, 3, 1, 1)
+    planes = [ycc[:, :1], torch.nn.functional.avg_pool2d(ycc[:, 1:], 2)]
+    k = torch.arange(8, device=dev, dtype=torch.float32)
+    cos = torch.cos((2 * k[:, None] + 1) * k[None, :] * math.pi / 16)  # (x, u)
+    alpha = torch.ones(8, device=dev)
+    alpha[0] = 1 / math.sqrt(2)
+    scale = torch.outer(alpha, alpha) * 0.25
+    out = []
+    for plane, table in zip(planes, (_JPEG_Y, _JPEG_C)):
+        t = torch.tensor(table, device=dev, dtype=torch.float32)
+        n, c, hh, ww = plane.shape
+        blocks = (plane - 128).reshape(n, c, hh // 8, 8, ww // 8, 8).permute(0, 1, 2, 4, 3, 5)
+        d = torch.einsum("...xy,xu,yv->...uv", blocks, cos, cos) * scale
+        d = d / (t * factor)
+        r = torch.round(d)
+        d = (r + (d - r) ** 3) * (t * factor)  # BasicSR's diff_round, then dequantise
+        blocks = torch.einsum("...uv,xu,yv->...xy", d * scale, cos, cos) + 128
+        out.append(blocks.permute(0, 1, 2, 4, 3, 5).reshape(n, c, hh, ww))
+    cbcr = out[1].repeat_interleave(2, -2).repeat_interleave(2, -1)
+    ycc = torch.cat([out[0], cbcr], 1) - torch.tensor([0.0, 128.0, 128.0], device=dev).view(1, 3, 1, 1)
+    inv = torch.tensor([[1.0, 0.0, 1.402], [1.0, -0.344136, -0.714136], [1.0, 1.772, 0.0]], device=dev)
+    return (torch.einsum("ij,bjhw->bihw", inv, ycc) / 255).clamp(0, 1)
+
+
+def basicsr_degradation(gt, k1, k2, sinc, rng):
+    """Real-ESRGAN's ``feed_data`` with torch ops as BasicSR runs it: grouped F.conv2d blurs,
+    F.interpolate, its noise functions (torch.unique per image for Poisson), DiffJPEG (the
+    input padded to a multiple of 16, as BasicSR's DiffJPEG pads). The kernels come made
+    (BasicSR makes them in the data loader's workers, with numpy): not timed here."""
+    import math
+    import torch.nn.functional as F
+
+    def filter2d(x, k):
+        b, c, h, w = x.shape
+        r = k.shape[-1] // 2
+        p = F.pad(x, (r, r, r, r), mode="reflect").reshape(1, b * c, h + 2 * r, w + 2 * r)
+        return F.conv2d(p, k.repeat_interleave(c, 0)[:, None], groups=b * c).reshape(b, c, h, w)
+
+    def u(lo=0.0, hi=1.0):
+        return lo + (hi - lo) * torch.rand((), generator=rng).item()
+
+    def pick(options, weights=None):
+        w = torch.ones(len(options)) if weights is None else torch.tensor(weights, dtype=torch.float)
+        return options[int(torch.multinomial(w, 1, generator=rng))]
+
+    def noise(x, sigma_range, scale_range):
+        b = x.shape[0]
+        gray = (torch.rand(b, device=x.device) < 0.4).float().view(b, 1, 1, 1)
+        if u() < 0.5:
+            sigma = (torch.rand(b, device=x.device) * (sigma_range[1] - sigma_range[0]) + sigma_range[0]).view(b, 1, 1, 1)
+            n_gray = torch.randn(*x.shape[2:], device=x.device) * sigma / 255.0
+            n = torch.randn_like(x) * sigma / 255.0
+            n = n * (1 - gray) + n_gray * gray
+        else:
+            scale = torch.rand(b, device=x.device) * (scale_range[1] - scale_range[0]) + scale_range[0]
+            g = (0.299 * x[:, :1] + 0.587 * x[:, 1:2] + 0.114 * x[:, 2:])
+            n = []
+            for img in (g, x):
+                img = torch.clamp((img * 255.0).round(), 0, 255) / 255.0
+                vals = [2 ** math.ceil(math.log2(len(torch.unique(img[i])))) for i in range(b)]
+                vals = img.new_tensor(vals).view(b, 1, 1, 1)
+                n.append(torch.poisson(img * vals) / vals - img)
+            n = (n[1] * (1 - gray) + n[0].expand_as(x) * gray) * scale.view(b, 1, 1, 1)
+        return torch.clamp(x + n, 0, 1)
+
+    def jpeg(x):
+        q = torch.rand(x.shape[0], device=x.device) * 65 + 30
+        h, w = x.shape[-2:]
+        p = F.pad(x.clamp(0, 1), (0, -w % 16, 0, -h % 16))
+        return diff_jpeg(p, q)[..., :h, :w]
+
+    ori_h, ori_w = gt.shape[-2:]
+    out = filter2d(gt, k1)
+    way = pick(["up", "down", "keep"], [0.2, 0.7, 0.1])
+    scale = u(1, 1.5) if way == "up" else u(0.15, 1) if way == "down" else 1
+    out = F.interpolate(out, scale_factor=scale, mode=pick(["area", "bilinear", "bicubic"]))
+    out = jpeg(noise(out, (1, 30), (0.05, 3)))
+    if u() < 0.8:
+        out = filter2d(out, k2)
+    way = pick(["up", "down", "keep"], [0.3, 0.4, 0.3])
+    scale = u(1, 1.2) if way == "up" else u(0.3, 1) if way == "down" else 1
+    out = F.interpolate(out, size=(int(ori_h / 4 * scale), int(ori_w / 4 * scale)), mode=pick(["area", "bilinear", "bicubic"]))
+    out = noise(out, (1, 25), (0.05, 2.5))
+    final = lambda y: filter2d(F.interpolate(y, size=(ori_h // 4, ori_w // 4), mode=pick(["area", "bilinear", "bicubic"])), sinc)
+    out = jpeg(final(out)) if u() < 0.5 else final(jpeg(out))
+    return torch.clamp((out * 255.0).round(), 0, 255) / 255.0
+
+
+@family("degrade")
+def degrade_cases():
+    """Issue 19: Real-ESRGAN's degradation of a 32 x 3 x 256 x 256 batch of patches,
+    against the same steps written with torch ops (BasicSR's way), and two of its steps."""
+    from imgfilters import degrade
+    gt = image((32, 3, 256, 256), torch.float32)
+    g = torch.Generator(device="cuda").manual_seed(0)
+    k1, k2 = degrade.random_kernels(32, generator=g), degrade.random_kernels(32, generator=g, sigma=(0.2, 1.5))
+    sinc = degrade.make_kernels(degrade.sample_sinc_params(32, generator=g))
+    pipeline = degrade.RealESRGANDegradation(scale=4, seed=0)
+    rng = torch.Generator().manual_seed(0)
+    cases = [("RealESRGANDegradation(scale=4)", gt, lambda: pipeline(gt)[0],
+              {"BasicSR torch ops": lambda: basicsr_degradation(gt, k1, k2, sinc, rng)}, {"graph": False})]
+    q = torch.full((32,), 50.0, device="cuda")
+    cases.append(("jpeg quality 50 (torchvision nvjpeg)", gt, lambda: degrade.jpeg(gt, q),
+                  {"BasicSR DiffJPEG": lambda: diff_jpeg(gt, q)}, {"graph": False}))
+    scale, gray = torch.full((32,), 1.0, device="cuda"), torch.zeros(32, dtype=torch.bool, device="cuda")
+    cases.append(("poisson noise", gt, lambda: degrade.add_poisson_noise(gt, scale, gray), {}, {"graph": False}))
+    cases.append(("random_kernels 32 x 21 x 21", gt, lambda: degrade.random_kernels(32, generator=g), {}))
+    return cases
+
+
 def tuned_tile(family_name):
     """The tile the family's tuning chose last, for the notes (None when untuned)."""
-    from imgfilters.kernels import bilateral, nlm, separable
+    from imgfilters.kernels import bilateral, filter2d, nlm, separable
     tuning = {"separable": separable.scratch_tuning, "bilateral": bilateral.forward_tuning,
-              "nlm": nlm.tuning}.get(family_name)
+              "nlm": nlm.tuning, "filter2d": filter2d.tuning}.get(family_name)
     cfg = getattr(tuning, "last", None)
     if cfg is None:
         return None
     k = cfg.kwargs
+    if "SEG" in k:  # strip kernels: rows a segment x columns a strip
+        return f"{k['SEG']}x{k['T'] * k['S']}/S{k['S']}/{cfg.num_warps}w"
     return f"{k.get('BH', k.get('TH', k.get('K')))}x{k.get('BW', k.get('TW'))}/{cfg.num_warps}w"
 
 

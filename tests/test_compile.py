@@ -129,6 +129,7 @@ def _opcheck_cases(gen, device="cpu"):
     u8 = torch.randint(0, 256, (1, 3, 8, 10), generator=gen, dtype=torch.uint8).to(device)
     return {
         "separable_filter": (img(2, 3, 8, 10, layout=cl), taps, taps, "reflect", 0.0),
+        "filter2d": (img(2, 3, 8, 10, layout=cl), img(2, 3, 5), "reflect", 0.0),
         "gaussian_blur": (img(3, 8, 10), [3, 5], [1.0, 1.5], "symmetric", 0.0),
         "box_blur": (img(8, 10), [3, 3], "constant", 0.5),
         "unsharp_mask": (img(1, 2, 8, 10), 0.6, 1.5, 0.01, "replicate", 0.0),
@@ -141,6 +142,7 @@ def _opcheck_cases(gen, device="cpu"):
         "pointwise": (u8, "scale,normalize", [2.0], [torch.tensor([0.5]), torch.tensor([0.1, 0.2, 0.3])],
                       torch.float32),
         "separable_filter_backward": (plain(1, 2, 8, 10), plain(1, 2, 8, 10, layout=cl), taps, taps, "reflect", 0.0),
+        "filter2d_backward": (plain(2, 3, 8, 10), plain(2, 3, 8, 10, layout=cl), plain(3, 3), "symmetric", 0.2),
         "gaussian_blur_backward": (plain(3, 8, 10), plain(3, 8, 10), [3, 5], [1.0, 1.5], "symmetric", 0.0),
         "box_blur_backward": (plain(8, 10), plain(8, 10), [3, 5], "constant", 0.5),
         "unsharp_mask_backward": (plain(1, 2, 8, 10), plain(1, 2, 8, 10), 0.6, 1.5, 0.01, "reflect", 0.0),

@@ -1,0 +1,253 @@
+"""Real-ESRGAN degradations: kernel generators vs the float64 formulas (and those vs hand-worked
+values and BasicSR's sinc formula), each transform's statistics, the pipeline's determinism."""
+import math
+
+import numpy as np
+import pytest
+import scipy.special
+import torch
+from torchvision.transforms import v2
+
+import imgfilters
+from imgfilters import degrade
+from imgfilters.reference import degrade as ref
+
+from helpers import random_image, sample
+
+
+def _reference_kernels(params, size=21):
+    out = []
+    for b in range(params["kind"].numel()):
+        kind, k = int(params["kind"][b]), int(params["size"][b])
+        if kind == degrade.SINC:
+            w = ref.circular_lowpass_kernel(float(params["cutoff"][b]), k)
+        elif kind == degrade.PULSE:
+            w = torch.zeros(k, k, dtype=torch.float64)
+            w[k // 2, k // 2] = 1
+        else:
+            w = ref.mixed_kernel(ref.KINDS[kind], k, float(params["sigma_x"][b]), float(params["sigma_y"][b]),
+                                 float(params["theta"][b]), float(params["beta"][b]))
+        out.append(ref.pad_to(w, size))
+    return torch.stack(out)
+
+
+# ---- the reference formulas ----------------------------------------------------------------
+
+def test_reference_kernels_worked_by_hand():
+    e = math.exp
+    iso = ref.mixed_kernel("iso", 3, 1.0)
+    assert iso[1, 1].item() == pytest.approx(1 / (1 + 4 * e(-0.5) + 4 * e(-1)), abs=1e-15)
+    assert iso[0, 0].item() == pytest.approx(e(-1) / (1 + 4 * e(-0.5) + 4 * e(-1)), abs=1e-15)
+    plateau = ref.mixed_kernel("plateau_iso", 3, 1.0, beta=1.0)  # 1 / (r^2 + 1): 1, 1/2, 1/3
+    assert plateau[1, 1].item() == pytest.approx(3 / 13, abs=1e-15)
+    assert plateau[0, 1].item() == pytest.approx(1.5 / 13, abs=1e-15)
+    # generalized with beta 2 at sigma 1: exp(-r^4 / 2): 1, e^-1/2, e^-2
+    gen = ref.mixed_kernel("generalized_iso", 3, 1.0, beta=2.0)
+    assert gen[0, 0].item() == pytest.approx(e(-2) / (1 + 4 * e(-0.5) + 4 * e(-2)), abs=1e-15)
+    # anisotropic: sigma_x along columns; a quarter turn swaps the axes
+    a = ref.mixed_kernel("aniso", 5, 2.0, 0.5, 0.0)
+    assert a[2, 4].item() > a[4, 2].item()
+    torch.testing.assert_close(ref.mixed_kernel("aniso", 5, 2.0, 0.5, math.pi / 2), a.T, rtol=0, atol=1e-15)
+    # sinc of cutoff pi, 3 x 3: centre pi^2 / (4 pi), edge pi J1(pi) / (2 pi), corner at r = sqrt 2
+    j1_pi, j1_pi_r2 = 0.28461534317975273, -0.21523477399425595
+    raw = torch.tensor([[j1_pi_r2 / (2 * math.sqrt(2)), j1_pi / 2, j1_pi_r2 / (2 * math.sqrt(2))],
+                        [j1_pi / 2, math.pi / 4, j1_pi / 2],
+                        [j1_pi_r2 / (2 * math.sqrt(2)), j1_pi / 2, j1_pi_r2 / (2 * math.sqrt(2))]], dtype=torch.float64)
+    torch.testing.assert_close(ref.circular_lowpass_kernel(math.pi, 3), raw / raw.sum(), rtol=0, atol=1e-15)
+
+
+@pytest.mark.parametrize("k,cutoff", [(7, math.pi / 3), (13, 2.0), (21, math.pi)])
+def test_reference_sinc_equals_basicsr_formula(k, cutoff):
+    """BasicSR's circular_lowpass_kernel, written with scipy's J1 as BasicSR does."""
+    c = (k - 1) / 2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        w = np.fromfunction(lambda x, y: cutoff * scipy.special.j1(cutoff * np.sqrt((x - c) ** 2 + (y - c) ** 2))
+                            / (2 * np.pi * np.sqrt((x - c) ** 2 + (y - c) ** 2)), [k, k])
+    w[k // 2, k // 2] = cutoff ** 2 / (4 * np.pi)
+    np.testing.assert_allclose(ref.circular_lowpass_kernel(cutoff, k).numpy(), w / w.sum(), rtol=0, atol=1e-14)
+
+
+# ---- kernels made on the device vs the reference -------------------------------------------
+
+def test_every_kind_matches_the_reference(gen, device):
+    n = len(degrade.KERNEL_KINDS)
+    params = dict(kind=torch.arange(n).repeat(3), size=torch.tensor([7, 13, 21] * n).reshape(n, 3).T.reshape(-1),
+                  sigma_x=0.2 + 2.8 * torch.rand(3 * n, generator=gen), sigma_y=0.2 + 2.8 * torch.rand(3 * n, generator=gen),
+                  theta=(torch.rand(3 * n, generator=gen) - 0.5) * 2 * math.pi,
+                  beta=0.5 + 3.5 * torch.rand(3 * n, generator=gen), cutoff=0.6 + 2.5 * torch.rand(3 * n, generator=gen))
+    iso = (params["kind"] % 2 == 0) & (params["kind"] < 6)
+    params["sigma_y"] = torch.where(iso, params["sigma_x"], params["sigma_y"])
+    params["theta"] = torch.where(iso, 0.0, params["theta"])
+    params["beta"] = torch.where(params["kind"] < 2, 1.0, params["beta"])
+    on_device = {key: t.to(device) for key, t in params.items()}
+    k = degrade.make_kernels(on_device).cpu().double()
+    expected = _reference_kernels(params)
+    assert (k - expected).abs().max() <= 1e-6
+    torch.testing.assert_close(k.sum((1, 2)), torch.ones(3 * n, dtype=torch.float64))
+
+
+def test_sampled_kernels_match_the_reference_and_are_reproducible(device):
+    g = torch.Generator(device).manual_seed(7)
+    params = degrade.sample_kernel_params(48, generator=g)
+    k = degrade.make_kernels(params)
+    assert k.shape == (48, 21, 21) and k.device.type == torch.device(device).type
+    assert (k.cpu().double() - _reference_kernels({n: t.cpu() for n, t in params.items()})).abs().max() <= 1e-6
+    again = degrade.random_kernels(48, generator=torch.Generator(device).manual_seed(7))
+    assert torch.equal(again, k)
+
+
+def test_sampled_parameters_follow_real_esrgan_options():
+    g = torch.Generator().manual_seed(0)
+    n = 40000
+    p = degrade.sample_kernel_params(n, generator=g)
+    kind, size = p["kind"], p["size"]
+    assert abs((kind == degrade.SINC).float().mean().item() - 0.1) < 0.01
+    mixed = kind[kind != degrade.SINC]
+    freq = torch.bincount(mixed, minlength=6).double() / mixed.numel()
+    assert (freq - torch.tensor(degrade.KERNEL_PROB, dtype=torch.float64)).abs().max() < 0.01
+    assert set(size.tolist()) == set(range(7, 22, 2))
+    assert (torch.bincount(size)[7::2].double() / n - 1 / 8).abs().max() < 0.01
+    assert p["sigma_x"].min() >= 0.2 and p["sigma_x"].max() <= 3.0
+    iso = (kind == 0) | (kind == 2) | (kind == 4)
+    assert torch.equal(p["sigma_y"][iso], p["sigma_x"][iso]) and (p["theta"][iso] == 0).all()
+    aniso = (kind == 1) | (kind == 3) | (kind == 5)
+    assert p["theta"][aniso].abs().max() <= math.pi and p["theta"][aniso].std() > 1.5
+    bg = p["beta"][(kind == 2) | (kind == 3)]
+    assert bg.min() >= 0.5 and bg.max() <= 4.0 and abs((bg < 1).float().mean().item() - 0.5) < 0.03
+    bp = p["beta"][(kind == 4) | (kind == 5)]
+    assert bp.min() >= 1.0 and bp.max() <= 2.0
+    assert (p["beta"][kind < 2] == 1).all()
+    cut = p["cutoff"][kind == degrade.SINC]
+    small = size[kind == degrade.SINC] < 13
+    assert cut[small].min() >= math.pi / 3 and cut[~small].min() >= math.pi / 5 and cut.max() <= math.pi
+    assert cut[~small].min() < math.pi / 3  # the wider range is used
+    s = degrade.sample_sinc_params(n, generator=g)
+    assert abs((s["kind"] == degrade.SINC).float().mean().item() - 0.8) < 0.01
+
+
+def test_pulse_kernels_are_the_identity(gen, device):
+    x = random_image((3, 3, 12, 14), torch.float32, gen, device)
+    params = degrade.sample_sinc_params(3, generator=torch.Generator(device).manual_seed(0), prob=0.0)
+    assert torch.equal(imgfilters.filter2d(x, degrade.make_kernels(params)), x)
+
+
+# ---- transforms ----------------------------------------------------------------------------
+
+def test_random_kernel_blur_and_sinc_filter_draw_their_kernels_from_the_seed(gen, device):
+    x = random_image((2, 3, 12, 16), torch.float32, gen, device)
+    k = degrade.random_kernels(2, generator=torch.Generator(device).manual_seed(5))
+    assert torch.equal(degrade.RandomKernelBlur(seed=5)(x), imgfilters.filter2d(x, k))
+    s = degrade.make_kernels(degrade.sample_sinc_params(2, generator=torch.Generator(device).manual_seed(6)))
+    assert torch.equal(degrade.SincFilter(seed=6)(x), imgfilters.filter2d(x, s))
+    u8 = (x * 255).round().to(torch.uint8)
+    assert degrade.RandomKernelBlur(seed=5)(u8).dtype == torch.uint8
+
+
+@pytest.mark.parametrize("way,bounds", [(0, (1.0, 1.5)), (1, (0.15, 1.0)), (2, (1.0, 1.0))])
+def test_random_resize_sizes(way, bounds, gen, device):
+    x = random_image((2, 3, 40, 48), torch.float32, gen, device)
+    prob = [0.0, 0.0, 0.0]
+    prob[way] = 1.0
+    t = degrade.RandomResize(prob, seed=1)
+    for _ in range(3):
+        y = t(x)
+        h, w = y.shape[-2:]
+        assert bounds[0] * 40 - 1 <= h <= bounds[1] * 40 and bounds[0] * 48 - 1 <= w <= bounds[1] * 48
+    h, w = degrade.RandomResize(prob, (0.5, 2.0), size_base=(10, 12), seed=1)(x).shape[-2:]
+    lo, hi = {0: (1.0, 2.0), 1: (0.5, 1.0), 2: (1.0, 1.0)}[way]
+    assert int(10 * lo) <= h <= 10 * hi and int(12 * lo) <= w <= 12 * hi
+
+
+def test_gaussian_noise_sigma_and_grey(device):
+    x = torch.full((8, 3, 32, 32), 0.5, device=device)
+    n = (degrade.RandomNoise(1.0, (10.0, 10.0), gray_prob=0.0, seed=2)(x) - x) * 255
+    assert abs(n.std().item() - 10.0) < 0.3 and abs(n.mean().item()) < 0.2
+    assert (n[:, 0] - n[:, 1]).abs().mean() > 5  # colour noise: channels differ
+    g = degrade.RandomNoise(1.0, (4.0, 4.0), gray_prob=1.0, seed=2)(x) - x
+    assert torch.equal(g[:, 0], g[:, 1]) and torch.equal(g[:, 1], g[:, 2])
+    per_image = (degrade.RandomNoise(1.0, (1.0, 30.0), gray_prob=0.0, seed=3)(x) - x).std((1, 2, 3)) * 255
+    assert per_image.min() >= 0.9 and per_image.max() <= 31 and per_image.std() > 2  # one sigma per image
+
+
+def test_poisson_noise_variance(device):
+    """Poisson noise of scale s on an image of 256 levels: variance s^2 x / 256 per pixel."""
+    ramp = torch.arange(256, device=device, dtype=torch.float32) / 255
+    x = (0.3 + 0.4 * ramp).repeat(16, 3, 64, 1)  # values 0.3 .. 0.7: clipping never acts
+    x[:, :, 0, :] = torch.arange(256, device=device) / 255  # all 256 levels present: vals = 256
+    t = degrade.RandomNoise(0.0, poisson_scale_range=(2.0, 2.0), gray_prob=0.0, seed=4)
+    xr = (x * 255).round() / 255
+    n = t(x) - x
+    ratio = ((n - (xr - x)) ** 2)[:, :, 1:].mean() / (4 * xr[:, :, 1:] / 256).mean()
+    assert abs(ratio.item() - 1) < 0.03
+
+
+def test_random_jpeg_compresses_and_decodes(gen, device):
+    img = sample("astronaut")[:, 100:164, 200:280].float() / 255
+    x = torch.stack([img, img.flip(-1)]).to(device)
+    y = degrade.RandomJPEG((40, 40), seed=0)(x)
+    assert y.shape == x.shape and y.dtype == torch.float32 and y.device == x.device
+    err = (y - x).abs()
+    assert err.max() > 0.02 and err.mean() < 0.05  # changed, and still the picture
+    # the same quality: JPEG's own round trip, not an approximation (libjpeg or nvjpeg)
+    from torchvision.io import decode_jpeg, encode_jpeg
+    again = decode_jpeg(encode_jpeg((x[0].cpu() * 255).round().to(torch.uint8), quality=40)).float() / 255
+    assert (again - y[0].cpu()).abs().mean() < 0.01
+    q90 = (degrade.RandomJPEG((90, 90), seed=0)(x) - x).abs().mean()
+    assert q90 < err.mean()
+
+
+def test_real_esrgan_pipeline_sizes_and_determinism(gen, device):
+    gt = random_image((2, 1, 16, 20), torch.float32, gen, device)  # (grey: fewer planes for the interpreter)
+    t = degrade.RealESRGANDegradation(scale=4, seed=11)
+    lq, out_gt = t(gt)
+    assert out_gt is gt and lq.shape == (2, 1, 4, 5) and lq.dtype == torch.float32
+    assert torch.equal((lq * 255).round() / 255, lq) and lq.min() >= 0 and lq.max() <= 1
+    assert torch.equal(degrade.RealESRGANDegradation(scale=4, seed=11)(gt)[0], lq)
+    assert not torch.equal(t(gt)[0], lq)  # the same transform draws new parameters on the next call
+
+
+def test_composes_with_v2_and_fuse(gen, device):
+    x = random_image((2, 3, 12, 12), torch.uint8, gen, device)
+    steps = lambda: [v2.ToDtype(torch.float32, scale=True), degrade.RandomKernelBlur(seed=3),
+                     v2.Normalize([0.5] * 3, [0.25] * 3)]
+    composed = v2.Compose(steps())(x)
+    fused = imgfilters.fuse(steps())(x)
+    assert (fused - composed).abs().max() <= 1e-6
+    lq, gt = v2.Compose([v2.ToDtype(torch.float32, scale=True), degrade.RealESRGANDegradation(scale=2, seed=1)])(x[:1])
+    assert lq.shape == (1, 3, 6, 6) and gt.dtype == torch.float32
+
+
+@pytest.mark.parametrize("make,match", [
+    (lambda: degrade.RandomKernelBlur(sigma=(3.0, 0.2)), "low <= high"),
+    (lambda: degrade.RandomKernelBlur(kernel_sizes=(7, 8)), "odd"),
+    (lambda: degrade.RandomKernelBlur(kernel_prob=(1.0, 0.0)), "kernel_prob"),
+    (lambda: degrade.RandomResize((0.5, 0.5)), "resize_prob"),
+    (lambda: degrade.RandomResize(modes=("nearest",)), "modes"),
+    (lambda: degrade.RandomNoise(sigma_range=(30, 1)), "low <= high"),
+    (lambda: degrade.RandomNoise(gray_prob=1.5), "gray_prob"),
+    (lambda: degrade.RandomJPEG((95, 30)), "low <= high"),
+    (lambda: degrade.RandomJPEG((0, 50)), r"\[1, 100\]"),
+    (lambda: degrade.SincFilter(prob=-0.1), "prob"),
+    (lambda: degrade.RealESRGANDegradation(scale=0), "scale"),
+])
+def test_bad_options_raise_when_made(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()
+
+
+def test_images_smaller_than_the_scale_raise():
+    with pytest.raises(ValueError, match="smaller than the scale"):
+        degrade.RealESRGANDegradation(scale=4)(torch.rand(1, 3, 3, 8))
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float16])
+def test_other_dtypes_come_back_in_their_dtype(dtype, gen, device):
+    x = random_image((1, 1, 8, 12), dtype, gen, device)
+    lq, _ = degrade.RealESRGANDegradation(scale=2, seed=5)(x)
+    assert lq.dtype == dtype and lq.shape == (1, 1, 4, 6)
+    ref32, _ = degrade.RealESRGANDegradation(scale=2, seed=5)(_to_float(x))
+    assert (_to_float(lq) - ref32).abs().max() <= 1 / 255 + 1e-3
+
+
+def _to_float(x):
+    return x.float() / 255 if x.dtype == torch.uint8 else x.float()
