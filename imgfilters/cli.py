@@ -126,7 +126,8 @@ def _check_options(args):
         raise UsageError("--sigma 0 means no noise: there is nothing to denoise (leave --sigma out to estimate it)")
     args.sigma_color = SIGMA_COLOR if args.sigma_color is None else args.sigma_color
     args.sigma_space = SIGMA_SPACE if args.sigma_space is None else args.sigma_space
-    checks = [("--sigma", args.sigma, 0, True), ("--h", args.h, 0, False), ("--sigma-color", args.sigma_color, 0, False),
+    checks = [("--sigma", args.sigma, 0, True), ("--h", args.h, 0, False),
+              ("--sigma-color", args.sigma_color, 0, False),
               ("--sigma-space", args.sigma_space, 0, False), ("--strength", args.strength, 0, False),
               ("--max-megapixels", args.max_megapixels, 0, True)]
     for name, value, low, inclusive in checks:
@@ -231,7 +232,7 @@ def _run_folder(s, src, dst):
                 bar.update(1)
         try:
             _denoise_pictures(s, [c[2] for c in chunk], [c[0] for c in chunk])
-        except Exception as e:  # the whole chunk failed: retry each alone, to name the culprit
+        except Exception:  # the whole chunk failed: retry each alone, to name the culprit
             if s.args.debug:
                 raise
             for c in chunk:
@@ -240,7 +241,7 @@ def _run_folder(s, src, dst):
                 except Exception as e1:
                     failed.append(f"{c[0]}: {type(e1).__name__}: {e1}")
                     c[2].planes = None
-        for path, out, pic in chunk:
+        for _, out, pic in chunk:
             if pic.planes is not None:
                 try:
                     out.parent.mkdir(parents=True, exist_ok=True)

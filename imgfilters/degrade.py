@@ -21,7 +21,6 @@ import math
 import warnings
 
 import torch
-import torch.nn.functional as F
 from torchvision.transforms import v2
 
 from imgfilters import _image

@@ -434,8 +434,10 @@ def _guide_sample(g_base, chg, n_ch, sgc, a, bcol, h, w, H, W, sgh, sgw, OFF64: 
     r1 = offset(y1, sgh, OFF64)[None, :, None]
     k0 = offset(x0, sgw, OFF64)[None, None, :]
     k1 = offset(x1, sgw, OFF64)[None, None, :]
-    top = (1.0 - lx) * pixels.load(g_base + (c_off + r0 + k0), valid) + lx * pixels.load(g_base + (c_off + r0 + k1), valid)
-    bot = (1.0 - lx) * pixels.load(g_base + (c_off + r1 + k0), valid) + lx * pixels.load(g_base + (c_off + r1 + k1), valid)
+    top = ((1.0 - lx) * pixels.load(g_base + (c_off + r0 + k0), valid)
+           + lx * pixels.load(g_base + (c_off + r0 + k1), valid))
+    bot = ((1.0 - lx) * pixels.load(g_base + (c_off + r1 + k0), valid)
+           + lx * pixels.load(g_base + (c_off + r1 + k1), valid))
     return tl.where(valid, (1.0 - ly) * top + ly * bot, 0.0)
 
 

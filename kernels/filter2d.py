@@ -111,12 +111,12 @@ def _march(x_base, y_base, k_base, c, h0, r0, n_rows, o_end, H, W, sxh, syh, sca
     """March down input rows r0 .. r0 + n_rows - 1, P at a step, storing each completed
     output row below ``o_end``."""
     pending = ()
-    for k in tl.static_range(2 * RY):
+    for _ in tl.static_range(2 * RY):
         pending = pending + (tl.zeros((T, S), dtype=tl.float32),)
     for i in range(0, n_rows, P):
         row_ptrs, row_ins = _rows_at(x_base, r0 + i, H, sxh, BORDER, OFF64, P)
         acc = pending
-        for p in tl.static_range(P):
+        for _ in tl.static_range(P):
             acc = acc + (tl.zeros((T, S), dtype=tl.float32),)
         if PRE:  # the next tap's pixels and column of the kernel load while this one's FMAs run
             xs = _loads(row_ptrs, row_ins, in_cols, 0, W, c, border_value, PRO, pro_args, NEAR, RX, SXW, BORDER,

@@ -422,9 +422,10 @@ def adjoint_weights(mode, f):
     """For ``upsample_phases_adjoint_kernel``: rows k f + q, k = 0 inside, 1 for the first
     and 2 for the last source index; entry s the weight with which output phase q of
     source position i + s - 2 feeds source index i in the adjoint (one level of rows: Triton
-    3.6 indexes constexpr tables two deep at most). Inside, that is the one tap d = 2 - s; clamping maps taps past a border onto
-    the first or the last index only, so index 0 gathers every tap d <= 2 - s and index
-    n - 1 every tap d >= 2 - s (so n >= 2 on both axes)."""
+    3.6 indexes constexpr tables two deep at most). Inside, that is the one tap d = 2 - s;
+    clamping maps taps past a border onto the first or the last index only, so index 0
+    gathers every tap d <= 2 - s and index n - 1 every tap d >= 2 - s (so n >= 2 on both
+    axes)."""
     w = phase_weights(mode, f)
     r = REACH.value
     inner = tuple(tuple(w[q][r + 2 - s] for s in range(5)) for q in range(f))

@@ -311,7 +311,7 @@ def _march(x_base, y_base, TX, tx, ty, tap_sum, scale, c, h0, r0, n_rows, H, W, 
     stored (``_fold_store`` under FOLD). The pending rows are a tuple of registers
     shifted by one slot per row."""
     pending = ()
-    for k in tl.static_range(2 * RY):
+    for _ in tl.static_range(2 * RY):
         pending = pending + (tl.zeros((T, S), dtype=tl.float32),)
     for i in range(n_rows):
         r = r0 + i

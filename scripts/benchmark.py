@@ -300,7 +300,8 @@ def basicsr_degradation(gt, k1, k2, sinc, rng):
         b = x.shape[0]
         gray = (torch.rand(b, device=x.device) < 0.4).float().view(b, 1, 1, 1)
         if u() < 0.5:
-            sigma = (torch.rand(b, device=x.device) * (sigma_range[1] - sigma_range[0]) + sigma_range[0]).view(b, 1, 1, 1)
+            lo, hi = sigma_range
+            sigma = (torch.rand(b, device=x.device) * (hi - lo) + lo).view(b, 1, 1, 1)
             n_gray = torch.randn(*x.shape[2:], device=x.device) * sigma / 255.0
             n = torch.randn_like(x) * sigma / 255.0
             n = n * (1 - gray) + n_gray * gray
@@ -332,9 +333,11 @@ def basicsr_degradation(gt, k1, k2, sinc, rng):
         out = filter2d(out, k2)
     way = pick(["up", "down", "keep"], [0.3, 0.4, 0.3])
     scale = u(1, 1.2) if way == "up" else u(0.3, 1) if way == "down" else 1
-    out = F.interpolate(out, size=(int(ori_h / 4 * scale), int(ori_w / 4 * scale)), mode=pick(["area", "bilinear", "bicubic"]))
+    out = F.interpolate(out, size=(int(ori_h / 4 * scale), int(ori_w / 4 * scale)),
+                        mode=pick(["area", "bilinear", "bicubic"]))
     out = noise(out, (1, 25), (0.05, 2.5))
-    final = lambda y: filter2d(F.interpolate(y, size=(ori_h // 4, ori_w // 4), mode=pick(["area", "bilinear", "bicubic"])), sinc)
+    final = lambda y: filter2d(F.interpolate(y, size=(ori_h // 4, ori_w // 4),
+                                             mode=pick(["area", "bilinear", "bicubic"])), sinc)
     out = jpeg(final(out)) if u() < 0.5 else final(jpeg(out))
     return torch.clamp((out * 255.0).round(), 0, 255) / 255.0
 

@@ -84,7 +84,7 @@ def main():
             t0 = time.time()
             check(x, radius, window, dist, cfg)
             compile_s = time.time() - t0
-            ms = triton.testing.do_bench(lambda: run(x, radius, window, dist, cfg), return_mode="median")
+            ms = triton.testing.do_bench(lambda a=(x, radius, window, dist, cfg): run(*a), return_mode="median")
             tag = f"{'S' if cfg['SLIDE'] else 'R'}{cfg['K']}x{cfg['BW']}/{cfg['num_warps']}w"
             row.append(f"{tag} {ms:.3f}")
             print(f"{name:16s} {tag:14s} {ms:.4f} ms  (first call {compile_s:.1f} s)", flush=True)

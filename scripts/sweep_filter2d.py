@@ -73,7 +73,7 @@ def main():
         for tf32, bench in itertools.product((True, False), (False, True)):
             torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark = tf32, bench
             grouped_conv2d(x, k)
-            ms = triton.testing.do_bench(lambda: grouped_conv2d(x, k), return_mode="median")
+            ms = triton.testing.do_bench(lambda x=x, k=k: grouped_conv2d(x, k), return_mode="median")
             err = (grouped_conv2d(x, k)[:2].double() - expected).abs().max().item()
             peers[f"conv2d tf32={tf32} bench={bench}"] = ms
             print(f"{ksize}x{ksize} grouped conv2d tf32={tf32} cudnn.benchmark={bench}: {ms:.4f} ms, "
@@ -83,7 +83,7 @@ def main():
         for tile in candidates(ksize):
             try:
                 y = _run(x, k, tile)
-                ms = triton.testing.do_bench(lambda: _run(x, k, tile), return_mode="median")
+                ms = triton.testing.do_bench(lambda x=x, k=k, tile=tile: _run(x, k, tile), return_mode="median")
             except Exception as e:
                 print(f"{ksize}x{ksize} {tile}: failed {type(e).__name__}", flush=True)
                 continue

@@ -317,7 +317,8 @@ def test_long_cpu_runs_show_progress_unless_quiet(tmp_path, capsys, monkeypatch)
     monkeypatch.setattr(cli, "PROGRESS_DELAY", 0)
     r = run_in_process(capsys, tmp_path / "in.png", tmp_path / "tiled.png", *args)
     assert r.returncode == 0 and "/9 " in r.stderr and "tile/s" in r.stderr  # 9 tiles
-    assert np.array_equal(np.asarray(Image.open(tmp_path / "tiled.png")), np.asarray(Image.open(tmp_path / "whole.png")))
+    tiled, whole = (np.asarray(Image.open(tmp_path / f"{n}.png")) for n in ("tiled", "whole"))
+    assert np.array_equal(tiled, whole)
     r = run_in_process(capsys, tmp_path / "in.png", tmp_path / "quiet.png", *args, "--quiet")
     assert r.returncode == 0 and r.stderr == ""
 

@@ -234,6 +234,6 @@ def test_threads_tuning_at_once_on_every_gpu(gen, monkeypatch):
         t.join()
     assert not errors, errors
     assert len(results) == 60 * len(devices)
-    for (name, i), pair in results.items():  # every thread, every device: the same results (tiles may differ)
+    for (_, i), pair in results.items():  # every thread, every device: the same results (tiles may differ)
         for got, want in zip(pair, results[(devices[0], 0), i]):
             torch.testing.assert_close(got, want, rtol=0, atol=1e-6)

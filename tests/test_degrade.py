@@ -72,9 +72,11 @@ def test_reference_sinc_equals_basicsr_formula(k, cutoff):
 def test_every_kind_matches_the_reference(gen, device):
     n = len(degrade.KERNEL_KINDS)
     params = dict(kind=torch.arange(n).repeat(3), size=torch.tensor([7, 13, 21] * n).reshape(n, 3).T.reshape(-1),
-                  sigma_x=0.2 + 2.8 * torch.rand(3 * n, generator=gen), sigma_y=0.2 + 2.8 * torch.rand(3 * n, generator=gen),
+                  sigma_x=0.2 + 2.8 * torch.rand(3 * n, generator=gen),
+                  sigma_y=0.2 + 2.8 * torch.rand(3 * n, generator=gen),
                   theta=(torch.rand(3 * n, generator=gen) - 0.5) * 2 * math.pi,
-                  beta=0.5 + 3.5 * torch.rand(3 * n, generator=gen), cutoff=0.6 + 2.5 * torch.rand(3 * n, generator=gen))
+                  beta=0.5 + 3.5 * torch.rand(3 * n, generator=gen),
+                  cutoff=0.6 + 2.5 * torch.rand(3 * n, generator=gen))
     iso = (params["kind"] % 2 == 0) & (params["kind"] < 6)
     params["sigma_y"] = torch.where(iso, params["sigma_x"], params["sigma_y"])
     params["theta"] = torch.where(iso, 0.0, params["theta"])

@@ -89,7 +89,8 @@ def test_bad_pipelines_raise():
 
 def test_a_compiled_function_runs_the_fused_pipeline_eagerly(gen, device):
     x = random_image((2, 3, 12, 16), torch.uint8, gen, device)
-    fused = imgfilters.fuse([v2.ToDtype(torch.float32, scale=True), T.Bilateral(0.1, radius=1), v2.Normalize(MEAN, STD)])
+    fused = imgfilters.fuse([v2.ToDtype(torch.float32, scale=True), T.Bilateral(0.1, radius=1),
+                             v2.Normalize(MEAN, STD)])
     compiled = torch.compile(lambda x: fused(x) * 2, backend="aot_eager")
     y = compiled(x)
     assert y.dtype == torch.float32 and torch.equal(y, fused(x) * 2)

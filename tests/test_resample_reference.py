@@ -322,7 +322,7 @@ def test_weight_rows_sum_to_one(mode, antialias, sizes):
 def test_reference_gradcheck(mode, gen):
     x = torch.rand(1, 2, 7, 9, generator=gen, dtype=torch.float64, requires_grad=True)
     for size in [(3, 4), (11, 13)]:
-        assert torch.autograd.gradcheck(lambda v: ref.resize(v, size, mode, True), (x,))
+        assert torch.autograd.gradcheck(lambda v, size=size: ref.resize(v, size, mode, True), (x,))
 
 
 def test_gradient_equals_interpolate(gen):

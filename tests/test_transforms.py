@@ -137,7 +137,8 @@ def test_resize_is_torchvisions_for_images_boxes_and_masks(gen, device):
     mask = tv_tensors.Mask(random_image((20, 30), torch.uint8, gen, device))
     for args in ((13,), ((25, 11), "bicubic"), (10, v2.InterpolationMode.NEAREST, 14)):
         ours, theirs = T.Resize(*args), v2.Resize(*args)
-        assert repr(ours).replace("imgfilters.transforms.", "") == repr(theirs).replace("torchvision.transforms.v2.", "")
+        theirs_repr = repr(theirs).replace("torchvision.transforms.v2.", "")
+        assert repr(ours).replace("imgfilters.transforms.", "") == theirs_repr
         a = ours(img, boxes, mask)
         # torchvision's CPU uint8 path (given the enum: torchvision before 0.27 takes no name)
         enum_args = [v2.InterpolationMode(a) if isinstance(a, str) else a for a in args]

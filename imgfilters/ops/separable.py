@@ -218,7 +218,8 @@ def _adjoint(grad, tx, ty, border, shape):
     rx, ry = (len(tx) - 1) // 2, (len(ty) - 1) // 2
     g4 = _image.as_planes(grad)
     B, C, H, W = g4.shape
-    fx, fy, zero = _image.on(tx.flip(0), grad.device), _image.on(ty.flip(0), grad.device), _image.check_border("constant")
+    fx, fy = _image.on(tx.flip(0), grad.device), _image.on(ty.flip(0), grad.device)
+    zero = _image.check_border("constant")
     if border != "constant" and kernels.strip_fits(ry):
         gx = torch.zeros(B, C, H, W, dtype=torch.float32, device=grad.device)
         kernels.launch_adjoint(g4, gx, fx, fy, _image.check_border(border))
