@@ -16,6 +16,12 @@ os.environ.setdefault("IMGFILTERS_AUTOTUNE", "0")
 
 import pytest  # noqa: E402
 
+# Triton decides at decoration time whether a kernel runs in the interpreter, and the
+# package imports its kernels lazily: import them all now, under the setting above (a
+# test that drops TRITON_INTERPRET for the float64 path would otherwise leave compiled
+# kernels behind for the tests after it).
+import imgfilters.ops  # noqa: E402,F401
+
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
