@@ -242,3 +242,23 @@ def test_large_image_matches_reference_and_allocates_only_the_output(dtype, gen,
     y = imgfilters.nl_means(x, 0.2, sigma=0.05, patch_size=5, search_radius=4)
     assert torch.cuda.max_memory_allocated() - base <= y.numel() * y.element_size() + 4096
     assert_close(y, reference(x, 0.2, 0.05, 5, 4))
+
+
+@gpu
+def test_noise_estimate_and_automatic_parameters_stay_within_32_mib(gen):
+    """The estimate samples patches on a grid instead of copying them all (issue 16)."""
+    clean = sample("coffee").to(torch.float64) / 255
+    big = torch.nn.functional.interpolate(clean[None], size=(2160, 3840), mode="bilinear")
+    noisy = big + 25 / 255 * torch.randn(big.shape, generator=gen, dtype=torch.float64)
+    x = (noisy.clamp(0, 1) * 255).round().to(torch.uint8).cuda()
+    bound = 32 * 2 ** 20
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    est = imgfilters.estimate_noise(x)
+    assert torch.cuda.max_memory_allocated() - base <= bound
+    assert abs(float(est) * 255 / 25 - 1) <= 0.15  # the clipped noise reads a little low
+    x = x[..., :270, :480]
+    torch.cuda.reset_peak_memory_stats()
+    y = imgfilters.nl_means(x)
+    assert torch.cuda.max_memory_allocated() - base <= y.numel() * y.element_size() + bound

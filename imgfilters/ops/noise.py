@@ -4,9 +4,10 @@ The method is Liu, Tanaka and Okutomi, "Single-image noise level estimation for 
 denoising" (IEEE TIP 2013), with the final variance taken as in Chen, Zhu and Heng, "An
 efficient statistical method for image noise level estimation" (ICCV 2015):
 
-1. Take the 7 x 7 patches of every channel. The noise variance is the spread of patches in
-   the directions where image content has none: the small eigenvalues of their
-   covariance.
+1. Take the 7 x 7 patches of every channel, on a regular grid of positions spaced so
+   that at most 2^16 are taken per image (a 4K image needs 26 MB of device memory and no
+   image-sized temporary). The noise variance is the spread of patches in the directions
+   where image content has none: the small eigenvalues of their covariance.
 2. Keep only *weak-texture* patches, those whose gradient energy is below what noise alone
    would give with 99 % probability (a gamma quantile, scaled by the current variance
    estimate), and re-estimate. Three rounds.
@@ -35,9 +36,10 @@ PATCH = 7
 MIN_PATCHES = 10 * PATCH * PATCH
 CONFIDENCE = 0.99
 ROUNDS = 3
-MAX_PATCHES = 2 ** 17  # a strided subset of patches on large images bounds the memory at ~50 MB
-# Fewer patches leave the 49 x 49 covariance too poorly sampled: pure noise of sigma 0.1 on
-# a 16 x 16 grey image reads 0.07, on 12 x 12 it reads 0.
+# Patches sampled per image, on a regular grid of the positions: their float64 copy (26 MB)
+# is the memory. Fewer patches leave the 49 x 49 covariance too poorly sampled: pure noise
+# of sigma 0.1 on a 16 x 16 grey image reads 0.07, on 12 x 12 it reads 0.
+MAX_PATCHES = 2 ** 16
 
 
 def estimate_noise(img):
@@ -76,52 +78,87 @@ def _batch(img):
 
 @library.op("estimate_noise", lambda img: img.new_empty(_batch(img), dtype=_dtype(img)))
 def _estimate_op(img: Tensor) -> Tensor:
-    x4 = _image.as_planes(img)
-    if x4.is_floating_point() and not torch.isfinite(x4).all():
+    return sigmas(_image.as_planes(img)).to(img.device, _dtype(img)).reshape(_batch(img))
+
+
+def sigmas(x4):
+    """The noise sigma of each image of the (B, C, H, W) batch in unit scale: float64 on the
+    CPU (``nl_means`` reads them there)."""
+    if x4.is_floating_point() and not torch.isfinite(torch.stack(torch.aminmax(x4))).all():  # no image-sized mask
         raise ValueError("img has NaN or infinite values; its noise cannot be estimated")
-    sigmas = [_estimate(_image.to_unit(x4[b], _dtype(img), copy=False)) for b in range(x4.shape[0])]  # read only
-    return torch.stack(sigmas).sqrt().to(_dtype(img)).reshape(_batch(img))
+    return _estimate(x4).sqrt() / _image.MAX_VALUE.get(x4.dtype, 1.0)  # the patches are in the image's units
 
 
-def _estimate(x):
-    """Noise variance of one (C, H, W) unit-scale image: a 0-d float64 tensor."""
-    C, H, W = x.shape
-    n = (H - PATCH + 1) * (W - PATCH + 1) * C
+def _stride(C, H, W):
+    """The spacing of the sampled patch positions, the same along both axes."""
     stride = 1
-    while n > MAX_PATCHES * stride * stride:
+    while C * -(-(H - PATCH + 1) // stride) * -(-(W - PATCH + 1) // stride) > MAX_PATCHES:
         stride += 1
-    planes = x[:, None]
-    patches = F.unfold(planes, PATCH, stride=stride).to(torch.float64)  # (C, 49, L)
-    patches = patches.permute(1, 0, 2).reshape(PATCH * PATCH, -1)
-    # gradient energy of each patch: squared central differences inside it, both directions
-    gx = 0.5 * (planes[..., 2:] - planes[..., :-2])
-    gy = 0.5 * (planes[..., 2:, :] - planes[..., :-2, :])
-    area = PATCH * (PATCH - 2)
-    energy = (F.avg_pool2d(gx * gx, (PATCH, PATCH - 2), stride=stride)
-              + F.avg_pool2d(gy * gy, (PATCH - 2, PATCH), stride=stride)).reshape(-1).to(torch.float64) * area
+    return stride
+
+
+def _estimate(x4):
+    """Noise variances of the (B, C, H, W) batch, in its own units: float64 on the CPU.
+
+    Each round copies the sampled patches straight from the image's dtype to float64,
+    zeroes the ones it does not keep and reduces them on the device to their sum and sum
+    of outer products (a 49 x 49 matrix per image); the eigenvalues are taken on the host.
+    Copying again each round costs less than a second patch-sized buffer."""
+    B, C, H, W = x4.shape
+    stride = _stride(C, H, W)
+    sampled = x4.unfold(2, PATCH, stride).unfold(3, PATCH, stride)  # (B, C, nh, nw, 7, 7), a view
+
+    def patches(dtype):
+        return sampled.to(dtype).reshape(B, -1, PATCH * PATCH)
+
+    # gradient energy of each patch, the squared central differences inside it in both
+    # directions: the quadratic form of the gradient operator. float32 is plenty for a
+    # comparison with a threshold, and halves the memory.
+    p = patches(torch.float32)
+    energy = (p @ _gradient_form(x4.device)).mul_(p).sum(2)
+    del p
     threshold = _texture_threshold()
-    keep = torch.ones_like(energy)
-    var = _noise_variance(patches, keep)
+    var = _noise_variance(patches(torch.float64), None)
     for _ in range(ROUNDS - 1):
-        weak = (energy < var * threshold).to(torch.float64)
-        # with too few weak patches for a covariance, the previous estimate stands
-        var = torch.where(weak.sum() > 2 * PATCH * PATCH, _noise_variance(patches, weak), var)
+        keep = energy < (var * threshold).to(x4.device, torch.float32)[:, None]
+        var = _noise_variance(patches(torch.float64).mul_(keep[..., None]), keep, var)
     return var
 
 
-def _noise_variance(patches, keep):
-    """Chen et al.'s estimate from the covariance of the kept patches (columns)."""
-    count = keep.sum().clamp(min=2)
-    mean = (patches * keep).sum(1, keepdim=True) / count
-    centred = patches - mean
-    cov = (centred * keep) @ centred.T / (count - 1)
+def _noise_variance(patches, keep, previous=None):
+    """Chen et al.'s estimate from the covariance of the kept patches (``patches``, the
+    others zeroed; all when ``keep`` is None), per image; with too few kept patches for a
+    covariance, ``previous`` stands."""
+    B, N, _ = patches.shape
+    if keep is None:
+        count = torch.full((B, 1), float(N), dtype=torch.float64, device=patches.device)
+    else:
+        count = keep.sum(1, keepdim=True, dtype=torch.float64)
+    stats = torch.cat([count, patches.sum(1), (patches.mT @ patches).flatten(1)], 1).cpu()  # one transfer
+    count, total, outer = stats.split([1, PATCH * PATCH, PATCH ** 4], 1)
+    n = count.clamp(min=2)[..., None]
+    mean = total[:, :, None] / n
+    cov = (outer.reshape(B, PATCH * PATCH, -1) - n * mean * mean.mT) / (n - 1)
     ev = torch.linalg.eigvalsh(cov)  # ascending
-    k = torch.arange(1, ev.numel() + 1, device=ev.device)
-    means = ev.cumsum(0) / k
-    medians = 0.5 * (ev[(k - 1) // 2] + ev[k // 2])
+    k = torch.arange(1, ev.shape[1] + 1)
+    means = ev.cumsum(1) / k
+    medians = 0.5 * (ev[:, (k - 1) // 2] + ev[:, k // 2])
     # the largest prefix of small eigenvalues whose mean does not exceed its median
-    last = torch.where(means <= medians * (1 + 1e-12), k, 0).max()
-    return means[last - 1].clamp(min=0)
+    last = torch.where(means <= medians * (1 + 1e-12), k, 0).amax(1)
+    var = means.gather(1, (last - 1)[:, None])[:, 0].clamp(min=0)
+    if previous is not None:
+        var = torch.where(count[:, 0] > 2 * PATCH * PATCH, var, previous)
+    return var
+
+
+@functools.lru_cache(maxsize=None)
+def _gradient_form(device):
+    """The 49 x 49 matrix D = Dh'Dh + Dv'Dv of the central-difference gradients inside a
+    patch, on ``device``."""
+    eye = torch.eye(PATCH * PATCH, dtype=torch.float64).reshape(-1, 1, PATCH, PATCH)
+    dh = F.conv2d(eye, torch.tensor([[[[-0.5, 0.0, 0.5]]]], dtype=torch.float64)).reshape(PATCH * PATCH, -1).T
+    dv = F.conv2d(eye, torch.tensor([[[[-0.5], [0.0], [0.5]]]], dtype=torch.float64)).reshape(PATCH * PATCH, -1).T
+    return (dh.T @ dh + dv.T @ dv).to(device, torch.float32)
 
 
 @functools.lru_cache(maxsize=None)
@@ -130,10 +167,7 @@ def _texture_threshold():
     quantile of a patch's gradient energy under pure noise, a gamma distribution with
     shape rank(D)/2 and scale 2 tr(D)/rank(D), D = Dh'Dh + Dv'Dv the gradient operators on
     a patch."""
-    eye = torch.eye(PATCH * PATCH, dtype=torch.float64).reshape(-1, 1, PATCH, PATCH)
-    dh = F.conv2d(eye, torch.tensor([[[[-0.5, 0.0, 0.5]]]], dtype=torch.float64)).reshape(PATCH * PATCH, -1).T
-    dv = F.conv2d(eye, torch.tensor([[[[-0.5], [0.0], [0.5]]]], dtype=torch.float64)).reshape(PATCH * PATCH, -1).T
-    d = dh.T @ dh + dv.T @ dv
+    d = _gradient_form(torch.device("cpu")).double()
     rank = int(torch.linalg.matrix_rank(d))
     shape = torch.tensor(rank / 2, dtype=torch.float64)
     lo, hi = 0.0, 10.0 * rank  # gamma quantile by bisection on the regularised incomplete gamma
