@@ -116,15 +116,15 @@ def test_odd_shapes_and_windows_larger_than_the_image(shape, patch, radius, gen,
     assert_close(y, reference(x, 0.1, 0.01, patch, radius, "symmetric"))
 
 
-def test_interior_tiles_take_the_fast_path_and_agree(gen, device):
-    """Small blocks so that some tiles lie R + P inside the image, where the kernel skips
-    border remapping (the interpreter otherwise covers each image with one block)."""
+def test_strips_of_several_rows_and_programs_agree(gen, device):
+    """GPU-like strips: rows running down a strip (the running sum drops rows), several
+    strips side by side and stacked (the interpreter otherwise runs one-row strips)."""
     from imgfilters.kernels import nlm as kernels
-    x = random_image((1, 3, 44, 40), torch.float32, gen, device)
+    x = random_image((1, 3, 13, 30), torch.float32, gen, device)
     y = torch.empty_like(x)
     coef = torch.tensor([-kernels.LOG2E / (0.1 ** 2 * 27)], device=device)
     floor = torch.tensor([2 * 0.02 ** 2 * 27], device=device)
-    kernels.launch(x, y, coef, floor, 3, 2, tile=dict(TH=16, TW=16, num_warps=4))
+    kernels.launch(x, y, coef, floor, 3, 2, tile=dict(TH=5, S=2, LANES=16, num_warps=1))
     assert_close(y, reference(x, 0.1, 0.02, 3, 2))
 
 
