@@ -109,7 +109,8 @@ def nlm_kernel(X, Y, COEF, FLOOR, H, W, sxb, sxc, sxh, sxw, syb, syc, syh, syw, 
     lanes2 = tl.arange(0, LANES)[None, :]  # for (S, LANES) values
     lanes = lanes2[:, :, None]
     xs = c0 - f + lanes  # the strip's patch-pixel columns; outputs at lanes f .. LANES - 1 - f
-    r0 = r0 + TH * tl.arange(0, S)[:, None, None]  # each strip's first output row
+    if S > 1:  # the interpreter's stacked strips; on the GPU a row is a scalar, uniform across the warp
+        r0 = r0 + TH * tl.arange(0, S)[:, None, None]  # each strip's first output row
     ch = tl.arange(0, CP)[None, None, :]
     ch_ok = ch < C
     channels = offset(ch, sxc, OFF64)

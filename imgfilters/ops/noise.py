@@ -23,6 +23,7 @@ texture for noise). Noise that was clipped at 0 and 1 reads lower, as it is.
 """
 import functools
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -40,6 +41,7 @@ ROUNDS = 3
 # is the memory. Fewer patches leave the 49 x 49 covariance too poorly sampled: pure noise
 # of sigma 0.1 on a 16 x 16 grey image reads 0.07, on 12 x 12 it reads 0.
 MAX_PATCHES = 2 ** 16
+CHUNKS = 64
 
 
 def estimate_noise(img):
@@ -100,54 +102,60 @@ def _stride(C, H, W):
 def _estimate(x4):
     """Noise variances of the (B, C, H, W) batch, in its own units: float64 on the CPU.
 
-    Each round copies the sampled patches straight from the image's dtype to float64,
-    zeroes the ones it does not keep and reduces them on the device to their sum and sum
-    of outer products (a 49 x 49 matrix per image); the eigenvalues are taken on the host.
-    Copying again each round costs less than a second patch-sized buffer."""
+    The sampled patches are copied straight from the image's dtype to float64 rows of a
+    buffer with one more column of ones, so that one product of the buffer with itself
+    gives the outer products, the sums and the count of the kept patches (rows zeroed);
+    it runs as CHUNKS products of slices of the rows, in parallel, summed. The eigenvalues
+    are taken on the host. Each round copies the patches again rather than keep a second
+    buffer."""
     B, C, H, W = x4.shape
     stride = _stride(C, H, W)
     sampled = x4.unfold(2, PATCH, stride).unfold(3, PATCH, stride)  # (B, C, nh, nw, 7, 7), a view
-
-    def patches(dtype):
-        return sampled.to(dtype).reshape(B, -1, PATCH * PATCH)
-
+    n = C * sampled.shape[2] * sampled.shape[3]
     # gradient energy of each patch, the squared central differences inside it in both
     # directions: the quadratic form of the gradient operator. float32 is plenty for a
     # comparison with a threshold, and halves the memory.
-    p = patches(torch.float32)
+    p = sampled.to(torch.float32, memory_format=torch.contiguous_format).reshape(B, n, PATCH * PATCH)
     energy = (p @ _gradient_form(x4.device)).mul_(p).sum(2)
     del p
+    rows = -(-n // CHUNKS) * CHUNKS  # zero rows pad the patches to whole chunks
+    buf = x4.new_zeros((B, rows, PATCH * PATCH + 1), dtype=torch.float64)
+    patches = buf[:, :n, :PATCH * PATCH].view(sampled.shape)
+
+    def stats(keep):
+        patches.copy_(sampled)
+        buf[:, :n, -1] = 1.0
+        if keep is not None:
+            buf[:, :n].mul_(keep[..., None])
+        chunks = buf.view(B * CHUNKS, rows // CHUNKS, -1)
+        return (chunks.mT @ chunks).view(B, CHUNKS, buf.shape[2], buf.shape[2]).sum(1).cpu().numpy()
+
     threshold = _texture_threshold()
-    var = _noise_variance(patches(torch.float64), None)
+    var = _noise_variance(stats(None))
     for _ in range(ROUNDS - 1):
-        keep = energy < (var * threshold).to(x4.device, torch.float32)[:, None]
-        var = _noise_variance(patches(torch.float64).mul_(keep[..., None]), keep, var)
-    return var
+        limit = var * threshold
+        keep = energy < (float(limit[0]) if B == 1 else torch.from_numpy(limit).to(x4.device)[:, None])
+        var = _noise_variance(stats(keep), var)
+    return torch.from_numpy(var)
 
 
-def _noise_variance(patches, keep, previous=None):
-    """Chen et al.'s estimate from the covariance of the kept patches (``patches``, the
-    others zeroed; all when ``keep`` is None), per image; with too few kept patches for a
-    covariance, ``previous`` stands."""
-    B, N, _ = patches.shape
-    if keep is None:
-        count = torch.full((B, 1), float(N), dtype=torch.float64, device=patches.device)
-    else:
-        count = keep.sum(1, keepdim=True, dtype=torch.float64)
-    stats = torch.cat([count, patches.sum(1), (patches.mT @ patches).flatten(1)], 1).cpu()  # one transfer
-    count, total, outer = stats.split([1, PATCH * PATCH, PATCH ** 4], 1)
-    n = count.clamp(min=2)[..., None]
-    mean = total[:, :, None] / n
-    cov = (outer.reshape(B, PATCH * PATCH, -1) - n * mean * mean.mT) / (n - 1)
-    ev = torch.linalg.eigvalsh(cov)  # ascending
-    k = torch.arange(1, ev.shape[1] + 1)
+def _noise_variance(stats, previous=None):
+    """Chen et al.'s estimate from the covariance of the kept patches, per image, from
+    ``stats`` (B, 50, 50): their outer products, sums (last column) and count (last
+    entry). With too few kept patches for a covariance, ``previous`` stands."""
+    count = stats[:, -1, -1]
+    n = np.maximum(count, 2)[:, None, None]
+    total = stats[:, :-1, -1:]
+    cov = (stats[:, :-1, :-1] - total * total.transpose(0, 2, 1) / n) / (n - 1)
+    ev = torch.linalg.eigvalsh(torch.from_numpy(cov)).numpy()  # ascending
+    k = np.arange(1, ev.shape[1] + 1)
     means = ev.cumsum(1) / k
     medians = 0.5 * (ev[:, (k - 1) // 2] + ev[:, k // 2])
     # the largest prefix of small eigenvalues whose mean does not exceed its median
-    last = torch.where(means <= medians * (1 + 1e-12), k, 0).amax(1)
-    var = means.gather(1, (last - 1)[:, None])[:, 0].clamp(min=0)
+    last = np.where(means <= medians * (1 + 1e-12), k, 0).max(1)
+    var = np.maximum(means[np.arange(len(last)), last - 1], 0.0)
     if previous is not None:
-        var = torch.where(count[:, 0] > 2 * PATCH * PATCH, var, previous)
+        var = np.where(count > 2 * PATCH * PATCH, var, previous)
     return var
 
 
