@@ -1,22 +1,23 @@
 """Non-local means (pixelwise, uniform patch weights): one launch, nothing beyond the output.
 
-Each program owns a strip of one image: LANES patch-pixel columns (one per thread of one
-warp) by TH output rows, all channels; its outputs are the LANES - P + 1 columns whose
-whole patch lies in the strip. Every value is one row of one channel, a (LANES,) vector.
-For every search offset ``d = (dy, dx)`` the strip marches down its TH + P - 1 patch
-rows; for each it loads the C shifted planes I_c(y + dy, x + dx) (one vector load each)
-and forms
+Each program is one warp and owns a strip of one image: LANES = 32 patch-pixel columns
+(one per lane) by TH output rows; its outputs are the LANES - P + 1 columns whose whole
+patch lies in the strip. Every value is one image row with all its channels, a
+(1, LANES, CP) block: a column per lane, the channels (padded to a power of two) in the
+thread, so the channel sum needs no shuffle. For every search offset ``d = (dy, dx)`` the
+strip marches down its TH + P - 1 patch rows; for each it loads the shifted row
+I(y + dy, x + dx) (one load) and forms
 
     D(y, x) = sum_c (I_c(y, x) - I_c(y + dy, x + dx))^2
 
-against the centre planes, which stay in registers for all offsets. The patch distance is
-D's P x P box sum at a cost independent of the offset's position: a running sum down the
-rows in registers (add the new row, drop the one P rows up), then for each completed
-output row the P-wide sum across the lanes, built from warp shuffles (``tl.gather`` of
-lanes a constant distance away) by doubling: a width-2^k sum is two width-2^(k-1) sums,
-so P = 7 costs five shuffles and four adds. The neighbour's value that the weight
-multiplies, I_c(p + d), is the shifted plane loaded f = P // 2 rows earlier at the same
-lane: no load of its own.
+against the centre rows, which stay in registers for all offsets. The patch distance is
+D's P x P box sum at a cost independent of P's position: a running sum down the rows in
+registers (add the new row, drop the one P rows up), then for each completed output row
+the P-wide sum across the lanes, built from warp shuffles (``tl.gather`` of lanes a
+constant distance away) by doubling: a width-2^k sum is two width-2^(k-1) sums, so P = 7
+costs five shuffles and four adds. The neighbour's value that the weight multiplies,
+I(p + d), is the shifted row loaded f = P // 2 rows earlier at the same lane: no load of
+its own. Integer images without a prologue stay in stored units (``RAW``).
 
 Borders cost almost nothing: a row's index is a scalar, remapped once per dy for all of
 the strip's rows, and the columns' once per offset for all rows.
@@ -41,8 +42,9 @@ BIAS: tl.constexpr = tl.constexpr(8388608.0)  # 2^23: the float with bits 0x4B00
 @triton.jit
 def _row(planes, ch_ok, row, row_ok, col_ok, border_value, CP: tl.constexpr, BORDER: tl.constexpr,
          PRO: tl.constexpr, pro_args, RAW: tl.constexpr):
-    """The (S, LANES, CP) channel planes at in-image row offsets ``row`` (S, 1, 1) of the
-    plane pointers ``planes`` (1, LANES, CP), the constant border's value where not
+    """The (S, LANES, CP) channel planes at in-image row offsets ``row`` (a scalar, or
+    (S, 1, 1) in the interpreter) of the plane pointers ``planes`` (1, LANES, CP), the
+    constant border's value where not
     ``row_ok & col_ok``; padding channels are zero. Through the prologue, in unit scale;
     or with RAW, integers as the float 2^23 + value (one OR, exact), whose differences
     are the distances' and which the caller unbiases only where it needs values."""

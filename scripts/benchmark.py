@@ -231,7 +231,7 @@ def tuned_tile(family_name):
     if cfg is None:
         return None
     k = cfg.kwargs
-    return f"{k.get('BH', k.get('TH', k.get('K')))}x{k.get('BW', k.get('TW'))}/{cfg.num_warps}w"
+    return f"{k.get('BH', k.get('TH', k.get('K')))}x{k.get('BW', k.get('TW', k.get('LANES')))}/{cfg.num_warps}w"
 
 
 def peer_ms(name, fn):
