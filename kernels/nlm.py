@@ -1,231 +1,203 @@
 """Non-local means (pixelwise, uniform patch weights): one launch, nothing beyond the output.
 
-Each program owns one output tile of one image, all channels. Its blocks are ``TH x TW``
-*patch pixels*: the tile and the patch halo ``f = P // 2`` around it, so the tile has
-``TH - P + 1`` rows and ``TW - P + 1`` columns. For every search offset ``d = (dy, dx)``
-it forms on chip the channel-summed squared difference
+Each program is one warp and owns a strip of one image: LANES = 32 patch-pixel columns
+(one per lane) by TH output rows; its outputs are the LANES - P + 1 columns whose whole
+patch lies in the strip. Every value is one image row with all its channels, a
+(1, LANES, CP) block: a column per lane, the channels (padded to a power of two) in the
+thread, so the channel sum needs no shuffle. For every search offset ``d = (dy, dx)`` the
+strip marches down its TH + P - 1 patch rows; for each it loads the shifted row
+I(y + dy, x + dx) (one load) and forms
 
     D(y, x) = sum_c (I_c(y, x) - I_c(y + dy, x + dx))^2
 
-and its ``P x P`` box sums, at a cost independent of P: a running sum along the row
-(``tl.cumsum``) minus itself P columns earlier (``tl.gather``, a warp shuffle), then the
-same down the columns (the gather goes through shared memory). At block position (i, j),
-i, j >= P - 1, that is the box sum over the patch that ends there, i.e. the patch
-distance of the output pixel (i - f, j - f). Nothing per offset leaves the chip; the
-centre values stay in registers across all offsets.
+against the centre rows, which stay in registers for all offsets. The patch distance is
+D's P x P box sum at a cost independent of P's position: a running sum down the rows in
+registers (add the new row, drop the one P rows up), then for each completed output row
+the P-wide sum across the lanes, built from warp shuffles (``tl.gather`` of lanes a
+constant distance away) by doubling: a width-2^k sum is two width-2^(k-1) sums, so P = 7
+costs five shuffles and four adds. The neighbour's value that the weight multiplies,
+I(p + d), is the shifted row loaded f = P // 2 rows earlier at the same lane: no load of
+its own. Integer images without a prologue stay in stored units (``RAW``).
 
-Tiles whose every read lies inside the image (all but a ring R + P wide) address their
-loads as one loop-invariant offset block plus a scalar per offset; the others remap
-every row and column through the border.
-
-Channels are separate ``(TH, TW)`` planes (C <= 4, a constexpr) rather than one
-``(C, TH, TW)`` block, so the channel sum stays inside each thread.
+Borders cost almost nothing: a row's index is a scalar, remapped once per dy for all of
+the strip's rows, and the columns' once per offset for all rows.
 
 The symmetry w(p, q) = w(q, p) is not used: the weight of offset -d at p is the weight of
-d at p - d, a block shifted by up to R in both directions, which would have to be
-computed on a block R wider on every side and moved through shared memory; at R = 10 and
-these block sizes that costs more than the half of the offsets it saves.
+d at p - d, which lies in another strip (see PERFORMANCE.md).
 """
 import triton
 import triton.language as tl
 
 from .core import borders, pixels, pointwise
-from .core.launch import Tuning, launch as launch_kernel, tile_config
-from .core.tiling import interpreting, needs_int64, offset, pow2_at_least, programs, size_class, tile_origin
+from .core.launch import launch as launch_kernel, tile_config
+from .core.tiling import interpreting, needs_int64, next_pow2, offset, pow2_at_least, programs, tile_origin
 
 LOG2E = 1.4426950408889634
 MAX_CHANNELS = 4
 MAX_PATCH = 15
 MAX_RADIUS = 35
+BIAS: tl.constexpr = tl.constexpr(8388608.0)  # 2^23: the float with bits 0x4B000000
 
 
 @triton.jit
-def _plane(base, c: tl.constexpr, sc, offs, ok, border_value, BORDER: tl.constexpr, PRO: tl.constexpr,
-           pro_args):
-    """Channel ``c`` at the in-image offsets ``offs``, the constant border's value where not
-    ``ok``, through the prologue."""
-    v = pixels.load(base + c * sc + offs)
+def _row(planes, ch_ok, row, row_ok, col_ok, border_value, CP: tl.constexpr, BORDER: tl.constexpr,
+         PRO: tl.constexpr, pro_args, RAW: tl.constexpr):
+    """The (S, LANES, CP) channel planes at in-image row offsets ``row`` (a scalar, or
+    (S, 1, 1) in the interpreter) of the plane pointers ``planes`` (1, LANES, CP), the
+    constant border's value where not
+    ``row_ok & col_ok``; padding channels are zero. Through the prologue, in unit scale;
+    or with RAW, integers as the float 2^23 + value (one OR, exact), whose differences
+    are the distances' and which the caller unbiases only where it needs values."""
+    if RAW:
+        v = (tl.load(planes + row, ch_ok).to(tl.uint32) | 0x4B000000).to(tl.float32, bitcast=True)
+    else:
+        v = pixels.load(planes + row, ch_ok)
     if BORDER == borders.CONSTANT:
-        v = tl.where(ok, v, border_value)
-    return pointwise.apply_chain(v, c, PRO, pro_args)
+        v = tl.where(row_ok & col_ok, v, border_value)
+    if not RAW:
+        v = pointwise.apply_chain(v, tl.arange(0, CP)[None, None, :], PRO, pro_args)
+    return tl.where(ch_ok, v, 0.0)
 
 
 @triton.jit
-def _distance(base, sc, offs, ok, p0, p1, p2, p3, border_value, C: tl.constexpr, BORDER: tl.constexpr,
-              PRO: tl.constexpr, pro_args):
-    """sum_c (p_c - I_c[offs])^2 over the C channels."""
-    d = p0 - _plane(base, 0, sc, offs, ok, border_value, BORDER, PRO, pro_args)
-    s = d * d
-    if C > 1:
-        d = p1 - _plane(base, 1, sc, offs, ok, border_value, BORDER, PRO, pro_args)
-        s += d * d
-    if C > 2:
-        d = p2 - _plane(base, 2, sc, offs, ok, border_value, BORDER, PRO, pro_args)
-        s += d * d
-    if C > 3:
-        d = p3 - _plane(base, 3, sc, offs, ok, border_value, BORDER, PRO, pro_args)
-        s += d * d
-    return s
+def _shifted(v, lanes, k, LANES: tl.constexpr):
+    """v at lane + k (clamped at the ends: those lanes are never outputs)."""
+    return tl.gather(v, tl.broadcast_to(tl.minimum(tl.maximum(lanes + k, 0), LANES - 1), v.shape), 1)
 
 
 @triton.jit
-def _planes(base, sc, offs, ok, border_value, C: tl.constexpr, BORDER: tl.constexpr, PRO: tl.constexpr,
-            pro_args):
-    """The C channel planes at ``offs`` (unused channels repeat channel 0)."""
-    v0 = _plane(base, 0, sc, offs, ok, border_value, BORDER, PRO, pro_args)
-    v1 = v0
-    v2 = v0
-    v3 = v0
-    if C > 1:
-        v1 = _plane(base, 1, sc, offs, ok, border_value, BORDER, PRO, pro_args)
-    if C > 2:
-        v2 = _plane(base, 2, sc, offs, ok, border_value, BORDER, PRO, pro_args)
-    if C > 3:
-        v3 = _plane(base, 3, sc, offs, ok, border_value, BORDER, PRO, pro_args)
-    return v0, v1, v2, v3
-
-
-@triton.jit
-def _grid(rows, cols, H, W, sh, sw, BORDER: tl.constexpr, OFF64: tl.constexpr):
-    """In-image offsets of the border-remapped (rows x cols) grid, and where it lies inside."""
-    offs = (offset(borders.remap(rows, H, BORDER), sh, OFF64)[:, None]
-            + offset(borders.remap(cols, W, BORDER), sw, OFF64)[None, :])
-    ok = borders.inside(rows, H)[:, None] & borders.inside(cols, W)[None, :]
-    return offs, ok
-
-
-@triton.jit
-def _store(Y, b, c: tl.constexpr, y, x_in, rows, cols, mask, syb, syc, syh, syw, EPI: tl.constexpr, epi_args,
-           OFF64: tl.constexpr):
-    y = pointwise.apply_epilogue(y, x_in, c, EPI, epi_args)
-    offs = offset(rows, syh, OFF64)[:, None] + offset(cols, syw, OFF64)[None, :]
-    pixels.store(Y + b * syb + c * syc + offs, y, mask)
-
-
-@triton.jit
-def _search(base, ys, xs, i, j, H, W, sxc, sxh, sxw, coef, floor, border_value,
-            e0, e1, e2, e3, PRO: tl.constexpr, pro_args, C: tl.constexpr, P: tl.constexpr, R: tl.constexpr,
-            BORDER: tl.constexpr, OFF64: tl.constexpr, INSIDE: tl.constexpr):
-    """The weighted sums over the search window: per-channel numerators and the weight sum
-    of every block position; e are the centre planes. INSIDE: every read is in the image
-    (no remapping, no border value)."""
-    f: tl.constexpr = P // 2
-    # running sums lose their value P back only where that position is inside the block
-    col_in = (j >= P).to(tl.float32)[None, :]
-    row_in = (i >= P).to(tl.float32)[:, None]
-    fixed = offset(ys, sxh, OFF64)[:, None] + offset(xs, sxw, OFF64)[None, :]
-    left = tl.broadcast_to(tl.maximum(j - P, 0)[None, :], fixed.shape)
-    up = tl.broadcast_to(tl.maximum(i - P, 0)[:, None], fixed.shape)
-    num0 = tl.zeros(fixed.shape, dtype=tl.float32)
-    num1 = tl.zeros(fixed.shape, dtype=tl.float32)
-    num2 = tl.zeros(fixed.shape, dtype=tl.float32)
-    num3 = tl.zeros(fixed.shape, dtype=tl.float32)
-    den = tl.zeros(fixed.shape, dtype=tl.float32)
-    for dy in range(-R, R + 1):
-        for dx in range(-R, R + 1):
-            if INSIDE:  # one scalar pointer per pattern; REPLICATE: no border value to insert
-                q = base + (dy * sxh + dx * sxw)
-                d = _distance(q, sxc, fixed, True, e0, e1, e2, e3, border_value, C, borders.REPLICATE, PRO,
-                              pro_args)
-                v0, v1, v2, v3 = _planes(q - f * sxh - f * sxw, sxc, fixed, True, border_value, C,
-                                         borders.REPLICATE, PRO, pro_args)
+def _box(v, lanes, P: tl.constexpr, LANES: tl.constexpr):
+    """The sum of v over lanes j - P // 2 .. j + P // 2 at lane j: sums of 2^k lanes by
+    doubling, then one of each width in P's binary digits (P < 16)."""
+    sums = (v,)  # sums[k] at lane j: v over lanes j .. j + 2^k - 1
+    for k in tl.static_range(1, 4):
+        if (1 << k) <= P:
+            sums = sums + (sums[k - 1] + _shifted(sums[k - 1], lanes, 1 << (k - 1), LANES),)
+    total = tl.zeros_like(v)
+    for k in tl.static_range(3, -1, -1):  # widest first; each starts where the wider ones end
+        if (P >> k) & 1:
+            if ((P >> (k + 1)) << (k + 1)) == P // 2:
+                total += sums[k]
             else:
-                o, ok = _grid(ys + dy, xs + dx, H, W, sxh, sxw, BORDER, OFF64)
-                d = _distance(base, sxc, o, ok, e0, e1, e2, e3, border_value, C, BORDER, PRO, pro_args)
-                # the value at the neighbour of the patch centre that ends at (ys, xs)
-                o, ok = _grid(ys + dy - f, xs + dx - f, H, W, sxh, sxw, BORDER, OFF64)
-                v0, v1, v2, v3 = _planes(base, sxc, o, ok, border_value, C, BORDER, PRO, pro_args)
-            run = tl.cumsum(d, axis=1)
-            run -= col_in * tl.gather(run, left, axis=1)
-            box = tl.cumsum(run, axis=0)
-            box -= row_in * tl.gather(box, up, axis=0)
-            w = tl.exp2(coef * tl.maximum(box - floor, 0.0))
-            num0 += w * v0
-            if C > 1:
-                num1 += w * v1
-            if C > 2:
-                num2 += w * v2
-            if C > 3:
-                num3 += w * v3
-            den += w
-    return num0, num1, num2, num3, den
+                total += _shifted(sums[k], lanes, ((P >> (k + 1)) << (k + 1)) - P // 2, LANES)
+    return total
 
 
 @triton.jit
 def nlm_kernel(X, Y, COEF, FLOOR, H, W, sxb, sxc, sxh, sxw, syb, syc, syh, syw, border_value,
                PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
                C: tl.constexpr, P: tl.constexpr, R: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr,
-               SIZE_CLASS, TH: tl.constexpr, TW: tl.constexpr):
+               RAW: tl.constexpr, TH: tl.constexpr, S: tl.constexpr, LANES: tl.constexpr):
     """Y = sum_d w_d X~[p + d] / sum_d w_d over the (2R+1)^2 offsets d, with
     w_d = exp2(COEF[b] * max(S_d - FLOOR[b], 0)), S_d the P x P box sum of D. COEF[b] is
-    -log2(e) / (h^2 P^2 C) and FLOOR[b] is 2 sigma^2 P^2 C for image b."""
+    -log2(e) / (h^2 P^2 C) and FLOOR[b] is 2 sigma^2 P^2 C for image b. RAW (integer
+    images without a prologue): distances and sums in stored units, scaled once.
+
+    Values are (S, LANES, CP) blocks: one row of S strips stacked TH rows apart (S = 1 on
+    the GPU; the interpreter runs many one-row strips at once), all channels (padded to a
+    power of two; each register's channel is known at compile time, so the padding costs
+    nothing). The channels come last so that a thread holds all of them (the compiler
+    makes the leftmost of equally contiguous dimensions the fastest across threads)."""
     f: tl.constexpr = P // 2
-    b, _, r0, c0 = tile_origin(tl.program_id(0), 1, H, W, TH - P + 1, TW - P + 1)
+    CP: tl.constexpr = 4 if C == 3 else C
+    b, _, r0, c0 = tile_origin(tl.program_id(0), 1, H, W, S * TH, LANES - 2 * f)
     coef = tl.load(COEF + b)
-    floor = tl.load(FLOOR + b)
+    cf = -coef * tl.load(FLOOR + b)  # exponent = min(coef * S + cf, 0), coef < 0
+    unit = pixels.unit_scale(X.dtype.element_ty)
+    if RAW:
+        coef = coef * (unit * unit)
+        border_value = border_value / unit + BIAS
     base = X + b * sxb
-    i = tl.arange(0, TH)
-    j = tl.arange(0, TW)
-    ys = r0 - f + i  # patch-pixel rows and columns of the blocks
-    xs = c0 - f + j
-    # the centre side of every distance, kept in registers for all offsets
-    o, ok = _grid(ys, xs, H, W, sxh, sxw, BORDER, OFF64)
-    e0, e1, e2, e3 = _planes(base, sxc, o, ok, border_value, C, BORDER, PRO, pro_args)
-    # Tiles whose every read lies inside the image (all but a ring of width R + P) skip the
-    # border remapping: their addresses are a loop-invariant offset block plus one scalar.
-    inside = ((r0 - f - P - R >= 0) & (r0 - f + TH + R <= H) & (c0 - f - P - R >= 0) & (c0 - f + TW + R <= W))
-    if inside:
-        num0, num1, num2, num3, den = _search(base, ys, xs, i, j, H, W, sxc, sxh, sxw, coef, floor, border_value,
-                                              e0, e1, e2, e3, PRO, pro_args, C, P, R, BORDER, OFF64, True)
-    else:
-        num0, num1, num2, num3, den = _search(base, ys, xs, i, j, H, W, sxc, sxh, sxw, coef, floor, border_value,
-                                              e0, e1, e2, e3, PRO, pro_args, C, P, R, BORDER, OFF64, False)
+    lanes2 = tl.arange(0, LANES)[None, :]  # for (S, LANES) values
+    lanes = lanes2[:, :, None]
+    xs = c0 - f + lanes  # the strip's patch-pixel columns; outputs at lanes f .. LANES - 1 - f
+    if S > 1:  # the interpreter's stacked strips; on the GPU a row is a scalar, uniform across the warp
+        r0 = r0 + TH * tl.arange(0, S)[:, None, None]  # each strip's first output row
+    ch = tl.arange(0, CP)[None, None, :]
+    ch_ok = ch < C
+    channels = offset(ch, sxc, OFF64)
 
-    rows = ys - f  # the output pixel of each block position
-    cols = xs - f
-    mask = ((i >= P - 1) & (rows < H))[:, None] & ((j >= P - 1) & (cols < W))[None, :]
-    o, ok = _grid(rows, cols, H, W, sxh, sxw, BORDER, OFF64)
-    x0, x1, x2, x3 = _planes(base, sxc, o, ok, border_value, C, BORDER, PRO, pro_args)
-    _store(Y, b, 0, num0 / den, x0, rows, cols, mask, syb, syc, syh, syw, EPI, epi_args, OFF64)
-    if C > 1:
-        _store(Y, b, 1, num1 / den, x1, rows, cols, mask, syb, syc, syh, syw, EPI, epi_args, OFF64)
-    if C > 2:
-        _store(Y, b, 2, num2 / den, x2, rows, cols, mask, syb, syc, syh, syw, EPI, epi_args, OFF64)
-    if C > 3:
-        _store(Y, b, 3, num3 / den, x3, rows, cols, mask, syb, syc, syh, syw, EPI, epi_args, OFF64)
+    # the centre planes of the TH + P - 1 patch rows, kept in registers for all offsets
+    planes = base + (channels + offset(borders.remap(xs, W, BORDER), sxw, OFF64))
+    col_ok = borders.inside(xs, W)
+    centre = ()
+    for i in tl.static_range(TH + P - 1):
+        y = r0 - f + i
+        centre = centre + (_row(planes, ch_ok, offset(borders.remap(y, H, BORDER), sxh, OFF64), borders.inside(y, H),
+                                col_ok, border_value, CP, BORDER, PRO, pro_args, RAW),)
+    num = ()
+    den = ()
+    for _ in tl.static_range(TH):
+        den = den + (tl.zeros((S, LANES), tl.float32),)
+        num = num + (tl.zeros((S, LANES, CP), tl.float32),)
+
+    for dy in range(-R, R + 1):
+        rows = ()  # the shifted rows, remapped once for every dx
+        rows_ok = ()
+        for i in tl.static_range(TH + P - 1):
+            y = r0 - f + i + dy
+            rows = rows + (offset(borders.remap(y, H, BORDER), sxh, OFF64),)
+            rows_ok = rows_ok + (borders.inside(y, H),)
+        for dx in range(-R, R + 1):
+            planes = base + (channels + offset(borders.remap(xs + dx, W, BORDER), sxw, OFF64))
+            col_ok = borders.inside(xs + dx, W)
+            shifted = ()  # every row's shifted planes; the compiler keeps the f + 1 still needed
+            dist = ()  # every row's D
+            run = tl.zeros((S, LANES), tl.float32)  # D summed over the last P rows
+            new_num = ()
+            new_den = ()
+            for i in tl.static_range(TH + P - 1):
+                v = _row(planes, ch_ok, rows[i], rows_ok[i], col_ok, border_value, CP, BORDER, PRO, pro_args,
+                         RAW)
+                shifted = shifted + (v,)
+                e = centre[i] - v
+                d = tl.sum(e * e, axis=2)  # (S, LANES), like every per-pixel value
+                dist = dist + (d,)
+                run += d
+                if i >= P:
+                    run -= dist[i - P]
+                if i >= P - 1:  # output row i - P + 1 has all its patch rows
+                    w = tl.exp2(tl.minimum(coef * _box(run, lanes2, P, LANES) + cf, 0.0))
+                    new_den = new_den + (den[i - P + 1] + w,)
+                    v = shifted[i - P + 1 + f]
+                    if RAW:
+                        v = v - BIAS
+                    new_num = new_num + (num[i - P + 1] + w[:, :, None] * v,)
+            num = new_num
+            den = new_den
+
+    mask = ch_ok & (lanes >= f) & (lanes < LANES - f) & (xs < W)
+    out = Y + b * syb + (offset(ch, syc, OFF64) + offset(xs, syw, OFF64))
+    for o in tl.static_range(TH):
+        y = num[o] / den[o][:, :, None]
+        x_in = centre[o + f]
+        if RAW:
+            y = y * unit
+            x_in = (x_in - BIAS) * unit
+        y = pointwise.apply_epilogue(y, x_in, ch, EPI, epi_args)
+        pixels.store(out + offset(r0 + o, syh, OFF64), y, mask & (r0 + o < H))
 
 
-def block_tiles(meta):
-    """``TILES`` whose blocks hold two patches (the gathers reach P back), and fewer
-    pixels as channels grow (more planes live); the first is the default."""
-    P, C = meta["P"], meta["C"]
-    kept = [t for t in TILES if min(t["TH"], t["TW"]) >= 2 * P and C * t["TH"] * t["TW"] <= 8192]
-    return [tile_config(**t) for t in kept or [max(TILES, key=lambda t: t["TH"])]]
-
-
-# Measured on the H200 (4K RGB float32, P = 7, R = 10): 16x32 in one warp 25.3 ms, 32x32 in
-# four 27.6, 64x32 in four 30.6, 32x64 in eight 39.9. One warp keeps the column sums and
-# their gathers inside the warp (no shared memory, no barriers), which outweighs the
-# larger patch halo of a 16-row block.
-TILES = [dict(TH=16, TW=32, num_warps=1), dict(TH=32, TW=32, num_warps=4), dict(TH=64, TW=32, num_warps=4),
-         dict(TH=16, TW=64, num_warps=4)]
-tuning = Tuning(block_tiles, key=["C", "P", "R", "BORDER", "PRO", "EPI", "SIZE_CLASS"])
+# One warp a program: the lanes' shuffles stay inside it. TH = 8 output rows: more rows
+# share the patch halo's loads but unroll into code that compiles for longer (TH = 16
+# takes about three times as long as 8) and keeps more registers.
+TILE = dict(TH=8, S=1, LANES=32, num_warps=1)
 
 
 def launch(x, y, coef, floor, patch_size, radius, border=0, border_value=0.0, pro=((), ()), epi=((), ()),
            tile=None):
     """Non-local means of 4-D ``x`` (B, C <= 4, H, W) into ``y``; ``coef`` and ``floor`` are
-    float32 per-image tensors on the device (see ``nlm_kernel``). ``tile`` (a ``TILES``
-    entry) forces one block size, so that tests reach interior tiles in the interpreter."""
+    float32 per-image tensors on the device (see ``nlm_kernel``). ``tile`` (a dict of TH, S,
+    LANES and num_warps) forces one strip size, so that tests reach several strips in the
+    interpreter."""
     B, C, H, W = x.shape
     args = (x, y, coef, floor, H, W, *x.stride(), *y.stride(), float(border_value), pro[0], pro[1], epi[0],
             epi[1])
-    meta = dict(C=C, P=patch_size, R=radius, BORDER=border, OFF64=needs_int64(x, y), SIZE_CLASS=size_class(H, W))
-    grid = lambda m: (programs(B, H, W, m["TH"] - patch_size + 1, m["TW"] - patch_size + 1),)
-    if tile is not None:
-        fixed = tile_config(**tile)
-    elif interpreting():  # one block covers the image
-        fixed = tile_config(TH=pow2_at_least(H + patch_size - 1, 16, 128), TW=pow2_at_least(W + patch_size - 1, 16, 128))
-    else:
-        fixed = None
-    launch_kernel(nlm_kernel, grid, args, meta, x, fixed, tuning)
+    raw = not x.is_floating_point() and not pro[0]
+    meta = dict(C=C, P=patch_size, R=radius, BORDER=border, OFF64=needs_int64(x, y), RAW=raw)
+    grid = lambda m: (programs(B, H, W, m["S"] * m["TH"], m["LANES"] - patch_size + 1),)
+    if tile is None and interpreting():
+        # the interpreter's cost is per operation, and the kernel's operations grow with
+        # the rows it unrolls: one program of one-row strips, all the image's rows at once
+        tile = dict(TH=1, S=next_pow2(H), LANES=pow2_at_least(W + patch_size - 1, 16, 256))
+    launch_kernel(nlm_kernel, grid, args, meta, x, tile_config(**(tile or TILE)))

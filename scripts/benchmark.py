@@ -17,11 +17,15 @@ unusable for every case after it.
 import argparse
 import sys
 import time
+from pathlib import Path
 
+import numpy as np
 import torch
 import triton
+from PIL import Image
 
 import imgfilters
+import imgfilters.ops.nlm
 import imgfilters.reference.separable
 
 FAMILIES = {}
@@ -132,7 +136,26 @@ def nlm_cases():
         op = f"nl_means P{patch} {2 * radius + 1}x{2 * radius + 1}"
         cases.append((op, x, lambda x=x, p=patch, r=radius: imgfilters.nl_means(
             x, 0.04, sigma=0.04, patch_size=p, search_radius=r), peers))
+    # automatic parameters on a photo with sigma 25 noise, next to the explicit call with the
+    # patch and window they choose; the estimate syncs with the host, so no graph replay
+    x = noisy_photo(k4, 25 / 255)
+    sigma = float(imgfilters.estimate_noise(x))
+    patch, radius, h = imgfilters.ops.nlm.parameters(sigma, 3)
+    explicit = {f"explicit P{patch} R{radius}": lambda: imgfilters.nl_means(
+        x, h, sigma=sigma, patch_size=patch, search_radius=radius)}
+    cases.append(("nl_means automatic, sigma 25", x, lambda: imgfilters.nl_means(x), explicit, {"graph": False}))
+    cases.append(("estimate_noise, sigma 25", x, lambda: imgfilters.estimate_noise(x), {}, {"graph": False}))
     return cases
+
+
+def noisy_photo(shape, sigma, name="coffee"):
+    """A sample photo resized to ``shape``'s (H, W), with Gaussian noise, as uint8."""
+    path = Path(__file__).resolve().parent.parent / "samples" / f"{name}.png"
+    clean = torch.from_numpy(np.asarray(Image.open(path)).copy()).permute(2, 0, 1).float().cuda() / 255
+    clean = torch.nn.functional.interpolate(clean[None], size=shape[-2:], mode="bilinear")
+    g = torch.Generator(device="cuda").manual_seed(0)
+    noisy = clean + sigma * torch.randn(clean.shape, generator=g, device="cuda")
+    return (noisy.clamp(0, 1) * 255).round().to(torch.uint8)
 
 
 @family("resample")
@@ -365,17 +388,22 @@ def degrade_cases():
 
 
 def tuned_tile(family_name):
-    """The tile the family's tuning chose last, for the notes (None when untuned)."""
+    """The tile the family's tuning chose last (NLM: its one tile), for the notes (None
+    when untuned)."""
     from imgfilters.kernels import bilateral, filter2d, nlm, separable
-    tuning = {"separable": separable.scratch_tuning, "bilateral": bilateral.forward_tuning,
-              "nlm": nlm.tuning, "filter2d": filter2d.tuning}.get(family_name)
-    cfg = getattr(tuning, "last", None)
+    from imgfilters.kernels.core.launch import tile_config
+    if family_name == "nlm":
+        cfg = tile_config(**nlm.TILE)
+    else:
+        tuning = {"separable": separable.scratch_tuning, "bilateral": bilateral.forward_tuning,
+                  "filter2d": filter2d.tuning}.get(family_name)
+        cfg = getattr(tuning, "last", None)
     if cfg is None:
         return None
     k = cfg.kwargs
     if "SEG" in k:  # strip kernels: rows a segment x columns a strip
         return f"{k['SEG']}x{k['T'] * k['S']}/S{k['S']}/{cfg.num_warps}w"
-    return f"{k.get('BH', k.get('TH', k.get('K')))}x{k.get('BW', k.get('TW'))}/{cfg.num_warps}w"
+    return f"{k.get('BH', k.get('TH', k.get('K')))}x{k.get('BW', k.get('TW', k.get('LANES')))}/{cfg.num_warps}w"
 
 
 def peer_ms(name, fn):

@@ -4,9 +4,10 @@ The method is Liu, Tanaka and Okutomi, "Single-image noise level estimation for 
 denoising" (IEEE TIP 2013), with the final variance taken as in Chen, Zhu and Heng, "An
 efficient statistical method for image noise level estimation" (ICCV 2015):
 
-1. Take the 7 x 7 patches of every channel. The noise variance is the spread of patches in
-   the directions where image content has none: the small eigenvalues of their
-   covariance.
+1. Take the 7 x 7 patches of every channel, on a regular grid of positions spaced so
+   that at most 2^16 are taken per image (a 4K image needs 26 MB of device memory and no
+   image-sized temporary). The noise variance is the spread of patches in the directions
+   where image content has none: the small eigenvalues of their covariance.
 2. Keep only *weak-texture* patches, those whose gradient energy is below what noise alone
    would give with 99 % probability (a gamma quantile, scaled by the current variance
    estimate), and re-estimate. Three rounds.
@@ -22,6 +23,7 @@ texture for noise). Noise that was clipped at 0 and 1 reads lower, as it is.
 """
 import functools
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -36,9 +38,11 @@ MIN_PATCHES = 10 * PATCH * PATCH
 CONFIDENCE = 0.99
 ROUNDS = 3
 SAMPLE_WHOLE, SAMPLE_CROP, SAMPLE_GRID = 2048, 1024, 3  # estimate_sampled's crops
-MAX_PATCHES = 2 ** 17  # a strided subset of patches on large images bounds the memory at ~50 MB
-# Fewer patches leave the 49 x 49 covariance too poorly sampled: pure noise of sigma 0.1 on
-# a 16 x 16 grey image reads 0.07, on 12 x 12 it reads 0.
+# Patches sampled per image, on a regular grid of the positions: their float64 copy (26 MB)
+# is the memory. Fewer patches leave the 49 x 49 covariance too poorly sampled: pure noise
+# of sigma 0.1 on a 16 x 16 grey image reads 0.07, on 12 x 12 it reads 0.
+MAX_PATCHES = 2 ** 16
+CHUNKS = 64
 
 
 def estimate_noise(img):
@@ -97,52 +101,93 @@ def _batch(img):
 
 @library.op("estimate_noise", lambda img: img.new_empty(_batch(img), dtype=_dtype(img)))
 def _estimate_op(img: Tensor) -> Tensor:
-    x4 = _image.as_planes(img)
-    if x4.is_floating_point() and not torch.isfinite(x4).all():
+    return sigmas(_image.as_planes(img)).to(img.device, _dtype(img)).reshape(_batch(img))
+
+
+def sigmas(x4):
+    """The noise sigma of each image of the (B, C, H, W) batch in unit scale: float64 on the
+    CPU (``nl_means`` reads them there)."""
+    if x4.is_floating_point() and not torch.isfinite(torch.stack(torch.aminmax(x4))).all():  # no image-sized mask
         raise ValueError("img has NaN or infinite values; its noise cannot be estimated")
-    sigmas = [_estimate(_image.to_unit(x4[b], _dtype(img), copy=False)) for b in range(x4.shape[0])]  # read only
-    return torch.stack(sigmas).sqrt().to(_dtype(img)).reshape(_batch(img))
+    return _estimate(x4).sqrt() / _image.MAX_VALUE.get(x4.dtype, 1.0)  # the patches are in the image's units
 
 
-def _estimate(x):
-    """Noise variance of one (C, H, W) unit-scale image: a 0-d float64 tensor."""
-    C, H, W = x.shape
-    n = (H - PATCH + 1) * (W - PATCH + 1) * C
+def _stride(C, H, W):
+    """The spacing of the sampled patch positions, the same along both axes."""
     stride = 1
-    while n > MAX_PATCHES * stride * stride:
+    while C * -(-(H - PATCH + 1) // stride) * -(-(W - PATCH + 1) // stride) > MAX_PATCHES:
         stride += 1
-    planes = x[:, None]
-    patches = F.unfold(planes, PATCH, stride=stride).to(torch.float64)  # (C, 49, L)
-    patches = patches.permute(1, 0, 2).reshape(PATCH * PATCH, -1)
-    # gradient energy of each patch: squared central differences inside it, both directions
-    gx = 0.5 * (planes[..., 2:] - planes[..., :-2])
-    gy = 0.5 * (planes[..., 2:, :] - planes[..., :-2, :])
-    area = PATCH * (PATCH - 2)
-    energy = (F.avg_pool2d(gx * gx, (PATCH, PATCH - 2), stride=stride)
-              + F.avg_pool2d(gy * gy, (PATCH - 2, PATCH), stride=stride)).reshape(-1).to(torch.float64) * area
+    return stride
+
+
+def _estimate(x4):
+    """Noise variances of the (B, C, H, W) batch, in its own units: float64 on the CPU.
+
+    The sampled patches are copied straight from the image's dtype to float64 rows of a
+    buffer with one more column of ones, so that one product of the buffer with itself
+    gives the outer products, the sums and the count of the kept patches (rows zeroed);
+    it runs as CHUNKS products of slices of the rows, in parallel, summed. The eigenvalues
+    are taken on the host. Each round copies the patches again rather than keep a second
+    buffer."""
+    B, C, H, W = x4.shape
+    stride = _stride(C, H, W)
+    sampled = x4.unfold(2, PATCH, stride).unfold(3, PATCH, stride)  # (B, C, nh, nw, 7, 7), a view
+    n = C * sampled.shape[2] * sampled.shape[3]
+    # gradient energy of each patch, the squared central differences inside it in both
+    # directions: the quadratic form of the gradient operator. float32 is plenty for a
+    # comparison with a threshold, and halves the memory.
+    p = sampled.to(torch.float32, memory_format=torch.contiguous_format).reshape(B, n, PATCH * PATCH)
+    energy = (p @ _gradient_form(x4.device)).mul_(p).sum(2)
+    del p
+    rows = -(-n // CHUNKS) * CHUNKS  # zero rows pad the patches to whole chunks
+    buf = x4.new_zeros((B, rows, PATCH * PATCH + 1), dtype=torch.float64)
+    patches = buf[:, :n, :PATCH * PATCH].view(sampled.shape)
+
+    def stats(keep):
+        patches.copy_(sampled)
+        buf[:, :n, -1] = 1.0
+        if keep is not None:
+            buf[:, :n].mul_(keep[..., None])
+        chunks = buf.view(B * CHUNKS, rows // CHUNKS, -1)
+        return (chunks.mT @ chunks).view(B, CHUNKS, buf.shape[2], buf.shape[2]).sum(1).cpu().numpy()
+
     threshold = _texture_threshold()
-    keep = torch.ones_like(energy)
-    var = _noise_variance(patches, keep)
+    var = _noise_variance(stats(None))
     for _ in range(ROUNDS - 1):
-        weak = (energy < var * threshold).to(torch.float64)
-        # with too few weak patches for a covariance, the previous estimate stands
-        var = torch.where(weak.sum() > 2 * PATCH * PATCH, _noise_variance(patches, weak), var)
+        limit = var * threshold
+        keep = energy < (float(limit[0]) if B == 1 else torch.from_numpy(limit).to(x4.device)[:, None])
+        var = _noise_variance(stats(keep), var)
+    return torch.from_numpy(var)
+
+
+def _noise_variance(stats, previous=None):
+    """Chen et al.'s estimate from the covariance of the kept patches, per image, from
+    ``stats`` (B, 50, 50): their outer products, sums (last column) and count (last
+    entry). With too few kept patches for a covariance, ``previous`` stands."""
+    count = stats[:, -1, -1]
+    n = np.maximum(count, 2)[:, None, None]
+    total = stats[:, :-1, -1:]
+    cov = (stats[:, :-1, :-1] - total * total.transpose(0, 2, 1) / n) / (n - 1)
+    ev = torch.linalg.eigvalsh(torch.from_numpy(cov)).numpy()  # ascending
+    k = np.arange(1, ev.shape[1] + 1)
+    means = ev.cumsum(1) / k
+    medians = 0.5 * (ev[:, (k - 1) // 2] + ev[:, k // 2])
+    # the largest prefix of small eigenvalues whose mean does not exceed its median
+    last = np.where(means <= medians * (1 + 1e-12), k, 0).max(1)
+    var = np.maximum(means[np.arange(len(last)), last - 1], 0.0)
+    if previous is not None:
+        var = np.where(count > 2 * PATCH * PATCH, var, previous)
     return var
 
 
-def _noise_variance(patches, keep):
-    """Chen et al.'s estimate from the covariance of the kept patches (columns)."""
-    count = keep.sum().clamp(min=2)
-    mean = (patches * keep).sum(1, keepdim=True) / count
-    centred = patches - mean
-    cov = (centred * keep) @ centred.T / (count - 1)
-    ev = torch.linalg.eigvalsh(cov)  # ascending
-    k = torch.arange(1, ev.numel() + 1, device=ev.device)
-    means = ev.cumsum(0) / k
-    medians = 0.5 * (ev[(k - 1) // 2] + ev[k // 2])
-    # the largest prefix of small eigenvalues whose mean does not exceed its median
-    last = torch.where(means <= medians * (1 + 1e-12), k, 0).max()
-    return means[last - 1].clamp(min=0)
+@functools.lru_cache(maxsize=None)
+def _gradient_form(device):
+    """The 49 x 49 matrix D = Dh'Dh + Dv'Dv of the central-difference gradients inside a
+    patch, on ``device``."""
+    eye = torch.eye(PATCH * PATCH, dtype=torch.float64).reshape(-1, 1, PATCH, PATCH)
+    dh = F.conv2d(eye, torch.tensor([[[[-0.5, 0.0, 0.5]]]], dtype=torch.float64)).reshape(PATCH * PATCH, -1).T
+    dv = F.conv2d(eye, torch.tensor([[[[-0.5], [0.0], [0.5]]]], dtype=torch.float64)).reshape(PATCH * PATCH, -1).T
+    return (dh.T @ dh + dv.T @ dv).to(device, torch.float32)
 
 
 @functools.lru_cache(maxsize=None)
@@ -151,10 +196,7 @@ def _texture_threshold():
     quantile of a patch's gradient energy under pure noise, a gamma distribution with
     shape rank(D)/2 and scale 2 tr(D)/rank(D), D = Dh'Dh + Dv'Dv the gradient operators on
     a patch."""
-    eye = torch.eye(PATCH * PATCH, dtype=torch.float64).reshape(-1, 1, PATCH, PATCH)
-    dh = F.conv2d(eye, torch.tensor([[[[-0.5, 0.0, 0.5]]]], dtype=torch.float64)).reshape(PATCH * PATCH, -1).T
-    dv = F.conv2d(eye, torch.tensor([[[[-0.5], [0.0], [0.5]]]], dtype=torch.float64)).reshape(PATCH * PATCH, -1).T
-    d = dh.T @ dh + dv.T @ dv
+    d = _gradient_form(torch.device("cpu")).double()
     rank = int(torch.linalg.matrix_rank(d))
     shape = torch.tensor(rank / 2, dtype=torch.float64)
     lo, hi = 0.0, 10.0 * rank  # gamma quantile by bisection on the regularised incomplete gamma
