@@ -14,6 +14,7 @@ torch, Pillow and the kernels are imported only once the options are checked, so
 import argparse
 import math
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -22,7 +23,8 @@ import imgfilters  # (its own module only: the rest loads on first use)
 PROG = "imgfilters-denoise"
 BATCH = 8                 # images read at once in directory mode; equal sizes share one launch
 CPU_BUDGET = 2 * 2 ** 30  # bytes of working memory for one CPU (float64 reference) call
-NOISE_CROP = 2048         # tiled images estimate their noise on a centred crop this large
+STREAM_PIXELS = 2 ** 27   # TIFFs larger than this (and .zarr arrays) stream from disk to disk, tile by tile
+STREAM_TILE = 2048
 SIGMA_COLOR, SIGMA_SPACE = 0.1, 1.5  # the bilateral defaults
 # Larger images are refused unless --max-megapixels says otherwise: decompression bombs,
 # and CPU runs of hours (non-local means takes about 10 us per value there).
@@ -163,6 +165,8 @@ def _run(s):
     src, dst = Path(s.args.input), Path(s.args.output)
     if not src.exists():
         raise UsageError(f"{src}: no such file or folder")
+    if src.suffix.lower() == ".zarr" or (src.suffix.lower() in (".tif", ".tiff") and _tiff_pixels(src) > STREAM_PIXELS):
+        return _run_streamed(s, src, dst)
     if src.is_dir():
         return _run_folder(s, src, dst)
     if dst.is_dir():
@@ -279,15 +283,13 @@ def _denoise(s, x, names):
     """(B, C, H, W) uint8/uint16 CPU images -> denoised CPU images, tiled when needed."""
     import torch
 
-    from imgfilters.ops.nlm import parameters
     a = s.args
-    B, C, H, W = x.shape
+    B, C = x.shape[:2]
     tile = a.tile or _auto_tile(s, x)
     if a.method == "bilateral":
         from imgfilters.reference.bilateral import default_radius
         radius = a.radius if a.radius is not None else default_radius(a.sigma_space)
         opts = [dict(sigma_color=a.sigma_color * a.strength, sigma_space=a.sigma_space, radius=radius)] * B
-        halo = radius
         if a.print_params:
             for n in names:
                 print(f"{n}: bilateral sigma_color={opts[0]['sigma_color']:.4g} sigma_space={a.sigma_space:g} "
@@ -297,13 +299,7 @@ def _denoise(s, x, names):
             sigma = [a.sigma] * B
         else:
             sigma = _estimate(s, x, tile).tolist()
-        opts = []
-        for sg in sigma:
-            patch, radius, h = parameters(sg, C)
-            opts.append(dict(h=(a.h if a.h is not None else max(h, 1e-4)) * a.strength, sigma=sg,
-                             patch_size=a.patch_size or patch,
-                             search_radius=a.search_radius if a.search_radius is not None else radius))
-        halo = max(o["patch_size"] // 2 + o["search_radius"] for o in opts)
+        opts = [_nlm_options(a, sg, C) for sg in sigma]
         if a.print_params:
             for n, o in zip(names, opts):
                 print(f"{n}: nlm sigma={o['sigma']:.4g} ({255 * o['sigma']:.2f}/255) h={o['h']:.4g} "
@@ -316,35 +312,48 @@ def _denoise(s, x, names):
         keyed.setdefault(tuple((k, v) for k, v in o.items() if k not in ("h", "sigma", "sigma_color")), []).append(b)
     for idx in keyed.values():
         part = torch.stack([x[b] for b in idx])  # (list indexing lacks uint16 support)
-        for (r0, r1, c0, c1), (pr0, pr1, pc0, pc1) in _tiles(H, W, tile, halo, s.args.quiet):
-            piece = part[..., pr0:pr1, pc0:pc1].to(s.device)
-            y = _filter(s, piece, [opts[b] for b in idx]).cpu()
-            for k, b in enumerate(idx):
-                out[b, :, r0:r1, c0:c1] = y[k, :, r0 - pr0:r1 - pr0, c0 - pc0:c1 - pc0]
+        y = _filter(s, part, [opts[b] for b in idx], tile)
+        for k, b in enumerate(idx):
+            out[b] = y[k]
     return out
 
 
-def _filter(s, x, opts):
+def _nlm_options(a, sigma, channels):
+    """nl_means's options for noise ``sigma``: the options given, else IPOL's table."""
+    from imgfilters.ops.nlm import parameters
+    patch, radius, h = parameters(sigma, channels)
+    return dict(h=(a.h if a.h is not None else max(h, 1e-4)) * a.strength, sigma=sigma,
+                patch_size=a.patch_size or patch,
+                search_radius=a.search_radius if a.search_radius is not None else radius)
+
+
+def _filter(s, x, opts, tile, out=None):
+    """``x`` filtered with ``opts`` (one dict per image): whole on the device, or through
+    ``imgfilters.tiled`` into ``out`` when ``tile`` is set (``x`` then any host array it
+    takes)."""
     import torch
 
     import imgfilters
     per = lambda key: torch.tensor([o[key] for o in opts], dtype=torch.float64)
     o = opts[0]
     if s.args.method == "bilateral":
-        return imgfilters.bilateral(x, per("sigma_color"), o["sigma_space"], radius=o["radius"])
-    return imgfilters.nl_means(x, per("h"), sigma=per("sigma"), patch_size=o["patch_size"],
-                               search_radius=o["search_radius"])
+        fn, args, params = imgfilters.bilateral, (per("sigma_color"), o["sigma_space"]), dict(radius=o["radius"])
+    else:
+        fn, args = imgfilters.nl_means, (per("h"),)
+        params = dict(sigma=per("sigma"), patch_size=o["patch_size"], search_radius=o["search_radius"])
+    if not tile:
+        return fn(x.to(s.device), *args, **params).cpu()
+    return imgfilters.tiled(fn, x, *args, tile=tile, out=out, device=s.device,
+                            progress=False if s.args.quiet else None, **params)
 
 
 def _estimate(s, x, tile):
-    """Per-image noise sigma; a tiled image is estimated on a centred crop of at most
-    NOISE_CROP pixels a side, so memory stays bounded."""
+    """Per-image noise sigma; a tiled image is estimated on the library's sample of crops
+    (``noise.estimate_sampled``), so memory stays bounded."""
     import imgfilters
-    H, W = x.shape[-2:]
+    from imgfilters.ops import noise
     if tile:
-        r, c = max(0, (H - NOISE_CROP) // 2), max(0, (W - NOISE_CROP) // 2)
-        x = x[..., r:r + NOISE_CROP, c:c + NOISE_CROP]
-        return imgfilters.estimate_noise(x).double()
+        return noise.estimate_sampled(lambda r0, r1, c0, c1: x[..., r0:r1, c0:c1].to(s.device), *x.shape[-2:])
     return imgfilters.estimate_noise(x.to(s.device)).cpu().double()
 
 
@@ -371,13 +380,82 @@ def _progress_tile(s, x):
     return None
 
 
-def _tiles(H, W, tile, halo, quiet):
-    """(output rows/cols, input rows/cols with the halo, clipped to the image) per tile."""
-    if not tile:
-        yield (0, H, 0, W), (0, H, 0, W)
-        return
-    from tqdm import tqdm
-    spans = [(r, min(r + tile, H), c, min(c + tile, W)) for r in range(0, H, tile) for c in range(0, W, tile)]
-    for r0, r1, c0, c1 in tqdm(spans, unit="tile", disable=quiet or len(spans) < 2, leave=False, file=sys.stderr,
-                               delay=PROGRESS_DELAY):
-        yield (r0, r1, c0, c1), (max(0, r0 - halo), min(H, r1 + halo), max(0, c0 - halo), min(W, c1 + halo))
+def _tiff_pixels(path):
+    """Pixels per plane of a TIFF's first image, from its header (0 when tifffile is
+    missing or cannot read it: Pillow then reads the file as any other)."""
+    try:
+        import tifffile
+        with tifffile.TiffFile(path) as tif:
+            shape = tif.series[0].shape
+    except Exception:
+        return 0
+    return math.prod(shape[:2]) if len(shape) >= 2 else 0
+
+
+def _run_streamed(s, src, dst):
+    """A large TIFF or a .zarr array ((H, W) or (H, W, C), uint8 or uint16) denoised tile
+    by tile into a BigTIFF or a .zarr array: neither is ever whole in memory."""
+    import torch
+    try:
+        import tifffile
+        import zarr
+    except ImportError:
+        raise UsageError(f"{src}: large TIFF and .zarr images need tifffile and zarr "
+                         "(pip install 'imgfilters[dask]')") from None
+    if dst.is_dir() and dst.suffix.lower() != ".zarr":
+        dst = dst / src.name
+    if dst.suffix.lower() not in (".tif", ".tiff", ".zarr"):
+        raise UsageError(f"{dst}: a large image is written as .tif, .tiff or .zarr")
+    if dst.exists() and dst.resolve() == src.resolve():
+        raise UsageError(f"{dst}: refusing to write over the input")
+    if dst.exists() and not s.args.overwrite:
+        raise UsageError(f"{dst}: exists (use --overwrite to replace it)")
+    store = None
+    try:
+        if src.suffix.lower() == ".zarr":
+            arr = zarr.open_array(str(src), mode="r")
+        else:
+            store = tifffile.imread(src, aszarr=True)
+            arr = zarr.open_array(store, mode="r")
+    except Exception as e:
+        raise UsageError(f"{src}: cannot read the image ({e})") from None
+    if arr.dtype not in ("uint8", "uint16") or arr.ndim not in (2, 3) or arr.ndim == 3 and arr.shape[2] not in (1, 3):
+        raise UsageError(f"{src}: streamed images must be grey or RGB (H, W) / (H, W, C), uint8 or uint16; "
+                         f"got shape {arr.shape}, dtype {arr.dtype}")
+    channels = arr.shape[2] if arr.ndim == 3 else 1
+    if s.args.method == "bilateral":
+        from imgfilters.reference.bilateral import default_radius
+        a = s.args
+        opts = dict(sigma_color=a.sigma_color * a.strength, sigma_space=a.sigma_space,
+                    radius=a.radius if a.radius is not None else default_radius(a.sigma_space))
+    else:
+        from imgfilters.ops import noise
+        read = lambda r0, r1, c0, c1: torch.from_numpy(arr[r0:r1, c0:c1]).reshape(r1 - r0, c1 - c0, -1).permute(2, 0, 1)
+        sigma = s.args.sigma if s.args.sigma is not None else float(noise.estimate_sampled(read, *arr.shape[:2]))
+        opts = _nlm_options(s.args, sigma, channels)
+    if s.args.print_params:
+        print(f"{src}: {s.args.method} " + " ".join(f"{k}={v:.4g}" for k, v in opts.items()))
+    tmp = dst.with_name(f".imgfilters-{dst.name}")
+    try:
+        if dst.suffix.lower() == ".zarr":
+            out = zarr.create_array(str(tmp), shape=arr.shape, dtype=arr.dtype, chunks=arr.chunks, overwrite=True)
+        else:
+            out = tifffile.memmap(tmp, shape=arr.shape, dtype=arr.dtype, bigtiff=True,
+                                  photometric="rgb" if channels == 3 else "minisblack")
+        try:
+            _filter(s, arr, [opts], s.args.tile or STREAM_TILE, out=out)
+        finally:
+            if hasattr(out, "flush"):
+                out.flush()
+            del out
+        if dst.exists():  # --overwrite
+            shutil.rmtree(dst) if dst.is_dir() else dst.unlink()
+        os.replace(tmp, dst)
+    except ValueError as e:
+        raise UsageError(f"{src}: {e}") from e
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp) if tmp.is_dir() else tmp.unlink()
+        if store is not None:
+            store.close()
+    return 0

@@ -184,6 +184,14 @@ def _public(fn):
     return on_dask
 
 
-for _name in __all__:
-    globals()[_name] = _public(getattr(imgfilters, _name))
-del _name
+separable_filter = _public(imgfilters.separable_filter)
+gaussian_blur = _public(imgfilters.gaussian_blur)
+box_blur = _public(imgfilters.box_blur)
+unsharp_mask = _public(imgfilters.unsharp_mask)
+bilateral = _public(imgfilters.bilateral)
+joint_bilateral = _public(imgfilters.joint_bilateral)
+nl_means = _public(imgfilters.nl_means)
+pointwise = _public(imgfilters.pointwise)
+resize = _public(imgfilters.resize)
+upsample = _public(imgfilters.upsample)
+imresize = _public(imgfilters.imresize)

@@ -283,31 +283,34 @@ def _pipeline(call, sources, dst, jobs, device, bar):
     back, so its buffers are free."""
     most_in = [max(_numel(s.planes, r.src, c.src) for r, c in jobs) for s in sources]
     most_out = max(_numel(call.out_shape, r.out, c.out) for r, c in jobs)
-    streams = [torch.cuda.Stream(device) for _ in range(3)]
-    slots = [_Slot(sources, most_in, most_out, call.out_dtype, device) for _ in range(SLOTS)]
-    h2d, kernel, d2h = streams
     with torch.cuda.device(device):
-        for k, (r, c) in enumerate(jobs):
-            slot = slots[k % SLOTS]
-            slot.finish(dst, bar)
-            crops = []
-            for s, pinned, buf in zip(sources, slot.pinned_in, slot.device_in):
-                host = s.read(r.src, c.src, into=pinned)
-                with torch.cuda.stream(h2d):
-                    crops.append(_like(buf, host).copy_(host, non_blocking=True))
-            slot.loaded.record(h2d)
-            kernel.wait_event(slot.loaded)
-            with torch.cuda.stream(kernel):
-                y = call.compute(crops, r, c)
-                slot.computed.record(kernel)
-            d2h.wait_event(slot.computed)
-            with torch.cuda.stream(d2h):
-                slot.result = _like(slot.pinned_out, y, dst).copy_(y, non_blocking=True)
-                y.record_stream(d2h)  # y's memory is not reused before this copy has read it
-                slot.back.record(d2h)
-            slot.where = (r.out, c.out)
-        for k in range(len(jobs), len(jobs) + SLOTS):
-            slots[k % SLOTS].finish(dst, bar)
+        h2d, kernel, d2h = (torch.cuda.Stream() for _ in range(3))
+        slots = [_Slot(sources, most_in, most_out, call.out_dtype, device) for _ in range(SLOTS)]
+        try:
+            for k, (r, c) in enumerate(jobs):
+                slot = slots[k % SLOTS]
+                slot.finish(dst, bar)
+                crops = []
+                for s, pinned, buf in zip(sources, slot.pinned_in, slot.device_in):
+                    host = s.read(r.src, c.src, into=pinned)
+                    with torch.cuda.stream(h2d):
+                        crops.append(_like(buf, host).copy_(host, non_blocking=True))
+                slot.loaded.record(h2d)
+                kernel.wait_event(slot.loaded)
+                with torch.cuda.stream(kernel):
+                    y = call.compute(crops, r, c)
+                    slot.computed.record(kernel)
+                d2h.wait_event(slot.computed)
+                with torch.cuda.stream(d2h):
+                    slot.result = _like(slot.pinned_out, y, dst).copy_(y, non_blocking=True)
+                    y.record_stream(d2h)  # y's memory is not reused before this copy has read it
+                    slot.back.record(d2h)
+                slot.where = (r.out, c.out)
+            for k in range(len(jobs), len(jobs) + SLOTS):
+                slots[k % SLOTS].finish(dst, bar)
+        except BaseException:
+            torch.cuda.synchronize()  # no copy may still be writing into buffers about to be freed
+            raise
 
 
 class _Slot:

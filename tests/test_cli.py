@@ -335,3 +335,26 @@ def test_pixel_limit_replaces_pillows_warning(tmp_path, capsys, monkeypatch, rec
         assert r.returncode == 0, r.stderr
     assert not [w for w in recwarn if issubclass(w.category, Image.DecompressionBombWarning)]
     assert Image.MAX_IMAGE_PIXELS == 100
+
+
+def test_large_tiff_and_zarr_stream_tile_by_tile(tmp_path, monkeypatch, capsys):
+    """A TIFF above STREAM_PIXELS and a .zarr array go through imgfilters.tiled from disk
+    to disk (zarr array, BigTIFF memmap), with the results of the in-memory path."""
+    tifffile, zarr = pytest.importorskip("tifffile"), pytest.importorskip("zarr")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # the CLI's CPU path: the float64 reference
+    monkeypatch.setattr(cli, "STREAM_PIXELS", 1000)
+    img = noisy(clean("astronaut")[:70, :90], 20)
+    Image.fromarray(img).save(tmp_path / "in.png")
+    tifffile.imwrite(tmp_path / "in.tif", img, tile=(32, 32))
+    zarr.create_array(str(tmp_path / "in.zarr"), shape=img.shape, chunks=(32, 32, 3), dtype=img.dtype)[:] = img
+    for method, src, dst in (("bilateral", "in.tif", "out.zarr"), ("nlm", "in.zarr", "out.tif")):
+        options = ("--radius", "2") if method == "bilateral" else ("--search-radius", "2")
+        for a, b, tile in (("in.png", f"{method}.png", ()), (src, dst, ("--tile", "24"))):
+            r = run_in_process(capsys, tmp_path / a, tmp_path / b, "--method", method, *options, "-q", *tile)
+            assert r.returncode == 0, r.stderr
+        whole = np.asarray(Image.open(tmp_path / f"{method}.png"))
+        streamed = zarr.open_array(str(tmp_path / dst), mode="r")[:] if dst.endswith("zarr") else \
+            tifffile.imread(tmp_path / dst)
+        np.testing.assert_array_equal(streamed, whole)
+    r = run_in_process(capsys, tmp_path / "in.zarr", tmp_path / "out.png")
+    assert one_error_line(r) and "written as .tif" in r.stderr
