@@ -268,9 +268,10 @@ class Call:
 
 
 def resample_tile(x, wh, ww, integer):
-    """``wh @ x @ ww^T`` in unit scale (float64 on the CPU, float32 on a GPU), along W first
-    and clamped between the passes for integer images, as ``reference.resize``."""
-    f = torch.float64 if x.device.type == "cpu" else torch.float32
+    """``wh @ x @ ww^T`` in unit scale (float64 on the CPU and for float64 images, as the
+    reference; float32 for the others on a GPU), along W first and clamped between the
+    passes for integer images, as ``reference.resize``."""
+    f = torch.float64 if x.device.type == "cpu" or x.dtype == torch.float64 else torch.float32
     y = torch.einsum("...hw,pw->...hp", _image.to_unit(x, f), ww.to(x.device, f))
     if integer:
         y = y.clamp(0, 1)
