@@ -343,8 +343,9 @@ def _filter(s, x, opts, tile, out=None):
         params = dict(sigma=per("sigma"), patch_size=o["patch_size"], search_radius=o["search_radius"])
     if not tile:
         return fn(x.to(s.device), *args, **params).cpu()
-    return imgfilters.tiled(fn, x, *args, tile=tile, out=out, device=s.device,
-                            progress=False if s.args.quiet else None, **params)
+    # tiled's bar shows once a call has taken a second (PROGRESS_DELAY); at 0, at once
+    progress = False if s.args.quiet else (True if PROGRESS_DELAY <= 0 else None)
+    return imgfilters.tiled(fn, x, *args, tile=tile, out=out, device=s.device, progress=progress, **params)
 
 
 def _estimate(s, x, tile):

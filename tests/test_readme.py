@@ -45,7 +45,7 @@ def test_python_block_runs(code, float64_path, monkeypatch):
 def test_command_lines_run(tmp_path, float64_path, monkeypatch, capsys):
     """(The filter itself is replaced by a copy: non-local means takes seconds per image on
     the CPU, and test_cli.py checks its results.)"""
-    monkeypatch.setattr(cli, "_filter", lambda s, x, opts: x.clone())
+    monkeypatch.setattr(cli, "_filter", lambda s, x, opts, tile, out=None: x.clone())
     monkeypatch.chdir(tmp_path)
     rng = np.random.default_rng(0)
     picture = lambda: Image.fromarray(rng.integers(0, 256, (48, 64, 3), dtype=np.uint8))  # noqa: E731
