@@ -56,7 +56,7 @@ class Tuning:
         self.candidates = candidates
         self.key = tuple(key)
         self.chosen = {}  # (device index, key values, dtypes) -> triton.Config
-        self.last = None  # the tile of the latest launch (scripts/benchmark.py reports it)
+        self.last = None  # the tile of the latest launch not already cached (benchmark.py reports it)
 
     def tile(self, kernel, grid, args, meta, device):
         """The tile for this launch, timing the candidates on a new key (under the lock)."""
