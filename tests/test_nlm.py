@@ -185,6 +185,46 @@ def test_estimate_noise_on_uint8_and_float64(gen):
     assert est64.dtype == torch.float64 and abs(float(est64) * 255 / 12 - 1) <= 0.1
 
 
+def _covariance(stats):
+    n = stats[:, -1, -1][:, None, None]
+    total = stats[:, :-1, -1:]
+    return (stats[:, :-1, :-1] - total * total.mT / n) / (n - 1)
+
+
+@pytest.mark.parametrize("dtype", KERNEL_DTYPES)
+def test_noise_patch_sums_match_the_float64_reference(dtype, gen, device):
+    """The kernel's per-round patch sums (shifted by the first pixel, which the covariance
+    does not see) against the float64 reference: patch count and covariance, on a
+    channels-last batch whose second image keeps only its weak-texture patches."""
+    from imgfilters.kernels import noise as kernel
+    from imgfilters.ops.noise import _energy_form
+    from imgfilters.reference import noise as ref_noise
+    x = random_image((2, 3, 61, 83), dtype, gen, device).to(memory_format=torch.channels_last)
+    stride = 3
+    limits = np.array([np.inf, 2.9 * _image.MAX_VALUE.get(dtype, 1.0) ** 2])  # about half of image 1's patches
+    got = x.new_zeros((2, kernel.STATS, kernel.STATS), dtype=torch.float64)
+    kernel.launch(x, _energy_form(x.device), torch.tensor(limits, dtype=torch.float32, device=device), got, stride)
+    got = got.cpu()
+    want = ref_noise.patch_stats(x.cpu(), limits, stride)
+    assert 0.2 * want[0, -1, -1] < want[1, -1, -1] < 0.8 * want[0, -1, -1]
+    assert abs(got[:, -1, -1] - want[:, -1, -1]).max() <= 1  # a patch at the limit may fall either way in float32
+    assert torch.allclose(_covariance(got), _covariance(want), rtol=0, atol=1e-3 * float(_covariance(want).abs().max()))
+
+
+def test_noise_estimate_on_the_device_matches_the_host(gen, device):
+    """The device path (patch sums, then eigenvalues by Householder and multisection in a
+    kernel) against the float64 reference and LAPACK on the host, on two images with
+    different noise; the interpreter runs it only here (seconds per round)."""
+    from imgfilters.ops.noise import _estimate, _estimate_on_device
+    clean = sample("coffee")[:, :48, :64].to(torch.float64) / 255
+    noisy = clean + torch.tensor([4.0, 30.0], dtype=torch.float64)[:, None, None, None] / 255 * torch.randn(
+        2, *clean.shape, generator=gen, dtype=torch.float64)
+    x = (noisy.clamp(0, 1) * 255).round().to(torch.uint8)
+    got = _estimate_on_device(x.to(device)).cpu()
+    want = _estimate(x)
+    assert torch.allclose(got, want, rtol=1e-4, atol=0), (got, want)
+
+
 def test_automatic_mode_denoises_a_photo(gen):
     clean, noisy = noisy_crop("coffee", 25 / 255, gen)
     out = imgfilters.nl_means(noisy)  # float64: the reference path, full automatic parameters

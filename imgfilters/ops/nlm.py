@@ -123,7 +123,7 @@ def _nlm_op(img: Tensor, h: Optional[float], h_per_image: Optional[Tensor], sigm
     x4 = _image.as_planes(img)
     B, C = x4.shape[:2]
     if sigma is None and sigma_per_image is None:
-        sigma = noise.sigmas(x4)
+        sigma = noise.sigmas(x4).cpu()
     else:
         sigma = _image.per_image_values(sigma, sigma_per_image, "sigma", B, positive=False)
     auto = [parameters(s, C) for s in sigma.tolist()]

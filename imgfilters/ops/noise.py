@@ -5,9 +5,10 @@ denoising" (IEEE TIP 2013), with the final variance taken as in Chen, Zhu and He
 efficient statistical method for image noise level estimation" (ICCV 2015):
 
 1. Take the 7 x 7 patches of every channel, on a regular grid of positions spaced so
-   that at most 2^16 are taken per image (a 4K image needs 26 MB of device memory and no
-   image-sized temporary). The noise variance is the spread of patches in the directions
-   where image content has none: the small eigenvalues of their covariance.
+   that at most 2^16 are taken per image, read where they lie (on a GPU every step runs
+   in kernels, ``kernels/noise.py``: no copy of the patches or of the image, no wait for
+   the host). The noise variance is the spread of patches in the directions where image
+   content has none: the small eigenvalues of their covariance.
 2. Keep only *weak-texture* patches, those whose gradient energy is below what noise alone
    would give with 99 % probability (a gamma quantile, scaled by the current variance
    estimate), and re-estimate. Three rounds.
@@ -22,27 +23,28 @@ sigma from 5/255 to 50/255, where the wavelet median estimate of
 texture for noise). Noise that was clipped at 0 and 1 reads lower, as it is.
 """
 import functools
+import math
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from imgfilters import _image
+from imgfilters.kernels import noise as kernels
 from imgfilters.ops import library
+from imgfilters.reference import noise as reference
 
 __all__ = ["estimate_noise"]
 
-PATCH = 7
+PATCH = reference.PATCH
 MIN_PATCHES = 10 * PATCH * PATCH
 CONFIDENCE = 0.99
 ROUNDS = 3
 SAMPLE_WHOLE, SAMPLE_CROP, SAMPLE_GRID = 2048, 1024, 3  # estimate_sampled's crops
-# Patches sampled per image, on a regular grid of the positions: their float64 copy (26 MB)
-# is the memory. Fewer patches leave the 49 x 49 covariance too poorly sampled: pure noise
-# of sigma 0.1 on a 16 x 16 grey image reads 0.07, on 12 x 12 it reads 0.
+# Patches sampled per image, on a regular grid of the positions (the float64 reference
+# copies them: 26 MB for a 4K image). Fewer patches leave the 49 x 49 covariance too poorly
+# sampled: pure noise of sigma 0.1 on a 16 x 16 grey image reads 0.07, on 12 x 12 it reads 0.
 MAX_PATCHES = 2 ** 16
-CHUNKS = 64
 
 
 def estimate_noise(img):
@@ -105,59 +107,60 @@ def _estimate_op(img: Tensor) -> Tensor:
 
 
 def sigmas(x4):
-    """The noise sigma of each image of the (B, C, H, W) batch in unit scale: float64 on the
-    CPU (``nl_means`` reads them there)."""
-    if x4.is_floating_point() and not torch.isfinite(torch.stack(torch.aminmax(x4))).all():  # no image-sized mask
-        raise ValueError("img has NaN or infinite values; its noise cannot be estimated")
+    """The noise sigma of each image of the (B, C, H, W) batch in unit scale, float64: on
+    the GPU for a GPU image other than float64 (without waiting for the kernels, unless
+    a floating-point image's NaN check does), else on the CPU."""
     return _estimate(x4).sqrt() / _image.MAX_VALUE.get(x4.dtype, 1.0)  # the patches are in the image's units
 
 
 def _stride(C, H, W):
-    """The spacing of the sampled patch positions, the same along both axes."""
-    stride = 1
+    """The spacing of the sampled patch positions, the same along both axes: the smallest
+    that samples at most MAX_PATCHES patches."""
+    stride = max(1, math.isqrt(C * (H - PATCH + 1) * (W - PATCH + 1) // MAX_PATCHES))
     while C * -(-(H - PATCH + 1) // stride) * -(-(W - PATCH + 1) // stride) > MAX_PATCHES:
         stride += 1
     return stride
 
 
 def _estimate(x4):
-    """Noise variances of the (B, C, H, W) batch, in its own units: float64 on the CPU.
+    """Noise variances of the (B, C, H, W) batch, in its own units, float64: ROUNDS rounds
+    of patch sums and Chen et al.'s variance, each round's energy limit from the one
+    before. On a GPU all on the device (``_estimate_on_device``); elsewhere in the float64
+    reference and on the host, also under the interpreter, where the device path's
+    eigenvalue kernel takes seconds (its tests call it directly)."""
+    # no image-sized mask; read after the kernels are queued, so the device does not idle
+    finite = torch.isfinite(torch.stack(torch.aminmax(x4))).all() if x4.is_floating_point() else True
+    if x4.is_cuda and x4.dtype != torch.float64:
+        var = _estimate_on_device(x4)
+        _check_finite(finite)
+    else:
+        _check_finite(finite)
+        stride, threshold, B = _stride(*x4.shape[1:]), _texture_threshold(), x4.shape[0]
+        var = _noise_variance(reference.patch_stats(x4, np.full(B, np.inf), stride).numpy())
+        for _ in range(ROUNDS - 1):
+            var = _noise_variance(reference.patch_stats(x4, var * threshold, stride).numpy(), var)
+        var = torch.from_numpy(var)
+    return var
 
-    The sampled patches are copied straight from the image's dtype to float64 rows of a
-    buffer with one more column of ones, so that one product of the buffer with itself
-    gives the outer products, the sums and the count of the kept patches (rows zeroed);
-    it runs as CHUNKS products of slices of the rows, in parallel, summed. The eigenvalues
-    are taken on the host. Each round copies the patches again rather than keep a second
-    buffer."""
+
+def _estimate_on_device(x4):
+    """``_estimate`` in the kernels (``kernels/noise.py``, two launches per round), with no
+    wait for the host: (B,) float64 on ``x4``'s device."""
     B, C, H, W = x4.shape
-    stride = _stride(C, H, W)
-    sampled = x4.unfold(2, PATCH, stride).unfold(3, PATCH, stride)  # (B, C, nh, nw, 7, 7), a view
-    n = C * sampled.shape[2] * sampled.shape[3]
-    # gradient energy of each patch, the squared central differences inside it in both
-    # directions: the quadratic form of the gradient operator. float32 is plenty for a
-    # comparison with a threshold, and halves the memory.
-    p = sampled.to(torch.float32, memory_format=torch.contiguous_format).reshape(B, n, PATCH * PATCH)
-    energy = (p @ _gradient_form(x4.device)).mul_(p).sum(2)
-    del p
-    rows = -(-n // CHUNKS) * CHUNKS  # zero rows pad the patches to whole chunks
-    buf = x4.new_zeros((B, rows, PATCH * PATCH + 1), dtype=torch.float64)
-    patches = buf[:, :n, :PATCH * PATCH].view(sampled.shape)
+    stride, threshold = _stride(C, H, W), _texture_threshold()
+    sums = x4.new_zeros((ROUNDS, B, kernels.STATS, kernels.STATS), dtype=torch.float64)
+    var = x4.new_empty((ROUNDS, B), dtype=torch.float64)
+    limits = x4.new_full((B,), float("inf"), dtype=torch.float32)  # the first round keeps every patch
+    work = x4.new_empty((B, 3, 64), dtype=torch.float64)
+    for k in range(ROUNDS):
+        kernels.launch(x4, _energy_form(x4.device), limits, sums[k], stride)
+        kernels.variance(sums[k], var[k - 1], var[k], limits, work, threshold, first=k == 0)
+    return var[-1]
 
-    def stats(keep):
-        patches.copy_(sampled)
-        buf[:, :n, -1] = 1.0
-        if keep is not None:
-            buf[:, :n].mul_(keep[..., None])
-        chunks = buf.view(B * CHUNKS, rows // CHUNKS, -1)
-        return (chunks.mT @ chunks).view(B, CHUNKS, buf.shape[2], buf.shape[2]).sum(1).cpu().numpy()
 
-    threshold = _texture_threshold()
-    var = _noise_variance(stats(None))
-    for _ in range(ROUNDS - 1):
-        limit = var * threshold
-        keep = energy < (float(limit[0]) if B == 1 else torch.from_numpy(limit).to(x4.device)[:, None])
-        var = _noise_variance(stats(keep), var)
-    return torch.from_numpy(var)
+def _check_finite(finite):
+    if not finite:
+        raise ValueError("img has NaN or infinite values; its noise cannot be estimated")
 
 
 def _noise_variance(stats, previous=None):
@@ -181,13 +184,12 @@ def _noise_variance(stats, previous=None):
 
 
 @functools.lru_cache(maxsize=None)
-def _gradient_form(device):
-    """The 49 x 49 matrix D = Dh'Dh + Dv'Dv of the central-difference gradients inside a
-    patch, on ``device``."""
-    eye = torch.eye(PATCH * PATCH, dtype=torch.float64).reshape(-1, 1, PATCH, PATCH)
-    dh = F.conv2d(eye, torch.tensor([[[[-0.5, 0.0, 0.5]]]], dtype=torch.float64)).reshape(PATCH * PATCH, -1).T
-    dv = F.conv2d(eye, torch.tensor([[[[-0.5], [0.0], [0.5]]]], dtype=torch.float64)).reshape(PATCH * PATCH, -1).T
-    return (dh.T @ dh + dv.T @ dv).to(device, torch.float32)
+def _energy_form(device):
+    """The gradient form as the kernel takes it: (64, 64) float32 on ``device``, zero
+    past the 49 patch values."""
+    form = torch.zeros(64, 64, dtype=torch.float32)
+    form[:PATCH * PATCH, :PATCH * PATCH] = reference.gradient_form()
+    return form.to(device)
 
 
 @functools.lru_cache(maxsize=None)
@@ -196,7 +198,7 @@ def _texture_threshold():
     quantile of a patch's gradient energy under pure noise, a gamma distribution with
     shape rank(D)/2 and scale 2 tr(D)/rank(D), D = Dh'Dh + Dv'Dv the gradient operators on
     a patch."""
-    d = _gradient_form(torch.device("cpu")).double()
+    d = reference.gradient_form()
     rank = int(torch.linalg.matrix_rank(d))
     shape = torch.tensor(rank / 2, dtype=torch.float64)
     lo, hi = 0.0, 10.0 * rank  # gamma quantile by bisection on the regularised incomplete gamma
