@@ -11,11 +11,12 @@ I(y + dy, x + dx) (one load) and forms
     D(y, x) = sum_c (I_c(y, x) - I_c(y + dy, x + dx))^2
 
 against the centre rows, which stay in registers for all offsets. The patch distance is
-D's P x P box sum at a cost independent of P's position: a running sum down the rows in
-registers (add the new row, drop the one P rows up), then for each completed output row
-the P-wide sum across the lanes, built from warp shuffles (``tl.gather`` of lanes a
-constant distance away) by doubling: a width-2^k sum is two width-2^(k-1) sums, so P = 7
-costs five shuffles and four adds. The neighbour's value that the weight multiplies,
+D's P x P box sum: down the rows, the sum of the rows of a block of P so far plus the
+previous block's sum from the window's first row on (no subtraction, so a non-finite D
+stays in the windows that hold it; about two adds a row, like a running sum), then for
+each completed output row the P-wide sum across the lanes, built from warp shuffles
+(``tl.gather`` of lanes a constant distance away) by doubling: a width-2^k sum is two
+width-2^(k-1) sums, so P = 7 costs five shuffles and four adds. The neighbour's value that the weight multiplies,
 I(p + d), is the shifted row loaded f = P // 2 rows earlier at the same lane: no load of
 its own. Integer images without a prologue stay in stored units (``RAW``).
 
@@ -143,7 +144,7 @@ def nlm_kernel(X, Y, COEF, FLOOR, H, W, sxb, sxc, sxh, sxw, syb, syc, syh, syw, 
             col_ok = borders.inside(xs + dx, W)
             shifted = ()  # every row's shifted planes; the compiler keeps the f + 1 still needed
             dist = ()  # every row's D
-            run = tl.zeros((S, LANES), tl.float32)  # D summed over the last P rows
+            tails = ()  # the last complete block's (below)
             new_num = ()
             new_den = ()
             for i in tl.static_range(TH + P - 1):
@@ -153,16 +154,27 @@ def nlm_kernel(X, Y, COEF, FLOOR, H, W, sxb, sxc, sxh, sxw, syb, syc, syh, syw, 
                 e = centre[i] - v
                 d = tl.sum(e * e, axis=2)  # (S, LANES), like every per-pixel value
                 dist = dist + (d,)
-                run += d
-                if i >= P:
-                    run -= dist[i - P]
+                # D over the P rows ending here, from the rows in blocks of P: the sum of
+                # this block's rows so far (head) and of the previous block's last rows
+                # (tails[t]: rows t .. P - 1 of it). Only rows of the window are added, none
+                # subtracted: a running sum's subtraction would carry an inf or NaN row (inf -
+                # inf) into windows that do not hold it. It costs what the running sum did.
+                if i % P == 0:
+                    head = d
+                else:
+                    head += d
                 if i >= P - 1:  # output row i - P + 1 has all its patch rows
+                    run = head if i % P == P - 1 else tails[(i + 1) % P] + head
                     w = tl.exp2(tl.minimum(coef * _box(run, lanes2, P, LANES) + cf, 0.0))
                     new_den = new_den + (den[i - P + 1] + w,)
                     v = shifted[i - P + 1 + f]
                     if RAW:
                         v = v - BIAS
                     new_num = new_num + (num[i - P + 1] + w[:, :, None] * v,)
+                if i % P == P - 1:  # the block is complete: its tails, for the windows starting in it
+                    tails = (d,)
+                    for t in tl.static_range(P - 2, -1, -1):
+                        tails = (dist[i - P + 1 + t] + tails[0],) + tails
             num = new_num
             den = new_den
 

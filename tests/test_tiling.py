@@ -146,8 +146,9 @@ def test_gpu_pipeline(dtype, gen):
         arr = x[0].permute(1, 2, 0).contiguous().numpy()
         got = imgfilters.tiled(fn, arr, *args, tile=(200, 300), progress=False)
         assert np.abs(got.astype(np.float64) - expected[0].permute(1, 2, 0).double().numpy()).max() <= TOLERANCE[dtype]
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
     big = random_image((1, 3, 3000, 3000), dtype, gen)
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()  # what earlier tests of this process keep (caches)
+    torch.cuda.reset_peak_memory_stats()
     imgfilters.tiled(imgfilters.gaussian_blur, big, 9, tile=512, progress=False)
-    assert torch.cuda.max_memory_allocated() < 40 * 3 * 600 * 600 * big.element_size()
+    assert torch.cuda.max_memory_allocated() - base < 40 * 3 * 600 * 600 * big.element_size()
