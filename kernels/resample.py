@@ -34,6 +34,7 @@ and writing coalesced, interleaved output rows (PERFORMANCE.md). Its adjoint,
 import functools
 import math
 
+import numpy as np
 import triton
 import triton.language as tl
 
@@ -81,38 +82,47 @@ def _aa_filter(x, MODE: tl.constexpr):
 
 
 @triton.jit
-def _axis(i, n_in, n_out, scale, support, MODE: tl.constexpr, ALIGN: tl.constexpr):
+def _axis(i, n_in, n_out, scale, scale_lo, support, MODE: tl.constexpr, ALIGN: tl.constexpr):
     """For output indices ``i`` along one axis: (first source index, tap count, the
-    position the weights are measured from)."""
+    position the weights are measured from, relative to the first source index).
+
+    Positions are formed in float64 from the source step as a float32 pair (``scale +
+    scale_lo``): in float32, ``(i + 0.5) * scale`` is off by up to i ulps of the step,
+    6e-5 of a pixel at i = 1000, and the weights and the result with it (3.5e-5 for a
+    500 x 650 image, growing with the size). The relative position is then small and
+    exact in float32."""
     fi = i.to(tl.float32)
     one = tl.full(i.shape, 1, tl.int32)
-    if MODE == NEAREST:
+    if MODE == NEAREST:  # (an index only: float32, as torch's)
         return tl.minimum((fi * scale).to(tl.int32), n_in - 1), one, fi
     elif MODE == NEAREST_EXACT:
         return tl.minimum(((fi + 0.5) * scale).to(tl.int32), n_in - 1), one, fi
-    elif MODE == LINEAR or MODE == CUBIC:
-        if ALIGN:
-            src = fi * scale
-        else:
-            src = (fi + 0.5) * scale - 0.5
-        if MODE == LINEAR:
-            if not ALIGN:
-                src = tl.maximum(src, 0.0)
-            return tl.floor(src).to(tl.int32), 2 * one, src
-        return tl.floor(src).to(tl.int32) - 1, 4 * one, src
     elif MODE == AREA:
         start = (i * n_in) // n_out
         end = ((i + 1) * n_in + n_out - 1) // n_out
         return start, end - start, fi
+    f = i.to(tl.float64)
+    if MODE == LINEAR or MODE == CUBIC:
+        if ALIGN:
+            src = f * scale + f * scale_lo
+        else:
+            src = (f + 0.5) * scale + (f + 0.5) * scale_lo - 0.5
+        if MODE == LINEAR:
+            if not ALIGN:
+                src = tl.maximum(src, 0.0)
+            first = tl.floor(src).to(tl.int32)
+            return first, 2 * one, (src - first).to(tl.float32)
+        first = tl.floor(src).to(tl.int32) - 1
+        return first, 4 * one, (src - first).to(tl.float32)
     elif MODE == MATLAB:
-        u = (fi + 1.0) * scale + 0.5 * (1.0 - scale)  # 1-based, as MATLAB
+        u = (f + 0.5) * scale + (f + 0.5) * scale_lo + 0.5  # (i + 1) scale + (1 - scale) / 2: 1-based, as MATLAB
         left = tl.floor(u - support).to(tl.int32) - 1  # 0-based
-        return left, one * (tl.ceil(2.0 * support).to(tl.int32) + 2), u
+        return left, one * (tl.ceil(2.0 * support).to(tl.int32) + 2), (u - left).to(tl.float32)
     else:
-        centre = (fi + 0.5) * scale
+        centre = (f + 0.5) * scale + (f + 0.5) * scale_lo
         lo = tl.maximum((centre - support + 0.5).to(tl.int32), 0)
         hi = tl.minimum((centre + support + 0.5).to(tl.int32), n_in)
-        return lo, hi - lo, centre
+        return lo, hi - lo, (centre - lo).to(tl.float32)
 
 
 @triton.jit
@@ -125,31 +135,30 @@ def _source(idx, n_in, MODE: tl.constexpr):
 
 
 @triton.jit
-def _tap(k, first, count, pos, n_in, widen, MODE: tl.constexpr):
+def _tap(k, first, count, rel, n_in, widen, MODE: tl.constexpr):
     """Tap ``k`` of every output along one axis: (source index in [0, n_in), raw weight;
-    0 unless 0 <= k < count). ``widen`` is max(scale, 1) where the kernel widens, else 1.
-    ``k`` may be a tensor that broadcasts against the per-output vectors."""
-    idx = first + k
+    0 unless 0 <= k < count); ``rel`` is the position relative to ``first`` (``_axis``).
+    ``widen`` is max(scale, 1) where the kernel widens, else 1. ``k`` may be a tensor that
+    broadcasts against the per-output vectors."""
     live = (k >= 0) & (k < count)
     if MODE == NEAREST or MODE == NEAREST_EXACT or MODE == AREA:
         w = tl.full(first.shape, 1.0, tl.float32)
     elif MODE == LINEAR:
-        t = pos - tl.floor(pos)
-        w = tl.where(k == 0, 1.0 - t, t)
+        w = tl.where(k == 0, 1.0 - rel, rel)
     elif MODE == CUBIC:
-        w = _cubic(pos - tl.floor(pos) - (k - 1), -0.75)
+        w = _cubic(rel - k, -0.75)
     elif MODE == MATLAB:
-        w = _cubic((pos - (idx + 1).to(tl.float32)) / widen, -0.5)
+        w = _cubic((rel - (k + 1)) / widen, -0.5)
     else:
-        w = _aa_filter((idx.to(tl.float32) - pos + 0.5) / widen, MODE)
-    return _source(idx, n_in, MODE), tl.where(live, w, 0.0)
+        w = _aa_filter((k - rel + 0.5) / widen, MODE)
+    return _source(first + k, n_in, MODE), tl.where(live, w, 0.0)
 
 
 @triton.jit
-def _weight_sum(first, count, pos, n_in, widen, TAPS, MODE: tl.constexpr):
+def _weight_sum(first, count, rel, n_in, widen, TAPS, MODE: tl.constexpr):
     total = tl.zeros(first.shape, tl.float32)
     for k in range(0, TAPS):
-        _, w = _tap(k, first, count, pos, n_in, widen, MODE)
+        _, w = _tap(k, first, count, rel, n_in, widen, MODE)
         total += w
     return total
 
@@ -175,7 +184,8 @@ def _non_finite(line, wy, nan_hits, up_hits, down_hits, PRECISION: tl.constexpr)
 
 
 @triton.jit
-def resample_kernel(X, Y, C, H, W, HO, WO, scale_y, scale_x, support_y, support_x, widen_y, widen_x,
+def resample_kernel(X, Y, C, H, W, HO, WO, scale_y, scale_x, scale_y_lo, scale_x_lo, support_y, support_x,
+                    widen_y, widen_x,
                     sxb, sxc, sxh, sxw, syb, syc, syh, syw, TAPS_Y, TAPS_X,
                     PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
                     MODE: tl.constexpr, ALIGN: tl.constexpr, NORMALISE: tl.constexpr, CLAMP_ROWS: tl.constexpr,
@@ -196,8 +206,8 @@ def resample_kernel(X, Y, C, H, W, HO, WO, scale_y, scale_x, support_y, support_
     # (each conversion is a round trip through shared memory).
     rows = h0 + tl.arange(0, BH)[:, None]
     cols = w0 + tl.arange(0, BW)[None, :]
-    fy, ny, py = _axis(rows, H, HO, scale_y, support_y, MODE, ALIGN)
-    fx, nx, px = _axis(cols, W, WO, scale_x, support_x, MODE, ALIGN)
+    fy, ny, py = _axis(rows, H, HO, scale_y, scale_y_lo, support_y, MODE, ALIGN)
+    fx, nx, px = _axis(cols, W, WO, scale_x, scale_x_lo, support_x, MODE, ALIGN)
     if NORMALISE:  # (rows and columns past the output have no taps: 0, not 1 / 0)
         total_y = _weight_sum(fy, ny, py, H, widen_y, TAPS_Y, MODE)
         total_x = _weight_sum(fx, nx, px, W, widen_x, TAPS_X, MODE)
@@ -563,12 +573,20 @@ def launch(x, y, mode, scale_y, scale_x, align_corners=False, antialias=False, c
         jc = pow2_at_least(int(bh * scale_y) + ty + 1, 16, 128)
     else:
         bh, bw, jc, warps = TILE
-    args = (x, y, C, H, W, HO, WO, float(scale_y), float(scale_x), float(sup_y), float(sup_x), float(wid_y),
+    (sy, sy_lo), (sx, sx_lo) = _float32_pair(scale_y), _float32_pair(scale_x)
+    args = (x, y, C, H, W, HO, WO, sy, sx, sy_lo, sx_lo, float(sup_y), float(sup_x), float(wid_y),
             float(wid_x), *x.stride(), *y.stride(), ty, tx, pro[0], pro[1], epi[0], epi[1])
     meta = dict(MODE=mode, ALIGN=bool(align_corners), NORMALISE=normalise, CLAMP_ROWS=bool(clamp_rows),
                 PRECISION="ieee" if interpreting() else "tf32x3", OFF64=needs_int64(x, y))
     launch_kernel(resample_kernel, lambda m: (programs(B * C, HO, WO, bh, bw),), args, meta, x,
                   tile_config(BH=bh, BW=bw, JC=jc, num_warps=1 if interpreting() else warps))
+
+
+def _float32_pair(value):
+    """``value`` as float32 ``hi`` plus float32 ``lo``, the rest: a kernel's float argument
+    is float32, and the sum carries 48 bits."""
+    hi = float(np.float32(value))
+    return hi, float(np.float32(value - hi))
 
 
 def _strip(H, W):

@@ -143,6 +143,18 @@ def test_every_dtype_against_the_reference(dtype, mode, gen, device):
         assert_matches(y, expected.reshape(*x.shape[:-2], *size))
 
 
+@pytest.mark.parametrize("mode,aa", [("bilinear", True), ("bicubic", False), ("lanczos", True)])
+def test_positions_far_from_the_origin_stay_exact(mode, aa, gen, device):
+    """Output columns up to 1430: a source position formed in float32 is off by up to
+    i ulps of the step there (the weights and outputs by ~5e-5); the kernel forms them
+    in float64."""
+    x = random_image((1, 1, 8, 1000), torch.float32, gen, device)
+    y = imgfilters.resize(x, (8, 1430), mode, antialias=aa)
+    assert_matches(y, ref.resize(unit(x), (8, 1430), mode, aa).reshape(y.shape))
+    y = imgfilters.imresize(x, size=(8, 1430))
+    assert_matches(y, ref.imresize(unit(x), (8, 1430)))
+
+
 @pytest.mark.parametrize("size,scale", [((7, 9), None), (None, 0.25), (None, 2.0), (None, (0.5, 1.5))])
 def test_imresize_equals_the_matlab_reference(size, scale, gen, device):
     x = random_image((2, 1, 24, 30), torch.float32, gen, device)
