@@ -70,6 +70,7 @@ KINDS = {
     "srgb_to_linear": Kind(kernels.srgb_to_linear, _srgb_to_linear, 0, 0),
     "linear_to_srgb": Kind(kernels.linear_to_srgb, _linear_to_srgb, 0, 0),
 }
+STEP_NAMES = tuple(KINDS)  # a step's code in the op's schema (which has no list of strings) is its index
 
 
 def scale(factor):
@@ -191,19 +192,19 @@ def pointwise(img, steps, *, dtype=None):
     if dtype not in _image.DTYPES:
         raise TypeError(f"dtype must be one of {_image.DTYPE_NAMES}, got {dtype}")
     _check_channels(steps, _image.as_planes(img).shape[1])
-    names = ",".join(s.name for s in steps)
+    codes = [STEP_NAMES.index(s.name) for s in steps]
     scalars = [float(v) for s in steps for v in s.scalars]
     vectors = [v for s in steps for v in s.channel_vectors]
-    return _image.wrap(img, _pointwise_op(img, names, scalars, vectors, dtype))
+    return _image.wrap(img, _pointwise_op(img, codes, scalars, vectors, dtype))
 
 
-@library.op("pointwise", lambda img, names, scalars, vectors, dtype: _image.new_image(img, dtype=dtype))
-def _pointwise_op(img: Tensor, names: str, scalars: List[float], vectors: List[Tensor],
+@library.op("pointwise", lambda img, codes, scalars, vectors, dtype: _image.new_image(img, dtype=dtype))
+def _pointwise_op(img: Tensor, codes: List[int], scalars: List[float], vectors: List[Tensor],
                   dtype: torch.dtype) -> Tensor:
-    """The chain travels as its steps' names (comma-separated), their scalars and their
+    """The chain travels as its steps' codes (``STEP_NAMES``), their scalars and their
     vectors, in order."""
     steps, scalars, vectors = [], iter(scalars), iter(vectors)
-    for name in filter(None, names.split(",")):
+    for name in map(STEP_NAMES.__getitem__, codes):
         kind = KINDS[name]
         steps.append(Step(name, tuple(next(scalars) for _ in range(kind.scalars)),
                           tuple(next(vectors) for _ in range(kind.vectors))))
