@@ -18,6 +18,7 @@ forward and as much a backward (H200 host), more than a small image's kernel.
 """
 import contextvars
 import inspect
+from typing import Tuple
 
 import torch
 
@@ -103,11 +104,9 @@ def _plain_eager(args):
 
 
 def _register_autograd(custom, impl, name, grads, backward, linear):
-    params = list(inspect.signature(impl).parameters)
+    signature = inspect.signature(impl)
+    params = list(signature.parameters)
     slots = [params.index(g) for g in grads]
-    schema = torch.library.infer_schema(impl, mutates_args=())
-    outputs = "Tensor" if len(slots) == 1 else f"({', '.join(['Tensor'] * len(slots))})"
-    backward_schema = f"(Tensor grad_out, {schema[1:schema.rindex(') -> ')]}) -> {outputs}"
 
     def backward_impl(grad, *args):
         if _image.uses_kernels(args[0]):
@@ -123,8 +122,13 @@ def _register_autograd(custom, impl, name, grads, backward, linear):
         out = tuple(_image.new_image(args[i]) for i in slots)
         return out[0] if len(out) == 1 else out
 
-    backward_op = torch.library.custom_op(f"imgfilters::{name}_backward", backward_impl, mutates_args=(),
-                                          schema=backward_schema)
+    # its schema, inferred as the forward's: the incoming gradient, then the forward's
+    # arguments; a gradient for each of ``grads``
+    backward_impl.__signature__ = signature.replace(
+        parameters=[inspect.Parameter("grad_out", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=torch.Tensor),
+                    *signature.parameters.values()],
+        return_annotation=torch.Tensor if len(slots) == 1 else Tuple[(torch.Tensor,) * len(slots)])
+    backward_op = torch.library.custom_op(f"imgfilters::{name}_backward", backward_impl, mutates_args=())
     backward_op.register_fake(backward_fake)
     overload = getattr(torch.ops.imgfilters, f"{name}_backward").default
 
