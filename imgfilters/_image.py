@@ -115,8 +115,10 @@ def on(values, device):
     copy or fill on every call would be one more transfer or launch next to the filter's.
     A tensor used while a CUDA graph is being captured is kept for good: the graph reads
     it at every replay, after the cache may have dropped it."""
-    values = values.to(torch.float32)
-    t = _constant(tuple(values.flatten().tolist()), tuple(values.shape), torch.device(device))
+    # keyed by the values as they are (no conversion op on every call: it cost more than
+    # the rest of a small image's host time)
+    t = _constant(tuple(values.tolist() if values.ndim == 1 else values.reshape(-1).tolist()), tuple(values.shape),
+                  device if isinstance(device, torch.device) else torch.device(device))
     if t.is_cuda and torch.cuda.is_current_stream_capturing():
         _CAPTURED[id(t)] = t
     return t
@@ -175,7 +177,7 @@ def new_image(img, shape=None, dtype=None):
     layout an eager call returns."""
     shape = img.shape if shape is None else shape
     planes = torch.empty(_planes(shape), dtype=dtype or img.dtype, device=img.device, memory_format=_layout(img))
-    return planes.view(shape)
+    return planes if planes.ndim == len(shape) else planes.view(shape)
 
 
 def in_layout(img, out, shape=None):

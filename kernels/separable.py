@@ -468,14 +468,19 @@ def strip_config(rx, ry):
     return dict(HREG=hreg, S=s, T=64 if s > 1 else 128, SEG=seg, CH=16, num_warps=2 if s > 1 else 4)
 
 
+@functools.lru_cache(maxsize=64)
+def _tile(items):
+    """The launch tile of a strip configuration (its items): made once, not per call."""
+    return tile_config(**dict(items))
+
+
 def _launch_strip(x, y, tx, ty, oy, ox, border, border_value, pro, epi, cfg, fold=-1):
     B, C, H, W = x.shape
     rx, ry = (tx.numel() - 1) // 2, (ty.numel() - 1) // 2
     HO, WO = y.shape[-2:] if fold < 0 else (H + 2 * ry, W + 2 * rx)
-    cfg = dict(cfg)
     S = cfg["S"]
     if interpreting():  # one strip and one segment per plane
-        cfg.update(T=pow2_at_least(cdiv(WO, S), 1, 1024), SEG=pow2_at_least(HO, 1, 1 << 20))
+        cfg = dict(cfg, T=pow2_at_least(cdiv(WO, S), 1, 1024), SEG=pow2_at_least(HO, 1, 1 << 20))
     oxa, oxr = ox // S * S, ox % S
     if cfg["HREG"]:
         kb0 = (oxr - rx) // S
@@ -483,11 +488,12 @@ def _launch_strip(x, y, tx, ty, oy, ox, border, border_value, pro, epi, cfg, fol
     else:
         kb0, nb = 0, 0
     grid = (programs(B * C, HO, WO, cfg["SEG"], cfg["T"] * S),)
-    args = (x, y, tx, ty, C, H, W, HO, WO, oy, oxa, x.stride(0), x.stride(1), x.stride(2), y.stride(0), y.stride(1),
-            y.stride(2), float(border_value), pro[0], pro[1], epi[0], epi[1])
-    meta = dict(RX=rx, RY=ry, OXR=oxr, SXW=x.stride(3), SYW=y.stride(3), BORDER=border, FOLD=fold,
+    sx, sy = x.stride(), y.stride()
+    args = (x, y, tx, ty, C, H, W, HO, WO, oy, oxa, sx[0], sx[1], sx[2], sy[0], sy[1], sy[2], float(border_value),
+            pro[0], pro[1], epi[0], epi[1])
+    meta = dict(RX=rx, RY=ry, OXR=oxr, SXW=sx[3], SYW=sy[3], BORDER=border, FOLD=fold,
                 OFF64=needs_int64(x, y), KB0=kb0, NB=nb)
-    launch_kernel(strip_kernel, lambda m: grid, args, meta, x, tile_config(**cfg))
+    launch_kernel(strip_kernel, lambda m: grid, args, meta, x, _tile(tuple(cfg.items())))
 
 
 def launch(x, y, tx, ty, oy=0, ox=0, border=0, border_value=0.0, pro=((), ()), epi=((), ()),

@@ -264,8 +264,13 @@ def _gaussian_taps(kernel_size, sigma):
     return _gaussian(kernel_size[0], sigma[0]), _gaussian(kernel_size[1], sigma[1])
 
 
+@functools.lru_cache(maxsize=256)
+def _box(size):
+    return reference.box_taps(size)
+
+
 def _box_taps(kernel_size):
-    return reference.box_taps(kernel_size[0]), reference.box_taps(kernel_size[1])
+    return _box(kernel_size[0]), _box(kernel_size[1])
 
 
 @library.op("separable_filter", library.same_as_input, grads=("img",), linear=True,
