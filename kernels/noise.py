@@ -17,8 +17,8 @@ with itself, both on tensor cores in three TF32 passes (``tf32x3``: float32's pr
 adds them to a float64 total and, at the end, atomically to the image's sums. The values
 are shifted by the image's first pixel (the covariance does not change; the cancellation
 in ``S / n - m m'`` shrinks to the image's range), so a block's float32 products carry
-about 1e-7 of the total, errors that average out over the blocks in float64; integer
-images are summed exactly (integer products and block sums stay below 2^24). The atomic
+about 1e-7 of the total, errors that average out over the blocks in float64; 8-bit
+images are summed exactly (their products and a block's sums stay below 2^24). The atomic
 float64 additions make the last bits of the sums depend on the order programs finish, a
 difference of about 1e-16 that the estimate does not see.
 
