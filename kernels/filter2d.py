@@ -27,16 +27,6 @@ MAX_RADIUS = 31  # 63 x 63 taps: the pending rows, (2*RY + P) * S a lane, stay i
 
 
 @triton.jit
-def _pixels(ptrs, c, PRO: tl.constexpr, pro_args):
-    """Stored values as float32 without a prologue (the caller scales the result: the
-    filter is linear), else PRO of the unit-scale pixels."""
-    if len(PRO) == 0:
-        return pixels.load_raw(ptrs)
-    else:
-        return pointwise.apply_chain(pixels.load(ptrs), c, PRO, pro_args)
-
-
-@triton.jit
 def _tap(row_ptr, in_cols, v, W, c, row_in, border_value, PRO: tl.constexpr, pro_args, NEAR: tl.constexpr,
          RX: tl.constexpr, SXW: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr):
     """The row's pixels under horizontal tap ``v`` of every output column, through the
@@ -49,7 +39,7 @@ def _tap(row_ptr, in_cols, v, W, c, row_in, border_value, PRO: tl.constexpr, pro
         col = borders.remap_near(cv, W, BORDER)
     else:
         col = borders.remap(cv, W, BORDER)
-    x = _pixels(row_ptr + offset(col, SXW, OFF64), c, PRO, pro_args)
+    x = pointwise.load_linear(row_ptr + offset(col, SXW, OFF64), c, PRO, pro_args)
     if BORDER == borders.CONSTANT:
         x = tl.where(borders.inside(cv, W) & row_in, x, border_value)
     return x
@@ -164,11 +154,7 @@ def filter2d_kernel(X, Y, K, C, H, W, HO, WO, OY, OX, skb,
     x_base = X + b * sxb + c * sxc
     y_base = Y + b * syb + c * syc
     k_base = K + b * skb
-    # Without a prologue the filter is linear in the stored values: scale the result once.
-    if len(PRO) == 0:
-        scale = pixels.unit_scale(X.dtype.element_ty)
-    else:
-        scale = 1.0
+    scale = pointwise.linear_scale(X.dtype.element_ty, PRO)  # applied once, to the result
     bv = border_value / scale
     lane = tl.arange(0, T)[:, None] * S + tl.arange(0, S)[None, :]
     out_cols = w0 + lane
@@ -197,10 +183,7 @@ def plane_kernel(X, Y, K, C, H, W, HO, WO, OY, OX, skb,
     b, c, h0, w0 = tile_origin(tl.program_id(0), C, HO, WO, BH, BW)
     x_base = X + b * sxb + c * sxc
     k_base = K + b * skb
-    if len(PRO) == 0:
-        scale = pixels.unit_scale(X.dtype.element_ty)
-    else:
-        scale = 1.0
+    scale = pointwise.linear_scale(X.dtype.element_ty, PRO)
     out_rows = tl.arange(0, BH)[:, None]
     out_cols = tl.arange(0, BW)[None, :]
     u = tl.arange(0, KHP)[:, None, None, None]  # the taps, padded to powers of two

@@ -46,12 +46,7 @@ def _row_pass(x_base, rows, in_col0, W, sxh, border_value, c, TX,
     j = tl.arange(0, BW)
     row_off = offset(rows, sxh, OFF64)[:, None]
     acc = tl.zeros((rows.shape[0], BW), dtype=tl.float32)
-    # Without a prologue the filter is linear in the stored values: scale the taps
-    # (a scalar per tap) rather than every pixel; a prologue needs unit-scale pixels.
-    if len(PRO) == 0:
-        scale = pixels.unit_scale(x_base.dtype.element_ty)
-    else:
-        scale = 1.0
+    scale = pointwise.linear_scale(x_base.dtype.element_ty, PRO)  # folded into the taps (a scalar each)
     if interior:
         ptrs = x_base + (row_off + offset(in_col0 - RX + j, SXW, OFF64)[None, :])
         if 2 * RX + 1 <= UNROLL_TAPS:
@@ -75,27 +70,18 @@ def _row_pass(x_base, rows, in_col0, W, sxh, border_value, c, TX,
 @triton.jit
 def _interior_tap(ptrs, v, TX, scale, c, PRO: tl.constexpr, pro_args, SXW: tl.constexpr):
     """Tap ``v`` of the horizontal pass on a tile whose columns need no border."""
-    return (tl.load(TX + v) * scale) * _pixels(ptrs + v * SXW, c, PRO, pro_args)
+    return (tl.load(TX + v) * scale) * pointwise.load_linear(ptrs + v * SXW, c, PRO, pro_args)
 
 
 @triton.jit
 def _border_tap(x_base, row_off, cols, v, W, border_value, TX, scale, c, PRO: tl.constexpr, pro_args,
                 SXW: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr):
     """Tap ``v`` of the horizontal pass reading columns ``cols`` through the border."""
-    x = _pixels(x_base + (row_off + offset(borders.remap(cols, W, BORDER), SXW, OFF64)[None, :]), c, PRO, pro_args)
+    ptrs = x_base + (row_off + offset(borders.remap(cols, W, BORDER), SXW, OFF64)[None, :])
+    x = pointwise.load_linear(ptrs, c, PRO, pro_args)
     if BORDER == borders.CONSTANT:
         x = tl.where(borders.inside(cols, W)[None, :], x, border_value / scale)
     return (tl.load(TX + v) * scale) * x
-
-
-@triton.jit
-def _pixels(ptrs, c, PRO: tl.constexpr, pro_args):
-    """Pixels for the horizontal pass: stored values as float32 when there is no
-    prologue (the caller folds the unit scale into the taps), else PRO(unit scale)."""
-    if len(PRO) == 0:
-        return pixels.load_raw(ptrs)
-    else:
-        return pointwise.apply_chain(pixels.load(ptrs), c, PRO, pro_args)
 
 
 @triton.jit
@@ -239,9 +225,9 @@ def _join(p, S: tl.constexpr):
 
 @triton.jit
 def _strip_pixels(ptrs, c, keep, border_value, PRO: tl.constexpr, pro_args, BORDER: tl.constexpr):
-    """Pixels of one block for the horizontal taps (see ``_pixels``); under the constant
+    """Pixels of one block for the horizontal taps (``pointwise.load_linear``); under the constant
     border, columns outside the image (``keep`` false) read the border value."""
-    x = _pixels(ptrs, c, PRO, pro_args)
+    x = pointwise.load_linear(ptrs, c, PRO, pro_args)
     if BORDER == borders.CONSTANT:
         x = tl.where(keep, x, border_value)
     return x
@@ -291,9 +277,9 @@ def _l1_tap(row_ptr, cols, v, W, c, TX, scale, border_value, PRO: tl.constexpr, 
     """Tap v of ``_row_from_l1``: interior strips read plain offsets, border strips remap."""
     cv = cols + (v - RX)
     if interior:
-        x = _pixels(row_ptr + offset(cv, SXW, OFF64), c, PRO, pro_args)
+        x = pointwise.load_linear(row_ptr + offset(cv, SXW, OFF64), c, PRO, pro_args)
     else:
-        x = _pixels(row_ptr + offset(borders.remap(cv, W, BORDER), SXW, OFF64), c, PRO, pro_args)
+        x = pointwise.load_linear(row_ptr + offset(borders.remap(cv, W, BORDER), SXW, OFF64), c, PRO, pro_args)
         if BORDER == borders.CONSTANT:
             x = tl.where(borders.inside(cv, W), x, border_value)
     return (tl.load(TX + v) * scale) * x
@@ -386,11 +372,7 @@ def strip_kernel(X, Y, TX, TY, C, H, W, HO, WO, OY, OXA,
     b, c, h0, w0 = tile_origin(tl.program_id(0), C, HO, WO, SEG, T * S)
     x_base = X + b * sxb + c * sxc
     y_base = Y + b * syb + c * syc
-    # Without a prologue the filter is linear in the stored values: scale the taps, not pixels.
-    if len(PRO) == 0:
-        scale = pixels.unit_scale(X.dtype.element_ty)
-    else:
-        scale = 1.0
+    scale = pointwise.linear_scale(X.dtype.element_ty, PRO)  # folded into the taps, not the pixels
     tx = ()
     tap_sum = 0.0
     if HREG:

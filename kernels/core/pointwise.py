@@ -36,6 +36,27 @@ def apply_epilogue(y, x_in, channel, STEPS: tl.constexpr, args):
 
 
 @triton.jit
+def load_linear(ptrs, channel, PRO: tl.constexpr, pro_args):
+    """Pixels for a linear filter: without a prologue the stored values as float32 (the
+    filter is linear in them, so the caller scales once by ``linear_scale``, its taps or
+    its result, not every pixel), else the prologue of the unit-scale pixels."""
+    if len(PRO) == 0:
+        return pixels.load_raw(ptrs)
+    else:
+        return apply_chain(pixels.load(ptrs), channel, PRO, pro_args)
+
+
+@triton.jit
+def linear_scale(dtype: tl.constexpr, PRO: tl.constexpr):
+    """The factor that takes a linear filter of ``load_linear``'s pixels of ``dtype`` to
+    unit scale."""
+    if len(PRO) == 0:
+        return pixels.unit_scale(dtype)
+    else:
+        return 1.0
+
+
+@triton.jit
 def as_epilogue(y, x_in, channel, STEP: tl.constexpr, step_args):
     """A plain step in an epilogue chain (which passes ``x_in`` too): ``STEP(y, channel,
     *step_args)``."""
