@@ -48,6 +48,7 @@ from .core.tiling import cdiv, interpreting, needs_int64, next_pow2, offset
 
 PATCH = 7
 STATS = PATCH * PATCH + 1  # the 49 patch values and the appended 1
+WIDTH: tl.constexpr = tl.constexpr(64)  # a patch's STATS values zero padded, and the side of the matrices
 PROGRAMS = 256  # programs per launch, about two per multiprocessor (each stays in one image)
 BLOCK = 64  # patches per product on the GPU
 INTERPRETER_BLOCK = 2 ** 14  # the interpreter's: few, large operations (a block is at most 2^20 values)
@@ -57,7 +58,6 @@ POINTS, PASSES = 128, 7  # Sturm counts per eigenvalue and pass; 129^7 > 2^49: 2
 @triton.jit
 def stats_kernel(x, form, limits, sums, sxb, sxc, sxh, sxw, n, nw, per_channel, stride, blocks, P,
                  PATCH: tl.constexpr, BLOCK: tl.constexpr, OFF64: tl.constexpr):
-    WIDTH: tl.constexpr = 64  # the STATS values of a patch, zero padded
     STATS: tl.constexpr = PATCH * PATCH + 1
     pid = tl.program_id(0)
     b = pid // P
@@ -120,7 +120,6 @@ def tridiagonal_kernel(sums, work, PATCH: tl.constexpr):
     """Program b: the covariance of image b's kept patches from its sums, reduced to
     tridiagonal form; its diagonal to ``work[b, 0]``, squared subdiagonal to
     ``work[b, 1]``."""
-    WIDTH: tl.constexpr = 64
     N: tl.constexpr = PATCH * PATCH
     STATS: tl.constexpr = N + 1
     b = tl.program_id(0)
@@ -161,7 +160,6 @@ def eigenvalue_kernel(work, PATCH: tl.constexpr, EIGS: tl.constexpr, POINTS: tl.
     """Program (b, g): the (m + 1)-th smallest eigenvalues of image b's tridiagonal form,
     m = g * EIGS ... g * EIGS + EIGS - 1, into ``work[b, 2, m]``, by multisection of the
     Gershgorin interval at POINTS points per pass."""
-    WIDTH: tl.constexpr = 64
     N: tl.constexpr = PATCH * PATCH
     b = tl.program_id(0)
     m = tl.program_id(1) * EIGS + tl.arange(0, EIGS)[:, None]  # (EIGS, 1)
@@ -196,7 +194,6 @@ def eigenvalue_kernel(work, PATCH: tl.constexpr, EIGS: tl.constexpr, POINTS: tl.
 def variance_kernel(work, sums, previous, var, limits, threshold, PATCH: tl.constexpr, FIRST: tl.constexpr):
     """Program b: Chen et al.'s variance from image b's eigenvalues (ascending), and the
     next round's energy limit."""
-    WIDTH: tl.constexpr = 64
     N: tl.constexpr = PATCH * PATCH
     STATS: tl.constexpr = N + 1
     b = tl.program_id(0)

@@ -151,9 +151,10 @@ def _estimate_on_device(x4):
     sums = x4.new_zeros((ROUNDS, B, kernels.STATS, kernels.STATS), dtype=torch.float64)
     var = x4.new_empty((ROUNDS, B), dtype=torch.float64)
     limits = x4.new_full((B,), float("inf"), dtype=torch.float32)  # the first round keeps every patch
-    work = x4.new_empty((B, 3, 64), dtype=torch.float64)
+    work = x4.new_empty((B, 3, kernels.WIDTH.value), dtype=torch.float64)
+    form = _energy_form(x4.device)
     for k in range(ROUNDS):
-        kernels.launch(x4, _energy_form(x4.device), limits, sums[k], stride)
+        kernels.launch(x4, form, limits, sums[k], stride)
         kernels.variance(sums[k], var[k - 1], var[k], limits, work, threshold, first=k == 0)
     return var[-1]
 
@@ -187,7 +188,7 @@ def _noise_variance(stats, previous=None):
 def _energy_form(device):
     """The gradient form as the kernel takes it: (64, 64) float32 on ``device``, zero
     past the 49 patch values."""
-    form = torch.zeros(64, 64, dtype=torch.float32)
+    form = torch.zeros(kernels.WIDTH.value, kernels.WIDTH.value, dtype=torch.float32)
     form[:PATCH * PATCH, :PATCH * PATCH] = reference.gradient_form()
     return form.to(device)
 
