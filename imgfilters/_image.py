@@ -117,7 +117,7 @@ def on(values, device):
     it at every replay, after the cache may have dropped it."""
     # keyed by the values as they are (no conversion op on every call: it cost more than
     # the rest of a small image's host time)
-    t = _constant(tuple(values.tolist() if values.ndim == 1 else values.reshape(-1).tolist()), tuple(values.shape),
+    t = _constant(tuple(values.reshape(-1).tolist()), tuple(values.shape),
                   device if isinstance(device, torch.device) else torch.device(device))
     if t.is_cuda and torch.cuda.is_current_stream_capturing():
         _CAPTURED[id(t)] = t

@@ -144,7 +144,7 @@ def _estimate(x4):
 
 
 def _estimate_on_device(x4):
-    """``_estimate`` in the kernels (``kernels/noise.py``, two launches per round), with no
+    """``_estimate`` in the kernels (``kernels/noise.py``, four launches per round), with no
     wait for the host: (B,) float64 on ``x4``'s device."""
     B, C, H, W = x4.shape
     stride, threshold = _stride(C, H, W), _texture_threshold()
