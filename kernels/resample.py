@@ -38,7 +38,7 @@ import numpy as np
 import triton
 import triton.language as tl
 
-from .core import borders, pixels, pointwise
+from .core import borders, pixels, pointwise, products
 from .core.launch import launch as launch_kernel, tile_config
 from .core.tiling import interpreting, needs_int64, offset, pow2_at_least, programs, tile_origin
 
@@ -164,26 +164,6 @@ def _weight_sum(first, count, rel, n_in, widen, TAPS, MODE: tl.constexpr):
 
 
 @triton.jit
-def _non_finite(line, wy, nan_hits, up_hits, down_hits, PRECISION: tl.constexpr):
-    """Count, per output, the non-finite values of ``line`` (JC rows) that it weighs with
-    ``wy`` (BH x JC), as IEEE arithmetic would combine them: a NaN makes NaN; an inf times a
-    positive or negative weight an inf up or down (both: NaN); a weight of 0 reads nothing.
-    The column pass's product cannot take them itself: it multiplies every row by every
-    output's weight, 0 for the rows an output does not read, and 0 * NaN would spread a NaN
-    over the tile. Counts of 0/1 products are exact in any precision."""
-    nan = (line != line).to(tl.float32)
-    pos = ((line * 0.0 != 0.0) & (line > 0.0)).to(tl.float32)
-    neg = ((line * 0.0 != 0.0) & (line < 0.0)).to(tl.float32)
-    above, below = (wy > 0.0).to(tl.float32), (wy < 0.0).to(tl.float32)
-    nan_hits = tl.dot(above + below, nan, nan_hits, input_precision=PRECISION)
-    up_hits = tl.dot(above, pos, up_hits, input_precision=PRECISION)
-    up_hits = tl.dot(below, neg, up_hits, input_precision=PRECISION)
-    down_hits = tl.dot(below, pos, down_hits, input_precision=PRECISION)
-    down_hits = tl.dot(above, neg, down_hits, input_precision=PRECISION)
-    return nan_hits, up_hits, down_hits
-
-
-@triton.jit
 def resample_kernel(X, Y, C, H, W, HO, WO, scale_y, scale_x, scale_y_lo, scale_x_lo, support_y, support_x,
                     widen_y, widen_x,
                     sxb, sxc, sxh, sxw, syb, syc, syh, syw, TAPS_Y, TAPS_X,
@@ -219,7 +199,7 @@ def resample_kernel(X, Y, C, H, W, HO, WO, scale_y, scale_x, scale_y_lo, scale_x
     first_row = tl.min(tl.where(live_rows, fy, 2147483647))
     end_row = tl.max(tl.where(live_rows, fy + ny, -2147483647))
     acc = tl.zeros((BH, BW), dtype=tl.float32)
-    # Non-finite row-pass values, counted per output by how they reach it (``_non_finite``).
+    # Non-finite row-pass values, counted per output by how they reach it (``core.products``).
     nan_hits = tl.zeros((BH, BW), dtype=tl.float32)
     up_hits = tl.zeros((BH, BW), dtype=tl.float32)
     down_hits = tl.zeros((BH, BW), dtype=tl.float32)
@@ -236,15 +216,13 @@ def resample_kernel(X, Y, C, H, W, HO, WO, scale_y, scale_x, scale_y_lo, scale_x
         if CLAMP_ROWS:  # the row pass of an integer image is an integer image in PIL and torch's CPU path
             line = tl.minimum(tl.maximum(line, 0.0), 1.0)
         _, wy = _tap(j0 + tl.arange(0, JC)[None, :] - fy, fy, ny, py, H, widen_y, MODE)
-        if tl.sum(line * 0.0) != 0.0:  # a NaN or inf in these rows (rare): keep it off the product
-            nan_hits, up_hits, down_hits = _non_finite(line, wy, nan_hits, up_hits, down_hits, PRECISION)
-            line = tl.where(line * 0.0 == 0.0, line, 0.0)
+        if products.has_non_finite(line):  # (rare) kept off the product, counted per output
+            nan_hits, up_hits, down_hits = products.non_finite_hits(wy, line, nan_hits, up_hits, down_hits, True)
+            line = products.finite_part(line)
         acc = tl.dot(wy, line, acc, input_precision=PRECISION)
     if NORMALISE:
         acc = acc * norm_y
-    acc = tl.where(up_hits > 0.0, float("inf"), acc)
-    acc = tl.where(down_hits > 0.0, -float("inf"), acc)
-    acc = tl.where((nan_hits > 0.0) | ((up_hits > 0.0) & (down_hits > 0.0)), float("nan"), acc)
+    acc = products.mark_non_finite(acc, nan_hits, up_hits, down_hits)
     acc = pointwise.apply_epilogue(acc, acc, c, EPI, epi_args)
     mask = (rows < HO) & (cols < WO)
     offs = offset(rows, syh, OFF64) + offset(cols, syw, OFF64)
