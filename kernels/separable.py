@@ -1,4 +1,4 @@
-"""Separable 2-D correlation in one launch, two kernels by vertical radius.
+"""Separable 2-D correlation in one launch, three kernels by radius.
 
 ``strip_kernel`` (vertical radius <= ``RING_MAX``, every filter the musts name): a program
 owns a strip of ``T*S`` output columns (``S`` pixels per lane) and ``SEG`` output rows and
@@ -9,6 +9,10 @@ vector loads and splits them) or from shifted L1 loads (wide filters), then adde
 completes is stored. No scratch, each pixel read from memory once per strip, and every
 loop over rows and taps is a run-time loop: only the ``2*RY + 1`` pending-row updates
 (and the narrow filters' horizontal taps) are unrolled, which keeps compiles short.
+
+``product_kernel`` (the larger radius in ``PRODUCT_RADII``, 20 to 32: where the strip
+would read its taps as shifted L1 loads): the same march down a strip, 64 rows at a time,
+with both passes as banded matrix products on the tensor cores (tf32x3).
 
 ``separable_kernel`` (taller filters, up to 127 taps): output tiles of ``BH x BW``; the
 horizontal pass of the tile's rows goes to a per-program scratch slot (L1/L2-resident,
@@ -24,7 +28,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .core import borders, pixels, pointwise
+from .core import borders, pixels, pointwise, products
 from .core.launch import Tuning, launch as launch_kernel, tile_config
 from .core.tiling import (cdiv, interpreting, needs_int64, next_pow2, offset, pow2_at_least, programs, size_class,
                           sm_count, tile_origin)
@@ -431,6 +435,130 @@ def strip_kernel(X, Y, TX, TY, C, H, W, HO, WO, OY, OXA,
                PRO, pro_args, EPI, epi_args, RX, RY, SXW, BORDER, FOLD, OFF64, S, KB0, NB, OXR, OY, T, HREG, CH)
 
 
+# ---- the banded products (radii PRODUCT_RADII) ---------------------------------------------
+
+# Radii (the larger of the two) that run as banded products on the tensor cores: wide
+# filters, whose horizontal taps the strip would read as shifted L1 loads (PERFORMANCE.md).
+PRODUCT_RADII = range(20, 33)
+PRODUCT_TILE = dict(B=64, SEG=256, num_warps=4)  # radii up to B // 2 (H200 sweep: PERFORMANCE.md)
+
+
+@triton.jit
+def _band(T, R: tl.constexpr, scale, first, B: tl.constexpr, INPUT_FIRST: tl.constexpr):
+    """The B x B weight matrix of a 1-D filter of taps ``T`` (radius R) from the B inputs
+    that start ``first`` positions after output 0 to B outputs, indexed (input, output)
+    when ``INPUT_FIRST``, else (output, input); zero outside each output's taps."""
+    if INPUT_FIRST:
+        k = tl.arange(0, B)[:, None]
+        j = tl.arange(0, B)[None, :]
+    else:
+        j = tl.arange(0, B)[:, None]
+        k = tl.arange(0, B)[None, :]
+    v = k + first - j + R
+    return tl.load(T + v, mask=(v >= 0) & (v <= 2 * R), other=0.0) * scale
+
+
+@triton.jit
+def _window(x_base, row0, col0, H, W, sxh, border_value, c, PRO: tl.constexpr, pro_args,
+            SXW: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr, B: tl.constexpr):
+    """The B x B block at (row0, col0) of the border-extended input, as ``load_linear``
+    gives it (``border_value`` in the same scale); contiguous columns inside the image
+    load as vectors."""
+    rows = row0 + tl.arange(0, B)
+    cols = col0 + tl.arange(0, B)
+    row_off = offset(borders.remap(rows, H, BORDER), sxh, OFF64)[:, None]
+    if (col0 >= 0) & (col0 + B <= W):
+        x = pointwise.load_linear(x_base + (row_off + offset(cols, SXW, OFF64)[None, :]), c, PRO, pro_args)
+    else:
+        x = pointwise.load_linear(x_base + (row_off + offset(borders.remap(cols, W, BORDER), SXW, OFF64)[None, :]),
+                                  c, PRO, pro_args)
+    if BORDER == borders.CONSTANT:
+        x = tl.where(borders.inside(rows, H)[:, None] & borders.inside(cols, W)[None, :], x, border_value)
+    return x
+
+
+@triton.jit
+def _row_block(x_base, row0, c0, H, W, sxh, pad, c, TX, scale, PRO: tl.constexpr, pro_args, RX: tl.constexpr,
+               SXW: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr, PRECISION: tl.constexpr,
+               B: tl.constexpr):
+    """The horizontal pass of input rows row0 .. row0 + B for the B output columns from
+    c0 + B // 2: the two B x B blocks of input columns from c0 times their horizontal bands."""
+    h = tl.zeros((B, B), dtype=tl.float32)
+    for j in range(2):  # a run-time loop: one copy of the product in the code (compile time)
+        x = _window(x_base, row0, c0 + j * B, H, W, sxh, pad, c, PRO, pro_args, SXW, BORDER, OFF64, B)
+        h = products.weighted_product(_band(TX, RX, scale, j * B - B // 2, B, True), x, h, False, PRECISION)
+    return h
+
+
+@triton.jit
+def product_kernel(X, Y, TX, TY, C, H, W, HO, WO, OY, OX,
+                   sxb, sxc, sxh, syb, syc, syh, border_value,
+                   PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
+                   RX: tl.constexpr, RY: tl.constexpr, SXW: tl.constexpr, SYW: tl.constexpr,
+                   BORDER: tl.constexpr, OFF64: tl.constexpr, PRECISION: tl.constexpr,
+                   B: tl.constexpr, SEG: tl.constexpr):
+    """``strip_kernel``'s filter (without FOLD) for radii up to B // 2, as products of B x B
+    blocks on the tensor cores (tf32x3: float32 accuracy): every tap a multiply-add there
+    instead of a load and an FMA on the CUDA cores.
+
+    A program owns B output columns and SEG output rows and marches down them a block of
+    B rows at a time. The horizontal pass of B input rows (``_row_block``, the rows
+    B // 2 above the block's to B // 2 above the next's) is kept for the next block: each
+    output block is the vertical bands times the previous and the new one. Each input
+    pixel is loaded once per strip (plus the halo blocks), with vector loads where the
+    columns lie inside the image."""
+    b, c, h0, w0 = tile_origin(tl.program_id(0), C, HO, WO, SEG, B)
+    x_base = X + b * sxb + c * sxc
+    y_base = Y + b * syb + c * syc
+    scale = pointwise.linear_scale(X.dtype.element_ty, PRO)  # folded into the horizontal taps
+    pad = border_value / scale
+    r0 = h0 + OY - B // 2
+    c0 = w0 + OX - B // 2
+    out_cols = w0 + tl.arange(0, B)
+    top = tl.zeros((B, B), dtype=tl.float32)
+    for i in range(-B, tl.minimum(SEG, HO - h0), B):  # (the first pass only fills ``top``)
+        bottom = _row_block(x_base, r0 + i + B, c0, H, W, sxh, pad, c, TX, scale, PRO, pro_args, RX, SXW, BORDER,
+                            OFF64, PRECISION, B)
+        if i >= 0:
+            y = tl.zeros((B, B), dtype=tl.float32)
+            for k in range(2):  # (a loop for the same reason as ``_row_block``'s)
+                y = products.weighted_product(_band(TY, RY, 1.0, k * B - B // 2, B, False),
+                                              tl.where(k == 0, top, bottom), y, True, PRECISION)
+            _store_block(x_base, y_base, h0 + i, out_cols, y, H, W, HO, WO, OY, OX, sxh, syh, c, PRO, pro_args, EPI,
+                         epi_args, SXW, SYW, BORDER, OFF64, B)
+        top = bottom
+
+
+@triton.jit
+def _store_block(x_base, y_base, row0, out_cols, y, H, W, HO, WO, OY, OX, sxh, syh, c, PRO: tl.constexpr, pro_args,
+                 EPI: tl.constexpr, epi_args, SXW: tl.constexpr, SYW: tl.constexpr, BORDER: tl.constexpr,
+                 OFF64: tl.constexpr, B: tl.constexpr):
+    """Store the output rows row0 .. row0 + B of ``product_kernel``, through the epilogue."""
+    out_rows = row0 + tl.arange(0, B)
+    if len(EPI) > 0:
+        xr = borders.remap(out_rows + OY, H, BORDER)
+        xc = borders.remap(out_cols + OX, W, BORDER)
+        x_in = pixels.load(x_base + (offset(xr, sxh, OFF64)[:, None] + offset(xc, SXW, OFF64)[None, :]))
+        x_in = pointwise.apply_chain(x_in, c, PRO, pro_args)
+        y = pointwise.apply_epilogue(y, x_in, c, EPI, epi_args)
+    mask = (out_rows < HO)[:, None] & (out_cols < WO)[None, :]
+    pixels.store(y_base + (offset(out_rows, syh, OFF64)[:, None] + offset(out_cols, SYW, OFF64)[None, :]), y, mask)
+
+
+def _launch_product(x, y, tx, ty, oy, ox, border, border_value, pro, epi, tile):
+    B, C, H, W = x.shape
+    HO, WO = y.shape[-2:]
+    sx, sy = x.stride(), y.stride()
+    args = (x, y, tx, ty, C, H, W, HO, WO, oy, ox, sx[0], sx[1], sx[2], sy[0], sy[1], sy[2], float(border_value),
+            pro[0], pro[1], epi[0], epi[1])
+    meta = dict(RX=(tx.numel() - 1) // 2, RY=(ty.numel() - 1) // 2, SXW=sx[3], SYW=sy[3], BORDER=border,
+                OFF64=needs_int64(x, y), PRECISION="ieee" if interpreting() else "tf32x3")
+    if interpreting():  # one segment per plane
+        tile = dict(tile, SEG=pow2_at_least(HO, tile["B"], 1 << 20))
+    grid = programs(B * C, HO, WO, tile["SEG"], tile["B"])
+    launch_kernel(product_kernel, lambda m: (grid,), args, meta, x, _tile(tuple(tile.items())))
+
+
 @functools.lru_cache(maxsize=None)
 def strip_config(rx, ry):
     """Tile of ``strip_kernel`` for a filter of radii (rx, ry):
@@ -483,14 +611,21 @@ def launch(x, y, tx, ty, oy=0, ox=0, border=0, border_value=0.0, pro=((), ()), e
     """Run the filter from 4-D ``x`` (B, C, H, W) into 4-D ``y`` (B, C, HO, WO).
 
     ``tx``/``ty`` are float32 taps on the device (odd lengths), ``pro``/``epi`` are
-    (steps, args) chains, ``border`` a code from ``core.borders``. ``tile`` picks the
-    kernel's tile instead of the default: a ``strip_config`` dict when the vertical radius
-    is at most ``RING_MAX``, else one of ``TILES``.
+    (steps, args) chains, ``border`` a code from ``core.borders``. The radii pick the
+    kernel: the banded products for ``PRODUCT_RADII``, else the strip up to ``RING_MAX``,
+    else the scratch kernel. ``tile`` picks a kernel and its tile instead: a
+    ``PRODUCT_TILE``-like dict, a ``strip_config`` dict or one of ``TILES``.
     """
     rx, ry = (tx.numel() - 1) // 2, (ty.numel() - 1) // 2
-    if strip_fits(ry):
-        _launch_strip(x, y, tx, ty, oy, ox, border, border_value, pro, epi,
-                      tile or strip_config(rx, ry))
+    if tile is None:
+        if max(rx, ry) in PRODUCT_RADII:
+            tile = PRODUCT_TILE
+        elif strip_fits(ry):
+            tile = strip_config(rx, ry)
+    if tile is not None and "B" in tile:
+        _launch_product(x, y, tx, ty, oy, ox, border, border_value, pro, epi, tile)
+    elif tile is not None and "SEG" in tile:
+        _launch_strip(x, y, tx, ty, oy, ox, border, border_value, pro, epi, tile)
     else:
         _launch_scratch(x, y, tx, ty, oy, ox, border, border_value, pro, epi, tile)
 

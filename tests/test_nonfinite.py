@@ -13,6 +13,7 @@ BAD = [(0, 5, 6, NAN), (1, 10, 3, INF), (1, 10, 4, -INF), (2, 2, 12, INF)]
 FILTERS = {
     "separable_filter": lambda x: imgfilters.separable_filter(x, [1.0, -2.0, 0.5], [0.25, 0.5, 0.25]),
     "gaussian_blur": lambda x: imgfilters.gaussian_blur(x, 5, 1.0),
+    "gaussian_blur, banded products": lambda x: imgfilters.gaussian_blur(x, 45, 6.0),
     "box_blur": lambda x: imgfilters.box_blur(x, 3, border="constant"),
     "unsharp_mask": lambda x: imgfilters.unsharp_mask(x, 1.0, 0.5),
     "bilateral": lambda x: imgfilters.bilateral(x, 0.2, 1.0, radius=2),
@@ -36,8 +37,9 @@ def _with(x, value=None):
 
 
 # The interpreter takes 2-3 s per call of the filter kernels on any image; there only the
-# resampling kernels (under a second) and non-local means are checked, the rest on the GPU.
-INTERPRETER_CHECKED = ("pointwise", "resize", "upsample", "imresize", "nl_means")
+# resampling kernels, the banded products (under a second) and non-local means are checked,
+# the rest on the GPU.
+INTERPRETER_CHECKED = ("pointwise", "resize", "upsample", "imresize", "nl_means", "gaussian_blur, banded products")
 
 
 @pytest.mark.parametrize("path", ["reference", "kernels"])

@@ -53,14 +53,30 @@ def test_longest_kernel(gen, device):
 
 
 def test_wide_and_short_filter_takes_taps_from_l1(gen, device):
-    # 41 taps along x (too many for registers), 3 along y; misaligned output grid as the adjoint's
+    # 81 taps along x (too many for registers, too wide for the products), 3 along y
     from imgfilters.kernels import separable as kernels
-    assert not kernels.strip_config(20, 1)["HREG"]
+    assert not kernels.strip_config(40, 1)["HREG"] and 40 not in kernels.PRODUCT_RADII
     x = random_image((1, 2, 10, 150), torch.float32, gen, device)
-    tx, ty = ref.gaussian_taps(41, 6.0), torch.rand(3, generator=gen, dtype=torch.float64)
+    tx, ty = ref.gaussian_taps(81, 12.0), torch.rand(3, generator=gen, dtype=torch.float64)
     for border in BORDERS:
         assert_matches(imgfilters.separable_filter(x, tx, ty, border=border, border_value=0.5),
                        reference(x, tx, ty, border, 0.5))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.uint8])
+def test_wide_filters_run_as_banded_products(dtype, gen, device):
+    # radii 20 and 28 (PRODUCT_RADII): several tiles each way, interior and border tiles, a
+    # view whose columns start off the vector alignment, and an epilogue (unsharp masking)
+    from imgfilters.kernels import separable as kernels
+    assert 20 in kernels.PRODUCT_RADII and 28 in kernels.PRODUCT_RADII
+    shape = (1, 2, 301, 517) if device == "cuda" else (1, 2, 70, 150)
+    x = random_image(shape, dtype, gen, device)[..., 1:, 3:]
+    tx, ty = ref.gaussian_taps(41, 7.0), torch.rand(57, generator=gen, dtype=torch.float64) - 0.2
+    for border in BORDERS:
+        assert_matches(imgfilters.separable_filter(x, tx, ty, border=border, border_value=0.5),
+                       reference(x, tx, ty, border, 0.5))
+    y = imgfilters.unsharp_mask(x, 7.0, 0.8, 0.01)  # radius ceil(3 sigma) = 21
+    assert_matches(y, ref.unsharp_mask(_image.to_unit(x.cpu()), 7.0, 0.8, 0.01))
 
 
 def test_tiles_across_a_larger_image(gen, device):
