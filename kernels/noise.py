@@ -52,7 +52,11 @@ WIDTH: tl.constexpr = tl.constexpr(64)  # a patch's STATS values zero padded, an
 PROGRAMS = 256  # programs per launch, about two per multiprocessor (each stays in one image)
 BLOCK = 64  # patches per product on the GPU
 INTERPRETER_BLOCK = 2 ** 14  # the interpreter's: few, large operations (a block is at most 2^20 values)
-POINTS, PASSES = 128, 7  # Sturm counts per eigenvalue and pass; 129^7 > 2^49: 2^-49 of the spectrum's width
+# Sturm counts per eigenvalue and pass, and the warps that run them: 257^6 > 2^48, 2^-48 of
+# the spectrum's width (H200: 37 us a round against 40 at 128 points and 7 passes, 4 warps)
+POINTS, PASSES, EIGENVALUE_WARPS = 256, 6, 8
+# H200: 88 us a round at 8 warps, 93 at 4, 198 at 2 (PERFORMANCE.md)
+TRIDIAGONAL_WARPS = 8
 
 
 @triton.jit
@@ -109,13 +113,6 @@ def launch(x, form, limits, sums, stride):
 
 
 @triton.jit
-def _as_column(v, i, j):
-    """The row-indexed vector ``v`` (a matrix's axis-1 reduction) as a (1, 64) row of
-    the matrix's layout, exactly: a diagonal matrix summed over its rows."""
-    return tl.sum(tl.where(i == j, v[:, None], 0.0), 0)[None, :]
-
-
-@triton.jit
 def tridiagonal_kernel(sums, work, PATCH: tl.constexpr):
     """Program b: the covariance of image b's kept patches from its sums, reduced to
     tridiagonal form; its diagonal to ``work[b, 0]``, squared subdiagonal to
@@ -133,9 +130,9 @@ def tridiagonal_kernel(sums, work, PATCH: tl.constexpr):
     a = tl.load(s + i * STATS + j, (i < N) & (j < N), other=0.0)
     a = (a - total_r * total_c / n) / (n - 1.0)
     # Householder: step k zeroes column k below the subdiagonal, and row k. The matrix stays
-    # exactly symmetric (the update adds the same sum at (i, j) and (j, i)): a column read
-    # as a row, or vectors moved between the two layouts, carry no asymmetry that the
-    # next steps would amplify.
+    # exactly symmetric (the update adds the same two products at (i, j) and (j, i), and a
+    # vector moved from the row layout to the column layout keeps its bits), so no
+    # asymmetry builds up for the next steps to amplify.
     for k in range(0, N - 2):
         x = tl.where(r > k, tl.sum(tl.where(j == k, a, 0.0), 1), 0.0)
         norm2 = tl.sum(x * x, 0)
@@ -144,10 +141,10 @@ def tridiagonal_kernel(sums, work, PATCH: tl.constexpr):
         v = tl.where(r == k + 1, x - alpha, x)
         vv = norm2 - 2.0 * alpha * head + alpha * alpha
         beta = tl.where(vv > 0, 2.0 / tl.where(vv > 0, vv, 1.0), 0.0)
-        v_c = _as_column(v, i, j)
+        v_c = v[None, :]
         p = beta * tl.sum(a * v_c, 1)
         w = p - 0.5 * beta * tl.sum(v * p, 0) * v
-        a = a - (v[:, None] * _as_column(w, i, j) + w[:, None] * v_c)
+        a = a - (v[:, None] * w[None, :] + w[:, None] * v_c)
     d = tl.sum(tl.where(i == j, a, 0.0), 1)  # diagonal, rows 0..N-1
     e = tl.sum(tl.where(i == j + 1, a, 0.0), 0)  # subdiagonal: e[k] = T[k + 1, k]
     t = work + b.to(tl.int64) * (3 * WIDTH)
@@ -217,9 +214,11 @@ def variance(sums, previous, var, limits, work, threshold, first):
     next round's energy limits; with too few kept patches (not ``first``) ``previous``
     (B,) stands. ``work``: (B, 3, 64) float64 for the tridiagonal form and eigenvalues."""
     B = sums.shape[0]
-    launch_kernel(tridiagonal_kernel, lambda m: (B,), (sums, work), dict(PATCH=PATCH), sums, tile_config(num_warps=4))
+    launch_kernel(tridiagonal_kernel, lambda m: (B,), (sums, work), dict(PATCH=PATCH), sums,
+                  tile_config(num_warps=TRIDIAGONAL_WARPS))
     eigs, points, passes = (64, 4096, 4) if interpreting() else (1, POINTS, PASSES)  # 4097^4 > 2^48
     launch_kernel(eigenvalue_kernel, lambda m: (B, cdiv(PATCH * PATCH, eigs)), (work,),
-                  dict(PATCH=PATCH, EIGS=eigs, POINTS=points, PASSES=passes), sums, tile_config(num_warps=4))
+                  dict(PATCH=PATCH, EIGS=eigs, POINTS=points, PASSES=passes), sums,
+                  tile_config(num_warps=EIGENVALUE_WARPS))
     launch_kernel(variance_kernel, lambda m: (B,), (work, sums, previous, var, limits, float(threshold)),
                   dict(PATCH=PATCH, FIRST=first), sums, tile_config(num_warps=2))

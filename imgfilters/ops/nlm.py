@@ -122,6 +122,9 @@ def _nlm_op(img: Tensor, h: Optional[float], h_per_image: Optional[Tensor], sigm
     """Both of a pair None: automatic (sigma estimated per image, h from the table)."""
     x4 = _image.as_planes(img)
     B, C = x4.shape[:2]
+    if _image.uses_kernels(img):  # (before the estimate's wait for sigma, while the device works)
+        pro, epi, dtype = pointwise.fused_chains(C, img.device, img.dtype)
+        y = _image.new_image(img, dtype=dtype)
     if sigma is None and sigma_per_image is None:
         sigma = noise.sigmas(x4).cpu()
     else:
@@ -141,8 +144,6 @@ def _nlm_op(img: Tensor, h: Optional[float], h_per_image: Optional[Tensor], sigm
     area = patch_size * patch_size * C
     coef = _image.on((-kernels.LOG2E / (h * h * area)).clamp(min=-1e30), img.device)
     floor = _image.on(2 * sigma * sigma * area, img.device)
-    pro, epi, dtype = pointwise.fused_chains(C, img.device, img.dtype)
-    y = _image.new_image(img, dtype=dtype)
     kernels.launch(x4, _image.as_planes(y), coef, floor, patch_size, search_radius, _image.check_border(border),
                    border_value, pro=pro, epi=epi)
     return y
