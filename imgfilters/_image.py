@@ -80,27 +80,30 @@ def check_number(value, name, *, low=None, high=None, low_open=False):
 
 
 def per_image(value, name, batch, *, positive=True):
-    """A per-image parameter as the ops take it: ``(float, None)`` for a number (checked
-    here: finite, > 0, or >= 0 unless ``positive``), ``(None, tensor)`` for a tensor of one
-    value or of ``batch`` values along one dimension (its values are checked inside the
-    op, by ``per_image_values``: reading them here would break a ``torch.compile`` graph).
+    """A per-image parameter as the ops take it: a float64 tensor, 0-d for a number
+    (checked here: finite, > 0, or >= 0 unless ``positive``), or a tensor of one value or
+    of ``batch`` values along one dimension (its values are checked inside the op, by
+    ``per_image_values``: reading them here would break a ``torch.compile`` graph).
     Values are parameters, not differentiable inputs: a tensor's graph is not followed."""
     if not isinstance(value, torch.Tensor):
-        return check_number(value, name, low=0.0, low_open=positive), None
+        return torch.scalar_tensor(check_number(value, name, low=0.0, low_open=positive), dtype=torch.float64)
     if value.is_complex() or value.dtype == torch.bool:
         raise TypeError(f"{name} must hold real numbers, got dtype {value.dtype}")
     if value.numel() != 1 and (value.ndim != 1 or value.numel() != batch):
         raise ValueError(f"{name} as a tensor must be 1-D with one value per image ({batch}), "
                          f"got shape {tuple(value.shape)}")
-    return None, value.detach()
+    return value.detach()
 
 
-def per_image_values(value, values, name, batch, *, positive=True):
-    """Inside an op: one of ``per_image``'s pair -> a float64 CPU tensor of ``batch``
-    values, a tensor's values checked (finite, > 0, or >= 0 unless ``positive``)."""
-    if values is None:
-        return torch.full((batch,), value, dtype=torch.float64)
-    t = values.to("cpu", torch.float64).reshape(-1).expand(batch)
+def per_image_values(values, name, batch, *, positive=True):
+    """Inside an op: a ``per_image`` parameter -> a float64 CPU tensor of ``batch`` values,
+    checked (finite, > 0, or >= 0 unless ``positive``)."""
+    if values.numel() == 1:  # checked as a Python number: tensor operations cost microseconds each
+        v = float(values)
+        if not (math.isfinite(v) and (v > 0 if positive else v >= 0)):
+            raise ValueError(f"{name} must be finite and {'>' if positive else '>='} 0, got {v:g}")
+        return torch.full((batch,), v, dtype=torch.float64)
+    t = values.to("cpu", torch.float64).reshape(-1)
     ok = torch.isfinite(t) & ((t > 0) if positive else (t >= 0))
     if not ok.all():
         bad = ", ".join(f"{v:g}" for v in t[~ok][:4].tolist())
@@ -108,17 +111,29 @@ def per_image_values(value, values, name, batch, *, positive=True):
     return t
 
 
+def finite_ratio(numerator, denominator, limit=1e30):
+    """``numerator / denominator`` (Python floats, denominator >= 0) clamped to
+    [-limit, limit], so that it stays finite in float32 (0 gives the limit's sign)."""
+    if denominator > 0:
+        return min(max(numerator / denominator, -limit), limit)
+    return math.copysign(limit, numerator)
+
+
 def on(values, device):
-    """A small CPU vector of parameters (per image or per channel) as float32 on
-    ``device``, from a cache of device tensors keyed by the values: a host-to-device copy
+    """A small CPU vector of parameters (per image or per channel; a tensor, or a tuple
+    of floats) as float32 on ``device``, from a cache of device tensors keyed by the
+    values: a host-to-device copy
     from pageable memory waits for the host and cannot be captured in a CUDA graph, and a
     copy or fill on every call would be one more transfer or launch next to the filter's.
     A tensor used while a CUDA graph is being captured is kept for good: the graph reads
     it at every replay, after the cache may have dropped it."""
     # keyed by the values as they are (no conversion op on every call: it cost more than
     # the rest of a small image's host time)
-    t = _constant(tuple(values.reshape(-1).tolist()), tuple(values.shape),
-                  device if isinstance(device, torch.device) else torch.device(device))
+    if isinstance(values, tuple):
+        key, shape = values, (len(values),)
+    else:
+        key, shape = tuple(values.reshape(-1).tolist()), tuple(values.shape)
+    t = _constant(key, shape, device if isinstance(device, torch.device) else torch.device(device))
     if t.is_cuda and torch.cuda.is_current_stream_capturing():
         _CAPTURED[id(t)] = t
     return t

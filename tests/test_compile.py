@@ -123,7 +123,7 @@ def _opcheck_cases(gen, device="cpu"):
         return img(*shape, grad=False, layout=layout)
 
     taps = torch.tensor([0.25, 0.5, 0.25], dtype=torch.float64)
-    bil = (0.2, None, None, torch.tensor([0.8, 1.2]), 1, "disk", "l1", "reflect", 0.0)
+    bil = (torch.tensor(0.2, dtype=torch.float64), torch.tensor([0.8, 1.2]), 1, "disk", "l1", "reflect", 0.0)
     resample = ([5, 13], "bicubic", True, False, [1.6, 10 / 13])
     cl = torch.channels_last
     u8 = torch.randint(0, 256, (1, 3, 8, 10), generator=gen, dtype=torch.uint8).to(device)
@@ -136,7 +136,8 @@ def _opcheck_cases(gen, device="cpu"):
         "bilateral": (img(2, 3, 8, 10), *bil),
         "joint_bilateral": (img(2, 3, 8, 10), img(1, 1, 8, 10), *bil),
         "joint_bilateral_upsample": (img(2, 2, 4, 5, layout=cl), img(1, 1, 8, 10), *bil),
-        "nl_means": (plain(1, 3, 8, 10), 0.1, None, None, torch.tensor([0.02]), 3, 1, "reflect", 0.0),
+        "nl_means": (plain(1, 3, 8, 10), torch.tensor(0.1, dtype=torch.float64), torch.tensor([0.02]), 3, 1, "reflect",
+                     0.0),
         "estimate_noise": (plain(2, 1, 30, 30),),
         "resample": (img(1, 3, 8, 10, layout=cl), *resample),
         "pointwise": (u8, [pw.STEP_NAMES.index("scale"), pw.STEP_NAMES.index("normalize")], [2.0],

@@ -121,8 +121,8 @@ def _arguments(img, guide, sigma_color, sigma_space, radius, window, color_dista
     for n, t in ((name, x4), ("guide", g4)):
         if t.shape[1] > MAX_CHANNELS:
             raise ValueError(f"{n} has {t.shape[1]} channels; at most {MAX_CHANNELS} are supported")
-    return (*_image.per_image(sigma_color, "sigma_color", x4.shape[0]),
-            *_image.per_image(sigma_space, "sigma_space", x4.shape[0]), radius, window, color_distance, border,
+    return (_image.per_image(sigma_color, "sigma_color", x4.shape[0]),
+            _image.per_image(sigma_space, "sigma_space", x4.shape[0]), radius, window, color_distance, border,
             float(border_value))
 
 
@@ -159,10 +159,10 @@ def check_options(radius, window, color_distance, border, border_value):
 class _Params:
     """The checked per-image sigmas (float64 CPU) and the radius, inside an op."""
 
-    def __init__(self, x4, sc, scs, ss, sss, radius):
+    def __init__(self, x4, sigma_color, sigma_space, radius):
         batch = x4.shape[0]
-        self.color = _image.per_image_values(sc, scs, "sigma_color", batch)
-        self.space = _image.per_image_values(ss, sss, "sigma_space", batch)
+        self.color = _image.per_image_values(sigma_color, "sigma_color", batch)
+        self.space = _image.per_image_values(sigma_space, "sigma_space", batch)
         if radius is None:
             radius = reference.default_radius(float(self.space.max()))
             if radius > kernels.MAX_RADIUS:
@@ -178,15 +178,16 @@ class _Params:
 
 def _coefficients(sigma, device):
     """-log2(e) / (2 sigma^2) per image: the exponent's coefficient for exp2, kept finite in
-    float32 (an infinite one would give -inf * 0 = NaN at the centre tap)."""
-    return _image.on((-kernels.LOG2E.value / (2 * sigma * sigma)).clamp(min=-1e30), device)
+    float32 (an infinite one would give -inf * 0 = NaN at the centre tap). In Python
+    floats: tensor operations cost microseconds of host time each."""
+    return _image.on(tuple(_image.finite_ratio(-kernels.LOG2E.value, 2 * s * s) for s in sigma.tolist()), device)
 
 
-def _filter(img, guide, sc, scs, ss, sss, radius, window, color_distance, border, border_value):
+def _filter(img, guide, sigma_color, sigma_space, radius, window, color_distance, border, border_value):
     """Bilateral (``guide`` None) or joint bilateral: the reference, or one launch."""
     x4 = _image.as_planes(img)
     g4 = x4 if guide is None else _image.as_planes(guide)
-    p = _Params(x4, sc, scs, ss, sss, radius)
+    p = _Params(x4, sigma_color, sigma_space, radius)
     if not _image.uses_kernels(img):
         B = x4.shape[0]
         y = reference.bilateral(_image.to_unit(x4), _image.to_unit(g4).expand(B, -1, -1, -1), p.color, p.space,
@@ -199,7 +200,7 @@ def _filter(img, guide, sc, scs, ss, sss, radius, window, color_distance, border
     return y
 
 
-def _backward(grad, img, guide, sc, scs, ss, sss, radius, window, color_distance, border, border_value):
+def _backward(grad, img, guide, sigma_color, sigma_space, radius, window, color_distance, border, border_value):
     """Recompute the output and the weight sums (one launch), gather the transposed sums
     on the border-extended grid (one launch, no atomics, no per-tap storage), fold the
     border back onto the pixels. Returns (d img, d guide as the guide)."""
@@ -207,7 +208,7 @@ def _backward(grad, img, guide, sc, scs, ss, sss, radius, window, color_distance
     x4 = _image.as_planes(img)
     g4 = _image.as_planes(guide) if joint else x4
     B, C, H, W = x4.shape
-    p = _Params(x4, sc, scs, ss, sss, radius)
+    p = _Params(x4, sigma_color, sigma_space, radius)
     args = p.kernel_args(img.device, window, color_distance)
     code = _image.check_border(border)
     f32 = dict(dtype=torch.float32, device=img.device)
@@ -234,7 +235,8 @@ def _as_guide(d_guide, guide):
     return d_guide.reshape(guide.shape)
 
 
-def _upsample_backward(grad, low, guide, sc, scs, ss, sss, radius, window, color_distance, border, border_value):
+def _upsample_backward(grad, low, guide, sigma_color, sigma_space, radius, window, color_distance, border,
+                       border_value):
     """One launch: the forward sums are recomputed per output pixel, then the transposed
     terms are scattered to the low-resolution samples with atomics (each is shared by many
     outputs) and gathered at the guide pixels; the part that reaches the guide through its
@@ -242,7 +244,7 @@ def _upsample_backward(grad, low, guide, sc, scs, ss, sss, radius, window, color
     low4, g4 = _image.as_planes(low), _image.as_planes(guide)
     B, C, h, w = low4.shape
     CG, H, W = g4.shape[1:]
-    p = _Params(low4, sc, scs, ss, sss, radius)
+    p = _Params(low4, sigma_color, sigma_space, radius)
     f32 = dict(dtype=torch.float32, device=low.device)
     d_low = torch.zeros(B, C, h, w, **f32)
     d_glow = torch.zeros(B, CG, h, w, **f32)
@@ -260,20 +262,16 @@ def _upsample_backward(grad, low, guide, sc, scs, ss, sss, radius, window, color
 
 @library.op("bilateral", library.same_as_input, grads=("img",),
             backward=lambda grad, img, *args: _backward(grad, img, None, *args)[0])
-def _bilateral_op(img: Tensor, sigma_color: Optional[float], sigma_color_per_image: Optional[Tensor],
-                  sigma_space: Optional[float], sigma_space_per_image: Optional[Tensor], radius: Optional[int],
-                  window: str, color_distance: str, border: str, border_value: float) -> Tensor:
-    return _filter(img, None, sigma_color, sigma_color_per_image, sigma_space, sigma_space_per_image, radius,
-                   window, color_distance, border, border_value)
+def _bilateral_op(img: Tensor, sigma_color: Tensor, sigma_space: Tensor, radius: Optional[int], window: str,
+                  color_distance: str, border: str, border_value: float) -> Tensor:
+    return _filter(img, None, sigma_color, sigma_space, radius, window, color_distance, border, border_value)
 
 
 @library.op("joint_bilateral", lambda img, guide, *args: _image.new_image(img), grads=("img", "guide"),
             backward=_backward)
-def _joint_op(img: Tensor, guide: Tensor, sigma_color: Optional[float], sigma_color_per_image: Optional[Tensor],
-              sigma_space: Optional[float], sigma_space_per_image: Optional[Tensor], radius: Optional[int],
+def _joint_op(img: Tensor, guide: Tensor, sigma_color: Tensor, sigma_space: Tensor, radius: Optional[int],
               window: str, color_distance: str, border: str, border_value: float) -> Tensor:
-    return _filter(img, guide, sigma_color, sigma_color_per_image, sigma_space, sigma_space_per_image, radius,
-                   window, color_distance, border, border_value)
+    return _filter(img, guide, sigma_color, sigma_space, radius, window, color_distance, border, border_value)
 
 
 def _upsampled(low, guide):
@@ -283,12 +281,10 @@ def _upsampled(low, guide):
 
 @library.op("joint_bilateral_upsample", lambda low, guide, *args: _image.new_image(low, _upsampled(low, guide)),
             grads=("lowres", "guide"), backward=_upsample_backward)
-def _upsample_op(lowres: Tensor, guide: Tensor, sigma_color: Optional[float],
-                 sigma_color_per_image: Optional[Tensor], sigma_space: Optional[float],
-                 sigma_space_per_image: Optional[Tensor], radius: Optional[int], window: str, color_distance: str,
-                 border: str, border_value: float) -> Tensor:
+def _upsample_op(lowres: Tensor, guide: Tensor, sigma_color: Tensor, sigma_space: Tensor, radius: Optional[int],
+                 window: str, color_distance: str, border: str, border_value: float) -> Tensor:
     low4, g4 = _image.as_planes(lowres), _image.as_planes(guide)
-    p = _Params(low4, sigma_color, sigma_color_per_image, sigma_space, sigma_space_per_image, radius)
+    p = _Params(low4, sigma_color, sigma_space, radius)
     if not _image.uses_kernels(lowres):
         guide_unit = _image.to_unit(g4).expand(low4.shape[0], -1, -1, -1)
         y = reference.joint_bilateral_upsample(_image.to_unit(low4), guide_unit, p.color, p.space, p.radius, window,

@@ -81,8 +81,8 @@ def nl_means(img, h=None, *, sigma=None, patch_size=None, search_radius=None, bo
     if C > kernels.MAX_CHANNELS:
         raise ValueError(f"img has {C} channels; nl_means supports 1 to {kernels.MAX_CHANNELS}")
     estimated = sigma is None
-    h = (None, None) if h is None else _image.per_image(h, "h", B)
-    sigma = (None, None) if estimated else _image.per_image(sigma, "sigma", B, positive=False)
+    h = None if h is None else _image.per_image(h, "h", B)
+    sigma = None if estimated else _image.per_image(sigma, "sigma", B, positive=False)
     if patch_size is not None:
         patch_size = _check_size(patch_size, "patch_size", 1, kernels.MAX_PATCH, odd=True)
     if search_radius is not None:
@@ -90,7 +90,7 @@ def nl_means(img, h=None, *, sigma=None, patch_size=None, search_radius=None, bo
     _image.check_border(border, border_value)
     if estimated:
         noise.check_size(img)
-    return _image.wrap(img, _nlm_op(img, *h, *sigma, patch_size, search_radius, border, float(border_value)))
+    return _image.wrap(img, _nlm_op(img, h, sigma, patch_size, search_radius, border, float(border_value)))
 
 
 def halo(name, a, channels):
@@ -116,34 +116,33 @@ def _check_size(value, name, low, high, odd=False):
 
 
 @library.op("nl_means", library.same_as_input)
-def _nlm_op(img: Tensor, h: Optional[float], h_per_image: Optional[Tensor], sigma: Optional[float],
-            sigma_per_image: Optional[Tensor], patch_size: Optional[int], search_radius: Optional[int], border: str,
-            border_value: float) -> Tensor:
-    """Both of a pair None: automatic (sigma estimated per image, h from the table)."""
+def _nlm_op(img: Tensor, h: Optional[Tensor], sigma: Optional[Tensor], patch_size: Optional[int],
+            search_radius: Optional[int], border: str, border_value: float) -> Tensor:
+    """``h`` or ``sigma`` None: automatic (sigma estimated per image, h from the table)."""
     x4 = _image.as_planes(img)
     B, C = x4.shape[:2]
     if _image.uses_kernels(img):  # (before the estimate's wait for sigma, while the device works)
         pro, epi, dtype = pointwise.fused_chains(C, img.device, img.dtype)
         y = _image.new_image(img, dtype=dtype)
-    if sigma is None and sigma_per_image is None:
+    if sigma is None:
         sigma = noise.sigmas(x4).cpu()
     else:
-        sigma = _image.per_image_values(sigma, sigma_per_image, "sigma", B, positive=False)
+        sigma = _image.per_image_values(sigma, "sigma", B, positive=False)
     auto = [parameters(s, C) for s in sigma.tolist()]
     widest = max(auto, key=lambda p: p[0])
     patch_size = widest[0] if patch_size is None else patch_size
     search_radius = widest[1] if search_radius is None else search_radius
-    if h is None and h_per_image is None:
+    if h is None:
         # a clean image estimates sigma = 0: keep h positive, so identical patches still count
         h = torch.tensor([max(p[2], 1e-4) for p in auto], dtype=torch.float64)
     else:
-        h = _image.per_image_values(h, h_per_image, "h", B)
+        h = _image.per_image_values(h, "h", B)
     if not _image.uses_kernels(img):
         y = reference.nl_means(_image.to_unit(x4), h, sigma, patch_size, search_radius, border, border_value)
         return _image.in_layout(img, _image.from_unit(y, img.dtype))
     area = patch_size * patch_size * C
-    coef = _image.on((-kernels.LOG2E / (h * h * area)).clamp(min=-1e30), img.device)
-    floor = _image.on(2 * sigma * sigma * area, img.device)
+    coef = _image.on(tuple(_image.finite_ratio(-kernels.LOG2E, v * v * area) for v in h.tolist()), img.device)
+    floor = _image.on(tuple(2 * s * s * area for s in sigma.tolist()), img.device)
     kernels.launch(x4, _image.as_planes(y), coef, floor, patch_size, search_radius, _image.check_border(border),
                    border_value, pro=pro, epi=epi)
     return y
