@@ -49,6 +49,12 @@ MODES = {name: code.value for name, code in [
     ("nearest", NEAREST), ("nearest-exact", NEAREST_EXACT), ("bilinear", LINEAR), ("bicubic", CUBIC),
     ("aa-bilinear", AA_LINEAR), ("aa-bicubic", AA_CUBIC), ("lanczos", LANCZOS), ("area", AREA), ("matlab", MATLAB)]}
 SUPPORT = {AA_LINEAR.value: 1.0, AA_CUBIC.value: 2.0, LANCZOS.value: 3.0, MATLAB.value: 2.0}
+# The host's tables by the codes' int values (comparing an int with a constexpr costs
+# microseconds a call): taps of the fixed-support modes, the modes whose kernel widens by
+# the downscaling factor, and those whose weights are normalised to sum 1.
+FIXED_TAPS = {NEAREST.value: 1, NEAREST_EXACT.value: 1, LINEAR.value: 2, CUBIC.value: 4}
+WIDENED_MODES = frozenset(m.value for m in (AA_LINEAR, AA_CUBIC, LANCZOS))
+NORMALISED_MODES = frozenset(m.value for m in (AA_LINEAR, AA_CUBIC, LANCZOS, AREA, MATLAB))
 PI: tl.constexpr = tl.constexpr(3.141592653589793)
 # GPU tile: output rows, output columns, source rows per chunk, warps (measured on the
 # H200, PERFORMANCE.md).
@@ -519,17 +525,13 @@ def upsample_phases_adjoint_kernel(G, Y, C, H, W, HO, WO, sgb, sgc, sgh, sgw, sy
 def taps(mode, n_in, n_out, scale, antialias):
     """Taps per output along an axis (the loop bound), and the kernel's support and
     widening there."""
-    widen = max(scale, 1.0) if (antialias or mode in (AA_LINEAR, AA_CUBIC, LANCZOS)) else 1.0
-    if mode in (NEAREST, NEAREST_EXACT):
-        return 1, 0.0, 1.0
-    if mode == LINEAR:
-        return 2, 0.0, 1.0
-    if mode == CUBIC:
-        return 4, 0.0, 1.0
-    if mode == AREA:
+    widen = max(scale, 1.0) if (antialias or mode in WIDENED_MODES) else 1.0
+    if mode in FIXED_TAPS:
+        return FIXED_TAPS[mode], 0.0, 1.0
+    if mode == AREA.value:
         return -(-n_in // n_out) + 1, 0.0, 1.0
     support = SUPPORT[mode] * widen
-    if mode == MATLAB:
+    if mode == MATLAB.value:
         return int(-(-2 * support // 1)) + 2, support, widen
     return 2 * int(-(-support // 1)) + 1, support, widen
 
@@ -545,7 +547,7 @@ def launch(x, y, mode, scale_y, scale_x, align_corners=False, antialias=False, c
         return _launch_phases(x, y, mode, fy, fx, clamp_rows, pro, epi)
     ty, sup_y, wid_y = taps(mode, H, HO, scale_y, antialias)
     tx, sup_x, wid_x = taps(mode, W, WO, scale_x, antialias)
-    normalise = mode in (AA_LINEAR, AA_CUBIC, LANCZOS, AREA, MATLAB)
+    normalise = mode in NORMALISED_MODES
     if interpreting():  # one tile and one chunk of source rows per plane where it fits
         bh, bw = pow2_at_least(HO, 16, 64), pow2_at_least(WO, 16, 128)
         jc = pow2_at_least(int(bh * scale_y) + ty + 1, 16, 128)
