@@ -23,6 +23,7 @@ def assert_same(fused, unfused, rtol=FUSED[torch.float32]):
     ([v2.ToDtype(torch.float32, scale=True), T.Bilateral(0.1, radius=2), v2.Normalize(MEAN, STD)], 1),
     ([T.Bilateral(0.1, radius=2), v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD)], 1),
     ([v2.ToDtype(torch.float32, scale=False), v2.Normalize(MEAN, STD), T.GaussianBlur(5, 1.2)], 1),
+    ([v2.ToDtype(torch.float32, scale=False), v2.Normalize(MEAN, STD), T.GaussianBlur(45, 8.0)], 1),  # products
     ([v2.ToDtype(torch.float32, scale=True), T.UnsharpMask(1.0, 0.8), v2.Normalize(MEAN, STD)], 1),
     ([v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD)], 1),
     ([T.BoxBlur(3), v2.ToDtype(torch.float16, scale=True), T.BoxBlur(5), v2.Normalize(MEAN, STD)], 2),
