@@ -139,17 +139,24 @@ def separable_kernel(X, Y, S, TX, TY, B, C, H, W, HO, WO, OY, OX,
             y += tl.load(TY + u) * tl.load(slot + (i + u)[:, None] * BW + j[None, :])
         tl.debug_barrier()  # the slot is rewritten by the next tile
 
-        out_rows = h0 + i
-        out_cols = w0 + j
-        if len(EPI) > 0:
-            xr = borders.remap(out_rows + OY, H, BORDER)
-            xc = borders.remap(out_cols + OX, W, BORDER)
-            x_in = pixels.load(x_base + (offset(xr, sxh, OFF64)[:, None] + offset(xc, SXW, OFF64)[None, :]))
-            x_in = pointwise.apply_chain(x_in, c, PRO, pro_args)
-            y = pointwise.apply_epilogue(y, x_in, c, EPI, epi_args)
-        mask = (out_rows < HO)[:, None] & (out_cols < WO)[None, :]
-        y_ptrs = Y + b * syb + c * syc + (offset(out_rows, syh, OFF64)[:, None] + offset(out_cols, SYW, OFF64)[None, :])
-        pixels.store(y_ptrs, y, mask)
+        _store_tile(x_base, Y + b * syb + c * syc, h0 + i, w0 + j, y, H, W, HO, WO, OY, OX, sxh, syh, c, PRO, pro_args,
+                    EPI, epi_args, SXW, SYW, BORDER, OFF64)
+
+
+@triton.jit
+def _store_tile(x_base, y_base, out_rows, out_cols, y, H, W, HO, WO, OY, OX, sxh, syh, c, PRO: tl.constexpr,
+                pro_args, EPI: tl.constexpr, epi_args, SXW: tl.constexpr, SYW: tl.constexpr, BORDER: tl.constexpr,
+                OFF64: tl.constexpr):
+    """Store the 2-D tile ``y`` of outputs (``out_rows``, ``out_cols``) through the epilogue,
+    whose ``x_in`` is the prologue of the input pixel at (row + OY, column + OX)."""
+    if len(EPI) > 0:
+        xr = borders.remap(out_rows + OY, H, BORDER)
+        xc = borders.remap(out_cols + OX, W, BORDER)
+        x_in = pixels.load(x_base + (offset(xr, sxh, OFF64)[:, None] + offset(xc, SXW, OFF64)[None, :]))
+        x_in = pointwise.apply_chain(x_in, c, PRO, pro_args)
+        y = pointwise.apply_epilogue(y, x_in, c, EPI, epi_args)
+    mask = (out_rows < HO)[:, None] & (out_cols < WO)[None, :]
+    pixels.store(y_base + (offset(out_rows, syh, OFF64)[:, None] + offset(out_cols, SYW, OFF64)[None, :]), y, mask)
 
 
 @triton.jit
@@ -524,25 +531,9 @@ def product_kernel(X, Y, TX, TY, C, H, W, HO, WO, OY, OX,
             for k in range(2):  # (a loop for the same reason as ``_row_block``'s)
                 y = products.weighted_product(_band(TY, RY, 1.0, k * B - B // 2, B, False),
                                               tl.where(k == 0, top, bottom), y, True, PRECISION)
-            _store_block(x_base, y_base, h0 + i, out_cols, y, H, W, HO, WO, OY, OX, sxh, syh, c, PRO, pro_args, EPI,
-                         epi_args, SXW, SYW, BORDER, OFF64, B)
+            _store_tile(x_base, y_base, h0 + i + tl.arange(0, B), out_cols, y, H, W, HO, WO, OY, OX, sxh, syh, c,
+                        PRO, pro_args, EPI, epi_args, SXW, SYW, BORDER, OFF64)
         top = bottom
-
-
-@triton.jit
-def _store_block(x_base, y_base, row0, out_cols, y, H, W, HO, WO, OY, OX, sxh, syh, c, PRO: tl.constexpr, pro_args,
-                 EPI: tl.constexpr, epi_args, SXW: tl.constexpr, SYW: tl.constexpr, BORDER: tl.constexpr,
-                 OFF64: tl.constexpr, B: tl.constexpr):
-    """Store the output rows row0 .. row0 + B of ``product_kernel``, through the epilogue."""
-    out_rows = row0 + tl.arange(0, B)
-    if len(EPI) > 0:
-        xr = borders.remap(out_rows + OY, H, BORDER)
-        xc = borders.remap(out_cols + OX, W, BORDER)
-        x_in = pixels.load(x_base + (offset(xr, sxh, OFF64)[:, None] + offset(xc, SXW, OFF64)[None, :]))
-        x_in = pointwise.apply_chain(x_in, c, PRO, pro_args)
-        y = pointwise.apply_epilogue(y, x_in, c, EPI, epi_args)
-    mask = (out_rows < HO)[:, None] & (out_cols < WO)[None, :]
-    pixels.store(y_base + (offset(out_rows, syh, OFF64)[:, None] + offset(out_cols, SYW, OFF64)[None, :]), y, mask)
 
 
 def _launch_product(x, y, tx, ty, oy, ox, border, border_value, pro, epi, tile):
