@@ -122,9 +122,9 @@ def finite_ratio(numerator, denominator, limit=1e30):
 def on(values, device):
     """A small CPU vector of parameters (per image or per channel; a tensor, or a tuple
     of floats) as float32 on ``device``, from a cache of device tensors keyed by the
-    values: a host-to-device copy
-    from pageable memory waits for the host and cannot be captured in a CUDA graph, and a
-    copy or fill on every call would be one more transfer or launch next to the filter's.
+    values: a host-to-device copy from pageable memory waits for the host and cannot be
+    captured in a CUDA graph, and a copy or fill on every call would be one more transfer
+    or launch next to the filter's.
     A tensor used while a CUDA graph is being captured is kept for good: the graph reads
     it at every replay, after the cache may have dropped it."""
     # keyed by the values as they are (no conversion op on every call: it cost more than
