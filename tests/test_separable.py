@@ -63,7 +63,7 @@ def test_wide_and_short_filter_takes_taps_from_l1(gen, device):
                        reference(x, tx, ty, border, 0.5))
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.uint8])
+@pytest.mark.parametrize("dtype", KERNEL_DTYPES)
 def test_wide_filters_run_as_banded_products(dtype, gen, device):
     # radii 20 and 28 (PRODUCT_RADII): several tiles each way, interior and border tiles, a
     # view whose columns start off the vector alignment, and an epilogue (unsharp masking)
