@@ -1,4 +1,4 @@
-"""``estimate_noise`` on the device: four launches per round, nothing image-sized, no
+"""``estimate_noise`` on the device: two launches per round, nothing image-sized, no
 wait for the host between rounds.
 
 Sums (``stats_kernel``).
@@ -13,8 +13,9 @@ quadratic form ``p' D p`` of the central-difference operators, is below the roun
 Each program walks blocks of BLOCK patches of one image: it gathers the block as a
 (BLOCK, 64) float32 matrix (the 49 values, the 1, zero padding) straight from the image's
 dtype, takes the energies as one product with D and the sums as one product of the block
-with itself, both on tensor cores in three TF32 passes (``tf32x3``: float32's precision),
-adds them to a float64 total and, at the end, atomically to the image's sums. The values
+with itself, both on tensor cores in three TF32 passes (``tf32x3``: float32's precision;
+one pass for 8-bit images, whose values, products and sums TF32 holds exactly), adds them
+to a float64 total and, at the end, atomically to the image's sums. The values
 are shifted by the image's first pixel (the covariance does not change; the cancellation
 in ``S / n - m m'`` shrinks to the image's range), so a block's float32 products carry
 about 1e-7 of the total, errors that average out over the blocks in float64; 8-bit
@@ -24,20 +25,22 @@ difference of about 1e-16 that the estimate does not see.
 
 Variance: the covariance of the kept patches from the sums, its eigenvalues, and Chen et
 al.'s mean of the smallest (see ``imgfilters/ops/noise.py``), all in float64.
-``tridiagonal_kernel`` (one program per image) brings the 49 x 49 covariance to
-tridiagonal form by Householder reflections, 47 sequential steps on the register-resident
-matrix; ``eigenvalue_kernel`` (a program per image and eigenvalue) finds each eigenvalue
-by multisection from Sturm counts (the number of eigenvalues below x is the number of
-negative pivots of T - x I): each pass counts at 128 points at once, one per thread, and
-keeps the 129th of the interval that holds it, so 7 passes of the 49-step recurrence (not
-49 of bisection) reach 2^-49 of the spectrum's width; ``variance_kernel`` (one program
-per image) applies Chen et al.'s rule and writes the next round's energy limit. So the
-rounds need no host: on the H200's host, LAPACK alone took 80-110 us per 49 x 49
-eigenvalue problem, and every round would wait for a copy both ways.
+The last program of the sums kernel to finish an image (``_last_of``: a ticket counted
+atomically) brings its 49 x 49 covariance to tridiagonal form by Householder reflections
+(``_tridiagonal``), 47 sequential steps on the register-resident matrix;
+``eigenvalue_kernel`` (a program per image and eigenvalue) finds each eigenvalue by
+multisection from Sturm counts (the number of eigenvalues below x is the number of
+negative pivots of T - x I): each pass counts at POINTS points at once, one per thread,
+and keeps the interval between two of them that holds it, so PASSES passes of the 49-step
+recurrence (not 49 of bisection) reach 2^-48 of the spectrum's width; its last program per
+image applies Chen et al.'s rule (``_variance_rule``) and writes the next round's energy
+limit. So the rounds need no host: on the H200's host, LAPACK alone took 80-110 us per
+49 x 49 eigenvalue problem, and every round would wait for a copy both ways; and the
+last-program tails halve the launches, whose host time the device waited for.
 
-On the H200 a 4K image's round takes about 190 us: sums 34, tridiagonal form 116 (its
-steps are bound by the matrix-wide reductions each needs, 7 per step; 1, 2 and 8 warps
-measured slower), eigenvalues 40, the rule 2.
+On the H200 a 4K image's round takes about 160 us: sums 34, tridiagonal form 88 (its
+steps are bound by the matrix-wide reductions each needs), eigenvalues 37, the rule 1.4
+(PERFORMANCE.md).
 """
 import triton
 import triton.language as tl
@@ -55,13 +58,15 @@ INTERPRETER_BLOCK = 2 ** 14  # the interpreter's: few, large operations (a block
 # Sturm counts per eigenvalue and pass, and the warps that run them: 257^6 > 2^48, 2^-48 of
 # the spectrum's width (H200: 37 us a round against 40 at 128 points and 7 passes, 4 warps)
 POINTS, PASSES, EIGENVALUE_WARPS = 256, 6, 8
-# H200: 88 us a round at 8 warps, 93 at 4, 198 at 2 (PERFORMANCE.md)
-TRIDIAGONAL_WARPS = 8
+# Warps of the sums kernel, whose last program per image also runs the tridiagonal form
+# (H200, PERFORMANCE.md)
+STATS_WARPS = 4
 
 
 @triton.jit
-def stats_kernel(x, form, limits, sums, sxb, sxc, sxh, sxw, n, nw, per_channel, stride, blocks, P,
-                 PATCH: tl.constexpr, BLOCK: tl.constexpr, OFF64: tl.constexpr):
+def stats_kernel(x, form, limits, sums, work, tickets, sxb, sxc, sxh, sxw, n, nw, per_channel, stride, blocks, P,
+                 PATCH: tl.constexpr, BLOCK: tl.constexpr, OFF64: tl.constexpr, PRECISION: tl.constexpr,
+                 TAIL: tl.constexpr):
     STATS: tl.constexpr = PATCH * PATCH + 1
     pid = tl.program_id(0)
     b = pid // P
@@ -86,19 +91,36 @@ def stats_kernel(x, form, limits, sums, sxb, sxc, sxh, sxw, n, nw, per_channel, 
                 + offset(col[:, None] + dc[None, :], sxw, OFF64))
         m = valid[:, None] & inside[None, :]
         p = tl.where(m, pixels.load_raw(ptrs, m) - shift, 0.0)
-        energy = tl.sum(tl.dot(p, d, input_precision="tf32x3") * p, 1)
+        energy = tl.sum(tl.dot(p, d, input_precision=PRECISION) * p, 1)
         keep = valid & (energy < limit)
         p = tl.where(keep[:, None], tl.where(j[None, :] == STATS - 1, 1.0, p), 0.0)
-        total += tl.dot(tl.trans(p), p, input_precision="tf32x3").to(tl.float64)
-    tl.atomic_add(sums + b.to(tl.int64) * (STATS * STATS) + j[:, None] * STATS + j[None, :], total,
-                  (j[:, None] < STATS) & (j[None, :] < STATS), sem="relaxed")
+        total += tl.dot(tl.trans(p), p, input_precision=PRECISION).to(tl.float64)
+    image_sums = sums + b.to(tl.int64) * (STATS * STATS)
+    tl.atomic_add(image_sums + j[:, None] * STATS + j[None, :], total, (j[:, None] < STATS) & (j[None, :] < STATS),
+                  sem="relaxed")
+    if TAIL:
+        if _last_of(tickets + b, P):
+            _tridiagonal(image_sums, work + b.to(tl.int64) * (3 * WIDTH), PATCH)
 
 
-def launch(x, form, limits, sums, stride):
+@triton.jit
+def _last_of(ticket, programs):
+    """True in the last of ``programs`` programs to get here with the same ``ticket`` (a
+    zeroed float64): the one that sees every other's writes (the barrier orders this
+    program's threads' writes before its ticket, and the ticket's acquire-release orders
+    the programs)."""
+    tl.debug_barrier()
+    return tl.atomic_add(ticket, 1.0, sem="acq_rel") == programs - 1
+
+
+def launch(x, form, limits, sums, stride, work=None, tickets=None):
     """Add the kept sampled patches of each image of the (B, C, H, W) ``x`` to ``sums``
     (B, 50, 50) float64, zero or holding earlier sums: the patches at rows and columns
     ``0, stride, 2 stride, ...`` of each channel; ``form`` the (64, 64) float32 energy form
-    (zero past 49), ``limits`` (B,) float32 energy limits in the image's stored units."""
+    (zero past 49), ``limits`` (B,) float32 energy limits in the image's stored units.
+    With ``work`` (B, 3, 64) float64 and ``tickets`` (B,) zeroed float64, the last program
+    of each image then brings its covariance to tridiagonal form in ``work`` (for
+    ``eigenvalues``)."""
     B, C, H, W = x.shape
     nh, nw = cdiv(H - PATCH + 1, stride), cdiv(W - PATCH + 1, stride)
     n = C * nh * nw
@@ -106,28 +128,31 @@ def launch(x, form, limits, sums, stride):
         block, P = min(INTERPRETER_BLOCK, max(16, next_pow2(n))), 1
     else:
         block, P = BLOCK, max(1, min(cdiv(n, BLOCK), cdiv(PROGRAMS, B)))
-    args = (x, form, limits, sums, x.stride(0), x.stride(1), x.stride(2), x.stride(3), n, nw, nh * nw, stride,
-            cdiv(n, block), P)
-    launch_kernel(stats_kernel, lambda m: (B * P,), args, dict(PATCH=PATCH, BLOCK=block, OFF64=needs_int64(x)), x,
-                  tile_config(num_warps=4))
+    tail = work is not None
+    args = (x, form, limits, sums, work if tail else sums, tickets if tail else sums, x.stride(0), x.stride(1),
+            x.stride(2), x.stride(3), n, nw, nh * nw, stride, cdiv(n, block), P)
+    # 8-bit values (shifted: |p| <= 255) and the form's quarters are exact in TF32, and so
+    # are their products and a block's sums (below 2^24): one TF32 pass gives the same sums
+    precision = "tf32" if x.element_size() == 1 else "tf32x3"
+    launch_kernel(stats_kernel, lambda m: (B * P,), args,
+                  dict(PATCH=PATCH, BLOCK=block, OFF64=needs_int64(x), PRECISION=precision, TAIL=tail), x,
+                  tile_config(num_warps=STATS_WARPS))
 
 
 @triton.jit
-def tridiagonal_kernel(sums, work, PATCH: tl.constexpr):
-    """Program b: the covariance of image b's kept patches from its sums, reduced to
-    tridiagonal form; its diagonal to ``work[b, 0]``, squared subdiagonal to
-    ``work[b, 1]``."""
+def _tridiagonal(s, t, PATCH: tl.constexpr):
+    """The covariance of an image's kept patches from its sums at ``s`` (written by other
+    programs: read past this multiprocessor's L1), reduced to tridiagonal form; its
+    diagonal to ``t[0:64]``, squared subdiagonal to ``t[64:128]``."""
     N: tl.constexpr = PATCH * PATCH
     STATS: tl.constexpr = N + 1
-    b = tl.program_id(0)
     i = tl.arange(0, WIDTH)[:, None]  # rows
     j = tl.arange(0, WIDTH)[None, :]  # columns
     r = tl.arange(0, WIDTH)  # a row vector's index (SliceLayout 1 of the matrix)
-    s = sums + b.to(tl.int64) * (STATS * STATS)
-    n = tl.maximum(tl.load(s + N * STATS + N), 2.0)
-    total_r = tl.load(s + i * STATS + N, i < N, other=0.0)  # (64, 1)
-    total_c = tl.load(s + N * STATS + j, j < N, other=0.0)  # (1, 64): the same sums, by symmetry
-    a = tl.load(s + i * STATS + j, (i < N) & (j < N), other=0.0)
+    n = tl.maximum(tl.load(s + N * STATS + N, cache_modifier=".cg"), 2.0)
+    total_r = tl.load(s + i * STATS + N, i < N, other=0.0, cache_modifier=".cg")  # (64, 1)
+    total_c = tl.load(s + N * STATS + j, j < N, other=0.0, cache_modifier=".cg")  # (1, 64): the same, by symmetry
+    a = tl.load(s + i * STATS + j, (i < N) & (j < N), other=0.0, cache_modifier=".cg")
     a = (a - total_r * total_c / n) / (n - 1.0)
     # Householder: step k zeroes column k below the subdiagonal, and row k. The matrix stays
     # exactly symmetric (the update adds the same two products at (i, j) and (j, i), and a
@@ -147,16 +172,17 @@ def tridiagonal_kernel(sums, work, PATCH: tl.constexpr):
         a = a - (v[:, None] * w[None, :] + w[:, None] * v_c)
     d = tl.sum(tl.where(i == j, a, 0.0), 1)  # diagonal, rows 0..N-1
     e = tl.sum(tl.where(i == j + 1, a, 0.0), 0)  # subdiagonal: e[k] = T[k + 1, k]
-    t = work + b.to(tl.int64) * (3 * WIDTH)
     tl.store(t + r, d)
     tl.store(t + WIDTH + tl.arange(0, WIDTH), e * e)
 
 
 @triton.jit
-def eigenvalue_kernel(work, PATCH: tl.constexpr, EIGS: tl.constexpr, POINTS: tl.constexpr, PASSES: tl.constexpr):
+def eigenvalue_kernel(work, tickets, sums, previous, var, limits, sigma, threshold, unit, PATCH: tl.constexpr,
+                      EIGS: tl.constexpr, POINTS: tl.constexpr, PASSES: tl.constexpr):
     """Program (b, g): the (m + 1)-th smallest eigenvalues of image b's tridiagonal form,
     m = g * EIGS ... g * EIGS + EIGS - 1, into ``work[b, 2, m]``, by multisection of the
-    Gershgorin interval at POINTS points per pass."""
+    Gershgorin interval at POINTS points per pass; the last program of image b then
+    applies Chen et al.'s rule (``_variance_rule``)."""
     N: tl.constexpr = PATCH * PATCH
     b = tl.program_id(0)
     m = tl.program_id(1) * EIGS + tl.arange(0, EIGS)[:, None]  # (EIGS, 1)
@@ -185,40 +211,43 @@ def eigenvalue_kernel(work, PATCH: tl.constexpr, EIGS: tl.constexpr, POINTS: tl.
         lo = tl.maximum(lo, tl.max(tl.where(above, x, -1e300), 1)[:, None])
         hi = tl.minimum(hi, tl.min(tl.where(above, 1e300, x), 1)[:, None])
     tl.store(t + 2 * WIDTH + m, 0.5 * (lo + hi), m < N)
+    if _last_of(tickets + b, tl.num_programs(1)):
+        _variance_rule(t, sums, previous, var, limits, sigma, threshold, unit, b, PATCH)
 
 
 @triton.jit
-def variance_kernel(work, sums, previous, var, limits, threshold, PATCH: tl.constexpr, FIRST: tl.constexpr):
-    """Program b: Chen et al.'s variance from image b's eigenvalues (ascending), and the
-    next round's energy limit."""
+def _variance_rule(t, sums, previous, var, limits, sigma, threshold, unit, b, PATCH: tl.constexpr):
+    """Chen et al.'s variance of image b from its eigenvalues (ascending, ``t[128:177]``,
+    written by other programs), the next round's energy limit, and the noise sigma in
+    unit scale (``unit`` per stored unit). With too few kept
+    patches for a covariance the previous round's variance stands (never in the first
+    round, which keeps every patch: at least ``MIN_PATCHES``)."""
     N: tl.constexpr = PATCH * PATCH
     STATS: tl.constexpr = N + 1
-    b = tl.program_id(0)
     r = tl.arange(0, WIDTH)
-    values = tl.load(work + b.to(tl.int64) * (3 * WIDTH) + 2 * WIDTH + r, r < N, other=0.0)
+    values = tl.load(t + 2 * WIDTH + r, r < N, other=0.0, cache_modifier=".cg")
     # the mean of the largest prefix of eigenvalues whose mean is at most its median
     means = tl.cumsum(values, 0) / (r + 1).to(tl.float64)
     medians = 0.5 * (tl.gather(values, r // 2, 0) + tl.gather(values, (r + 1) // 2, 0))  # of the first r + 1
     last = tl.max(tl.where((means <= medians * (1 + 1e-12)) & (r < N), r, -1), 0)
     v = tl.maximum(tl.sum(tl.where(r == last, means, 0.0), 0), 0.0)
-    if not FIRST:  # too few kept patches for a covariance: the previous round's stands
-        count = tl.load(sums + b.to(tl.int64) * (STATS * STATS) + N * STATS + N)
-        v = tl.where(count > 2 * N, v, tl.load(previous + b))
+    count = tl.load(sums + b.to(tl.int64) * (STATS * STATS) + N * STATS + N, cache_modifier=".cg")
+    v = tl.where(count > 2 * N, v, tl.load(previous + b))
     tl.store(var + b, v)
     tl.store(limits + b, (v * threshold).to(tl.float32))
+    tl.store(sigma + b, tl.sqrt(v) * unit)
 
 
-def variance(sums, previous, var, limits, work, threshold, first):
-    """Chen et al.'s noise variance of each image from its round's ``sums`` (B, 50, 50)
-    into ``var`` (B,) float64, and ``var * threshold`` into ``limits`` (B,) float32, the
-    next round's energy limits; with too few kept patches (not ``first``) ``previous``
-    (B,) stands. ``work``: (B, 3, 64) float64 for the tridiagonal form and eigenvalues."""
+def eigenvalues(work, tickets, sums, previous, var, limits, sigma, threshold, unit):
+    """Chen et al.'s noise variance of each image from its round's tridiagonal form in
+    ``work`` (B, 3, 64) float64 (``launch``) into ``var`` (B,) float64, ``var *
+    threshold`` into ``limits`` (B,) float32, the next round's energy limits, and
+    ``sqrt(var) * unit`` into ``sigma`` (B,) (any float dtype); ``sums``
+    (B, 50, 50) the round's sums, ``previous`` (B,) the previous round's variances (they
+    stand where too few patches were kept), ``tickets`` (B,) zeroed float64."""
     B = sums.shape[0]
-    launch_kernel(tridiagonal_kernel, lambda m: (B,), (sums, work), dict(PATCH=PATCH), sums,
-                  tile_config(num_warps=TRIDIAGONAL_WARPS))
     eigs, points, passes = (64, 4096, 4) if interpreting() else (1, POINTS, PASSES)  # 4097^4 > 2^48
-    launch_kernel(eigenvalue_kernel, lambda m: (B, cdiv(PATCH * PATCH, eigs)), (work,),
+    launch_kernel(eigenvalue_kernel, lambda m: (B, cdiv(PATCH * PATCH, eigs)),
+                  (work, tickets, sums, previous, var, limits, sigma, float(threshold), float(unit)),
                   dict(PATCH=PATCH, EIGS=eigs, POINTS=points, PASSES=passes), sums,
                   tile_config(num_warps=EIGENVALUE_WARPS))
-    launch_kernel(variance_kernel, lambda m: (B,), (work, sums, previous, var, limits, float(threshold)),
-                  dict(PATCH=PATCH, FIRST=first), sums, tile_config(num_warps=2))

@@ -220,9 +220,11 @@ def test_noise_estimate_on_the_device_matches_the_host(gen, device):
     noisy = clean + torch.tensor([4.0, 30.0], dtype=torch.float64)[:, None, None, None] / 255 * torch.randn(
         2, *clean.shape, generator=gen, dtype=torch.float64)
     x = (noisy.clamp(0, 1) * 255).round().to(torch.uint8)
-    got = _estimate_on_device(x.to(device)).cpu()
+    sigma = torch.empty(2, dtype=torch.float32, device=device)
+    got = _estimate_on_device(x.to(device), sigma, 1 / 255).cpu()
     want = _estimate(x)
     assert torch.allclose(got, want, rtol=1e-4, atol=0), (got, want)
+    assert torch.allclose(sigma.cpu().double(), want.sqrt() / 255, rtol=1e-4, atol=0)
 
 
 def test_automatic_mode_denoises_a_photo(gen):

@@ -103,14 +103,24 @@ def _batch(img):
 
 @library.op("estimate_noise", lambda img: img.new_empty(_batch(img), dtype=_dtype(img)))
 def _estimate_op(img: Tensor) -> Tensor:
-    return sigmas(_image.as_planes(img)).to(img.device, _dtype(img)).reshape(_batch(img))
+    return sigmas(_image.as_planes(img), _dtype(img)).reshape(_batch(img))
 
 
-def sigmas(x4):
-    """The noise sigma of each image of the (B, C, H, W) batch in unit scale, float64: on
-    the GPU for a GPU image other than float64 (without waiting for the kernels, unless
-    a floating-point image's NaN check does), else on the CPU."""
-    return _estimate(x4).sqrt() / _image.MAX_VALUE.get(x4.dtype, 1.0)  # the patches are in the image's units
+def sigmas(x4, dtype=torch.float64):
+    """The noise sigma of each image of the (B, C, H, W) batch in unit scale, as ``dtype``
+    on ``x4``'s device: on the GPU for a GPU image other than float64 (the last kernel
+    writes it; no wait for the kernels, unless a floating-point image's NaN check does),
+    else on the CPU."""
+    unit = 1.0 / _image.MAX_VALUE.get(x4.dtype, 1.0)  # the patches are in the image's units
+    # no image-sized mask; read after the kernels are queued, so the device does not idle
+    finite = torch.isfinite(torch.stack(torch.aminmax(x4))).all() if x4.is_floating_point() else True
+    if x4.is_cuda and x4.dtype != torch.float64:
+        sigma = x4.new_empty(x4.shape[0], dtype=dtype)
+        _estimate_on_device(x4, sigma, unit)
+        _check_finite(finite)
+        return sigma
+    _check_finite(finite)
+    return (_estimate(x4).sqrt() * unit).to(x4.device, dtype)
 
 
 def _stride(C, H, W):
@@ -123,39 +133,41 @@ def _stride(C, H, W):
 
 
 def _estimate(x4):
-    """Noise variances of the (B, C, H, W) batch, in its own units, float64: ROUNDS rounds
-    of patch sums and Chen et al.'s variance, each round's energy limit from the one
-    before. On a GPU all on the device (``_estimate_on_device``); elsewhere in the float64
-    reference and on the host, also under the interpreter, where the device path's
-    eigenvalue kernel takes seconds (its tests call it directly)."""
-    # no image-sized mask; read after the kernels are queued, so the device does not idle
-    finite = torch.isfinite(torch.stack(torch.aminmax(x4))).all() if x4.is_floating_point() else True
-    if x4.is_cuda and x4.dtype != torch.float64:
-        var = _estimate_on_device(x4)
-        _check_finite(finite)
-    else:
-        _check_finite(finite)
-        stride, threshold, B = _stride(*x4.shape[1:]), _texture_threshold(), x4.shape[0]
-        var = _noise_variance(reference.patch_stats(x4, np.full(B, np.inf), stride).numpy())
-        for _ in range(ROUNDS - 1):
-            var = _noise_variance(reference.patch_stats(x4, var * threshold, stride).numpy(), var)
-        var = torch.from_numpy(var)
-    return var
+    """Noise variances of the (B, C, H, W) batch, in its own units, float64, on the host:
+    ROUNDS rounds of the float64 reference's patch sums and Chen et al.'s variance, each
+    round's energy limit from the one before (CPU and float64 images, and the
+    interpreter, where the device path's eigenvalue kernel takes seconds: its tests call
+    it directly)."""
+    stride, threshold, B = _stride(*x4.shape[1:]), _texture_threshold(), x4.shape[0]
+    var = _noise_variance(reference.patch_stats(x4, np.full(B, np.inf), stride).numpy())
+    for _ in range(ROUNDS - 1):
+        var = _noise_variance(reference.patch_stats(x4, var * threshold, stride).numpy(), var)
+    return torch.from_numpy(var)
 
 
-def _estimate_on_device(x4):
-    """``_estimate`` in the kernels (``kernels/noise.py``, four launches per round), with no
-    wait for the host: (B,) float64 on ``x4``'s device."""
+def _estimate_on_device(x4, sigma, unit):
+    """``_estimate`` in the kernels (``kernels/noise.py``, two launches per round), with no
+    wait for the host: the variances (B,) float64 on ``x4``'s device, and ``sqrt(var) *
+    unit`` written to ``sigma`` (B,). Everything the rounds keep lives in one zeroed
+    buffer (one allocation, one fill)."""
     B, C, H, W = x4.shape
     stride, threshold = _stride(C, H, W), _texture_threshold()
-    sums = x4.new_zeros((ROUNDS, B, kernels.STATS, kernels.STATS), dtype=torch.float64)
-    var = x4.new_empty((ROUNDS, B), dtype=torch.float64)
-    limits = x4.new_full((B,), float("inf"), dtype=torch.float32)  # the first round keeps every patch
-    work = x4.new_empty((B, 3, kernels.WIDTH.value), dtype=torch.float64)
+    stats, width = kernels.STATS, kernels.WIDTH.value
+    parts = {"sums": ROUNDS * B * stats * stats, "var": (ROUNDS + 1) * B, "work": B * 3 * width,
+             "tickets": 2 * ROUNDS * B, "limits": ROUNDS * B}
+    state = dict(zip(parts, x4.new_zeros(sum(parts.values()), dtype=torch.float64).split(list(parts.values()))))
+    sums = state["sums"].view(ROUNDS, B, stats, stats)
+    var = state["var"].view(ROUNDS + 1, B)  # var[0]: the first round's "previous" (unused: it keeps every patch)
+    work = state["work"].view(B, 3, width)
+    tickets = state["tickets"].view(ROUNDS, 2, B)
+    limits = state["limits"].view(torch.float32).view(2 * ROUNDS, B)  # limits[k]: round k's (k >= 1)
     form = _energy_form(x4.device)
     for k in range(ROUNDS):
-        kernels.launch(x4, form, limits, sums[k], stride)
-        kernels.variance(sums[k], var[k - 1], var[k], limits, work, threshold, first=k == 0)
+        # the first round keeps every patch (a cached constant: no fill), the next ones
+        # those below the limit that the round before set
+        limit = _image.on((math.inf,) * B, x4.device) if k == 0 else limits[k]
+        kernels.launch(x4, form, limit, sums[k], stride, work, tickets[k, 0])
+        kernels.eigenvalues(work, tickets[k, 1], sums[k], var[k], var[k + 1], limits[k + 1], sigma, threshold, unit)
     return var[-1]
 
 
