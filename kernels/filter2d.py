@@ -138,7 +138,11 @@ def _march(x_base, y_base, k_base, c, h0, r0, n_rows, o_end, H, W, sxh, syh, sca
             pending = pending + (acc[k],)
 
 
-@triton.jit
+# Sizes, offsets and the strides other than the last (constexpr) are not specialised:
+# random resizes before a blur (the degradation pipelines) met a new pattern of them being
+# 1 or a multiple of 16 every few calls, a compile of 1-2 s each on the H200's host.
+@triton.jit(do_not_specialize=["C", "H", "W", "HO", "WO", "OY", "OX", "skb", "sxb", "sxc", "sxh", "syb", "syc", "syh",
+                               "SIZE_CLASS"])
 def filter2d_kernel(X, Y, K, C, H, W, HO, WO, OY, OX, skb,
                     sxb, sxc, sxh, syb, syc, syh, border_value,
                     PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,

@@ -169,7 +169,12 @@ def _weight_sum(first, count, rel, n_in, widen, TAPS, MODE: tl.constexpr):
     return total
 
 
-@triton.jit
+# Sizes, tap counts and the strides other than the last are not specialised: Triton would
+# compile a variant for each pattern of them that is 1 or a multiple of 16, and random
+# resizes (the degradation pipelines) met a new one almost every call, about a second each
+# on the H200's host. The loads are gathered, so alignment buys this kernel nothing.
+@triton.jit(do_not_specialize=["C", "H", "W", "HO", "WO", "sxb", "sxc", "sxh", "syb", "syc", "syh", "TAPS_Y",
+                               "TAPS_X"])
 def resample_kernel(X, Y, C, H, W, HO, WO, scale_y, scale_x, scale_y_lo, scale_x_lo, support_y, support_x,
                     widen_y, widen_x,
                     sxb, sxc, sxh, sxw, syb, syc, syh, syw, TAPS_Y, TAPS_X,

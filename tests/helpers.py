@@ -32,6 +32,23 @@ GRADIENT = 1e-5
 FUSED = {torch.float32: 2e-5, torch.float16: 2e-3}
 
 
+def count_compiles(monkeypatch):
+    """A Counter of the Triton kernels (by function name) that compile, or load from the
+    disk cache, a new specialisation from now on: Triton does that once per pattern of
+    its integer arguments (being 1, multiples of 16) and constexpr values."""
+    import collections
+
+    import triton.runtime.jit as jit
+    counts = collections.Counter()
+    original = jit.JITFunction._do_compile
+
+    def counting(self, *args, **kwargs):
+        counts[self.fn.__name__] += 1
+        return original(self, *args, **kwargs)
+    monkeypatch.setattr(jit.JITFunction, "_do_compile", counting)
+    return counts
+
+
 def random_image(shape, dtype, gen, device="cpu"):
     """Uniform random image over the dtype's full unit range."""
     x = torch.rand(shape, generator=gen, dtype=torch.float64)

@@ -13,7 +13,7 @@ from imgfilters.kernels import filter2d as kernels
 from imgfilters.kernels.core.borders import BORDERS
 from imgfilters.reference import filter2d as ref
 
-from helpers import KERNEL_DTYPES, assert_matches, gpu, random_image, sample
+from helpers import KERNEL_DTYPES, assert_matches, count_compiles, gpu, random_image, sample
 
 CV_BORDER = {"reflect": cv2.BORDER_REFLECT_101, "symmetric": cv2.BORDER_REFLECT,
              "replicate": cv2.BORDER_REPLICATE, "constant": cv2.BORDER_CONSTANT}
@@ -199,6 +199,18 @@ def test_int64_offsets_past_2_31_elements(gen):
     k = torch.rand(3, 5, generator=gen).cuda() / 15
     y = imgfilters.filter2d(x, k)
     assert_matches(y[..., -20:, -20:], reference(x[..., -24:, -24:], k)[..., -20:, -20:])
+
+
+@gpu
+def test_new_sizes_never_recompile(gen, monkeypatch):
+    # a blur after a random resize (the degradation pipelines) meets a new size every call
+    k = torch.randn(2, 7, 7, generator=gen).cuda() / 7
+    imgfilters.filter2d(random_image((2, 3, 100, 130), torch.float32, gen, "cuda"), k)
+    compiles = count_compiles(monkeypatch)
+    for shape in ((2, 3, 64, 128), (2, 3, 97, 33), (2, 1, 160, 48)):
+        x = random_image(shape, torch.float32, gen, "cuda")
+        assert_matches(imgfilters.filter2d(x, k), reference(x, k))
+    assert not compiles, compiles
 
 
 @gpu

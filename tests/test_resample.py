@@ -12,7 +12,7 @@ import imgfilters
 from imgfilters import _image
 from imgfilters.reference import resample as ref
 
-from helpers import KERNEL_DTYPES, assert_matches, random_image, sample
+from helpers import KERNEL_DTYPES, assert_matches, count_compiles, gpu, random_image, sample
 
 F64 = dict(dtype=torch.float64)
 
@@ -228,3 +228,19 @@ def test_bad_arguments(call, error, match):
     x = torch.rand(2, 3, 8, 8)
     with pytest.raises(error, match=match):
         call(x)
+
+
+@gpu
+def test_new_sizes_never_recompile(gen, monkeypatch):
+    # random resizes (the degradation pipelines) meet a new size every call: each used to
+    # compile a new variant (about a second) when its sizes or strides changed from or to
+    # multiples of 16
+    x = random_image((2, 3, 100, 130), torch.float32, gen, "cuda")
+    imgfilters.resize(x, (77, 91), "bicubic", antialias=True)
+    compiles = count_compiles(monkeypatch)
+    for shape, size in (((2, 3, 100, 130), (48, 64)), ((1, 3, 64, 128), (77, 91)), ((3, 3, 97, 33), (160, 50))):
+        x = random_image(shape, torch.float32, gen, "cuda")
+        y = imgfilters.resize(x, size, "bicubic", antialias=True)
+        assert_matches(y, ref.resize(unit(x), size, "bicubic", True).reshape(y.shape))
+    assert not compiles, compiles
+
