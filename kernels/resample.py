@@ -25,14 +25,18 @@ Modes (``MODE`` constexpr), as defined in ``imgfilters/reference/resample.py``:
 
 ``scale`` is the source step per output pixel (``in / out``, or torch's ``1 / scale_factor``).
 
-Integer upsampling factors (1, 2, 4 per axis; nearest, nearest-exact, bilinear, bicubic,
-area; no align_corners) take ``upsample_phases_kernel`` instead: there every output phase
-has constant weights, so a strip of source columns slides down its rows, reading each once
-and writing coalesced, interleaved output rows (PERFORMANCE.md). Its adjoint,
-``upsample_phases_adjoint_kernel``, is those gradients (factors 1 and 2).
+Integer factors per axis (growing by 1, 2 or 4, shrinking by 2 or 4; every mode, no
+align_corners, windows up to MAX_SLOTS source pixels a lane) take ``phases_kernel``
+instead: there every output phase has constant weights away from the edges, so a strip
+of columns slides down the rows, reading each source row once as contiguous blocks and
+writing coalesced, interleaved output rows (PERFORMANCE.md); the weights, and those of
+the lanes and rows next to the edges, come from the float64 reference as constant tables
+(``PhasePlan``). The gradients of upsampling by 1 or 2 (torch's modes) are
+``upsample_phases_adjoint_kernel``.
 """
 import functools
 import math
+from typing import NamedTuple
 
 import numpy as np
 import triton
@@ -240,32 +244,222 @@ def resample_kernel(X, Y, C, H, W, HO, WO, scale_y, scale_x, scale_y_lo, scale_x
     pixels.store(Y + b * syb + c * syc + offs, acc, mask)
 
 
-# ---- integer-factor upsampling: constant phase weights, rows slid down a column strip ------
+# ---- integer factors: constant phase weights, rows slid down a column strip -----------------
+
+# The factors per axis that ``phases_kernel`` takes: F outputs per source pixel (the output
+# phases interleave with tl.join: powers of two), or one output per D source pixels.
+GROW_FACTORS = (1, 2, 4)
+SHRINK_FACTORS = (2, 4)
+# Blocks of source pixels a lane reads on each side (2 M + 1 in all; doubling with
+# Lanczos-3 needs 3), and source pixels a lane reads a row (the blocks times D): wider
+# kernels (Lanczos shrinking by 4: 28, a 35 s compile offline and 224 registers) take the
+# general kernel.
+MAX_REACH, MAX_SLOTS = 3, 20
+# GPU tile: lanes per strip, steps per program, warps (H200, PERFORMANCE.md).
+STRIP = (128, 32, 4)
+
+
+@triton.jit
+def _interleaved(ph, FX: tl.constexpr):
+    """FX phase vectors of BW values -> a (BW, FX) block, phase fastest: an output row in
+    memory order, each thread holding FX neighbouring values, so its store is contiguous."""
+    if FX == 1:
+        return ph[0][:, None]
+    elif FX == 2:
+        return tl.join(ph[0], ph[1])
+    else:
+        return tl.reshape(tl.join(tl.join(ph[0], ph[2]), tl.join(ph[1], ph[3])), (ph[0].shape[0], 4))
+
+
+@triton.jit
+def _entries(T: tl.constexpr, r: tl.constexpr, s0: tl.constexpr, D: tl.constexpr):
+    """The (1, D) entries T[r][s0 .. s0 + D - 1] of a constant table."""
+    q = tl.arange(0, D)[None, :]
+    v = tl.zeros((1, D), tl.float32)
+    for i in tl.static_range(D):
+        v = tl.where(q == i, T[r][s0 + i], v)
+    return v
+
+
+@triton.jit
+def _lane_weights(lanes, n_lanes, T: tl.constexpr, p: tl.constexpr, b: tl.constexpr, E: tl.constexpr,
+                  F: tl.constexpr, D: tl.constexpr):
+    """The (BW, D) weights of phase p on block b for each lane: ``phase_tables``' interior
+    row, or its row for the lanes within E of either edge."""
+    w = tl.zeros((lanes.shape[0], D), tl.float32) + _entries(T, p, b * D, D)
+    for e in tl.static_range(E):
+        w = tl.where((lanes == e)[:, None], _entries(T, (1 + e) * F + p, b * D, D), w)
+        w = tl.where((lanes == n_lanes - 1 - e)[:, None], _entries(T, (1 + E + e) * F + p, b * D, D), w)
+    return w
+
+
+@triton.jit
+def _row_phases(row_ptr, offs, wx, c, PRO: tl.constexpr, pro_args, NZ: tl.constexpr, MIXED: tl.constexpr,
+                F: tl.constexpr, D: tl.constexpr, BLOCKS: tl.constexpr, CLAMP: tl.constexpr):
+    """One source row's F horizontal phases (a tuple of (BW,) vectors): each block of D
+    source columns per lane is read once, contiguously (a block no phase weighs is dead
+    code the compiler drops); phase p is the per-lane weighted sum over the blocks. A
+    weight that is 0 in some lanes (``MIXED``) reads nothing there: 0 * NaN is NaN."""
+    v = ()
+    for b in tl.static_range(BLOCKS):
+        v = v + (pointwise.apply_chain(pixels.load(row_ptr + offs[b]), c, PRO, pro_args),)
+    out = ()
+    for p in tl.static_range(F):
+        acc = tl.zeros(v[0].shape, tl.float32)
+        for b in tl.static_range(BLOCKS):
+            if NZ[p][b]:
+                if MIXED[p][b]:
+                    acc += tl.where(wx[p * BLOCKS + b] != 0.0, wx[p * BLOCKS + b] * v[b], 0.0)
+                else:
+                    acc += wx[p * BLOCKS + b] * v[b]
+        h = tl.sum(acc, axis=1)
+        if CLAMP:
+            h = tl.minimum(tl.maximum(h, 0.0), 1.0)
+        out = out + (h,)
+    return out
+
+
+@triton.jit
+def _column(full, T: tl.constexpr, r: tl.constexpr, p: tl.constexpr, ROWS: tl.constexpr):
+    """Output phase p of the combination of the window's rows with the constants T[r]
+    (zero weights skipped when compiling)."""
+    acc = tl.zeros(full[0][0].shape, tl.float32)
+    for i in tl.static_range(ROWS):
+        if T[r][i] != 0.0:
+            acc += T[r][i] * full[i][p]
+    return acc
+
+
+@triton.jit
+def _edge_column(full, k, n_steps, T: tl.constexpr, q: tl.constexpr, p: tl.constexpr, E: tl.constexpr,
+                 F: tl.constexpr, ROWS: tl.constexpr):
+    """``_column`` for step k within E of either edge: its row of T, chosen at run time;
+    a weight of 0 reads nothing."""
+    acc = tl.zeros(full[0][0].shape, tl.float32)
+    for i in tl.static_range(ROWS):
+        w = T[q][i]
+        for e in tl.static_range(E):
+            w = tl.where(k == e, T[(1 + e) * F + q][i], w)
+            w = tl.where(k == n_steps - 1 - e, T[(1 + E + e) * F + q][i], w)
+        acc += tl.where(w != 0.0, w * full[i][p], 0.0)
+    return acc
+
+
+@triton.jit
+def phases_kernel(X, Y, C, H, W, HO, WO, sxb, sxc, sxh, sxw, syb, syc, syh, syw,
+                  PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
+                  TY: tl.constexpr, TX: tl.constexpr, NZX: tl.constexpr, MIXX: tl.constexpr,
+                  FY: tl.constexpr, FX: tl.constexpr, DY: tl.constexpr, DX: tl.constexpr,
+                  MY: tl.constexpr, MX: tl.constexpr, EY: tl.constexpr, EX: tl.constexpr,
+                  CLAMP_ROWS: tl.constexpr, OFF64: tl.constexpr, BW: tl.constexpr, SEG: tl.constexpr):
+    """Y (HO x WO) resampled from X (H x W) by integer factors: along each axis either F
+    outputs per source pixel (n_out = F n_in, D = 1) or one output per D source pixels
+    (n_in = D n_out, F = 1). Then the weights are constants per output phase (``TY``,
+    ``TX``: ``phase_tables``, the float64 reference's, with their own rows for the EY / EX
+    lanes and steps nearest each edge, where taps fold or truncate).
+
+    A lane is a source column (F > 1) or an output column (D > 1); a step a source row or
+    an output row likewise. A program owns BW lanes of SEG steps of one plane and marches
+    down its steps ("row slide"): each step reads the DY new source rows it needs, each
+    once, as 2 MX + 1 contiguous blocks of DX columns per lane (their offsets clamped once
+    per program, so no index math in the loop), turns each into its FX horizontal phases,
+    and keeps the last 2 MY + 1 blocks of rows in a loop-carried window; it then writes
+    its FY output rows, FX * BW contiguous values each."""
+    BX: tl.constexpr = 2 * MX + 1
+    ROWS: tl.constexpr = (2 * MY + 1) * DY
+    n_steps = HO // FY
+    n_lanes = WO // FX
+    b, c, k0, j0 = tile_origin(tl.program_id(0), C, n_steps, n_lanes, SEG, BW)
+    base = X + b * sxb + c * sxc
+    lanes = j0 + tl.arange(0, BW)
+    offs = ()
+    wx = ()
+    for i in tl.static_range(BX):
+        # a block past the edge reads the edge block (its weights are 0, or the edge pixel's
+        # own where D = 1): clamping the start keeps the block contiguous, so it is one load
+        start = tl.minimum(tl.maximum(DX * (lanes + (i - MX)), 0), W - DX)
+        offs = offs + (offset(start[:, None] + tl.arange(0, DX)[None, :], sxw, OFF64),)
+    for p in tl.static_range(FX):
+        for i in tl.static_range(BX):
+            wx = wx + (_lane_weights(lanes, n_lanes, TX, p, i, EX, FX, DX),)
+    out_cols = FX * lanes[:, None] + tl.arange(0, FX)[None, :]
+    out_offs = offset(out_cols, syw, OFF64)
+    out_mask = out_cols < WO
+    out_base = Y + b * syb + c * syc
+    # the window: source rows DY (k + m) + q for m = -MY .. MY - 1 (the newest block is read
+    # by each step); rows past the image are clamped into it (their weights are 0 or fold)
+    win = ()
+    for i in tl.static_range(ROWS - DY):
+        r = tl.minimum(tl.maximum(DY * (k0 - MY) + i, 0), H - 1)
+        win = win + (_row_phases(base + offset(r, sxh, OFF64), offs, wx, c, PRO, pro_args, NZX, MIXX, FX, DX, BX,
+                                 CLAMP_ROWS),)
+    for k in range(k0, tl.minimum(k0 + SEG, n_steps)):
+        full = win
+        for q in tl.static_range(DY):
+            r = tl.minimum(DY * (k + MY) + q, H - 1)
+            full = full + (_row_phases(base + offset(r, sxh, OFF64), offs, wx, c, PRO, pro_args, NZX, MIXX, FX,
+                                       DX, BX, CLAMP_ROWS),)
+        edge = (k < EY) | (k >= n_steps - EY)
+        for q in tl.static_range(FY):
+            y = _interleaved(_inner_row(full, TY, q, FX, ROWS), FX)
+            if EY > 0:
+                if edge:  # (a uniform branch: the steps nearest the top and bottom weigh their own way)
+                    y = _interleaved(_edge_row(full, k, n_steps, TY, q, EY, FY, FX, ROWS), FX)
+            y = pointwise.apply_epilogue(y, y, c, EPI, epi_args)
+            pixels.store(out_base + offset(FY * k + q, syh, OFF64) + out_offs, y, out_mask)
+        win = full[DY:]
+
+
+@triton.jit
+def _inner_row(full, T: tl.constexpr, q: tl.constexpr, FX: tl.constexpr, ROWS: tl.constexpr):
+    """Output row phase q's FX column phases, inside (constant weights T[q])."""
+    if FX == 1:
+        return (_column(full, T, q, 0, ROWS),)
+    elif FX == 2:
+        return (_column(full, T, q, 0, ROWS), _column(full, T, q, 1, ROWS))
+    else:
+        return (_column(full, T, q, 0, ROWS), _column(full, T, q, 1, ROWS), _column(full, T, q, 2, ROWS),
+                _column(full, T, q, 3, ROWS))
+
+
+@triton.jit
+def _edge_row(full, k, n_steps, T: tl.constexpr, q: tl.constexpr, E: tl.constexpr, FY: tl.constexpr,
+              FX: tl.constexpr, ROWS: tl.constexpr):
+    """``_inner_row`` for a step within E of either edge."""
+    if FX == 1:
+        return (_edge_column(full, k, n_steps, T, q, 0, E, FY, ROWS),)
+    elif FX == 2:
+        return (_edge_column(full, k, n_steps, T, q, 0, E, FY, ROWS),
+                _edge_column(full, k, n_steps, T, q, 1, E, FY, ROWS))
+    else:
+        return (_edge_column(full, k, n_steps, T, q, 0, E, FY, ROWS),
+                _edge_column(full, k, n_steps, T, q, 1, E, FY, ROWS),
+                _edge_column(full, k, n_steps, T, q, 2, E, FY, ROWS),
+                _edge_column(full, k, n_steps, T, q, 3, E, FY, ROWS))
+
+
+# ---- the gradient of integer-factor upsampling --------------------------------------------
 
 # Modes whose weights, for n_out = f * n_in without align_corners, depend only on the output
 # phase (o mod f) and whose borders clamp the taps into the image (replicate): torch's
 # bilinear (its clamp of a negative source coordinate to 0 gives the same value as
 # replicating pixel 0), bicubic, nearest, nearest-exact and area (both copy pixel o // f).
 # (int codes: comparing with the constexpr codes costs microseconds a call on the host)
-PHASE_MODES = frozenset(m.value for m in (NEAREST, NEAREST_EXACT, LINEAR, CUBIC, AREA))
-# Factors per axis: 1, 2 and 4 (the output phases interleave with tl.join, powers of two).
-PHASE_FACTORS = (1, 2, 4)
+ADJOINT_MODES = frozenset(m.value for m in (NEAREST, NEAREST_EXACT, LINEAR, CUBIC, AREA))
 # The adjoint's factors: 1 and 2 (at 4 its (BW, 4) gradient blocks spill: 255 registers and
 # 10 s compiles with Triton 3.6; those gradients take the matrix products).
 ADJOINT_FACTORS = (1, 2)
 # Source offsets a phase reads: -2 .. 2 around the source pixel o // f.
 REACH: tl.constexpr = tl.constexpr(2)
-# GPU tile: source columns per strip, source rows per program, warps (H200, PERFORMANCE.md).
-STRIP = (128, 32, 4)
 
 
-def phase_factor(mode, n_in, n_out, scale, align_corners, factors=PHASE_FACTORS):
-    """The integer factor f of an axis that ``upsample_phases_kernel`` handles (its adjoint:
-    ``factors=ADJOINT_FACTORS``), else None."""
-    if align_corners or mode not in PHASE_MODES:
+def adjoint_factor(mode, n_in, n_out, scale, align_corners):
+    """The integer factor f of an axis that ``upsample_phases_adjoint_kernel`` handles,
+    else None."""
+    if align_corners or mode not in ADJOINT_MODES:
         return None
     f = n_out // n_in
-    return f if f in factors and n_out == f * n_in and scale * f == 1.0 else None
+    return f if f in ADJOINT_FACTORS and n_out == f * n_in and scale * f == 1.0 else None
 
 
 @functools.lru_cache(maxsize=None)
@@ -298,124 +492,6 @@ def _keys(x, a):
     return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a if x < 2 else 0.0
 
 
-@triton.jit
-def _phases_of_row(row_ptr, col_offs, c, WX: tl.constexpr, FX: tl.constexpr, PRO: tl.constexpr, pro_args,
-                   CLAMP: tl.constexpr):
-    """One source row's FX horizontal phases (a tuple of strip vectors): the row is read
-    once per source offset (shifted, coalesced loads; a load no phase weighs is dead code
-    that the compiler drops), each phase a constant-weight sum of those loads. CLAMP: the row pass of an
-    integer image is clamped to its range, as ``resample_kernel`` does."""
-    v = (pointwise.apply_chain(pixels.load(row_ptr + col_offs[0]), c, PRO, pro_args),
-         pointwise.apply_chain(pixels.load(row_ptr + col_offs[1]), c, PRO, pro_args),
-         pointwise.apply_chain(pixels.load(row_ptr + col_offs[2]), c, PRO, pro_args),
-         pointwise.apply_chain(pixels.load(row_ptr + col_offs[3]), c, PRO, pro_args),
-         pointwise.apply_chain(pixels.load(row_ptr + col_offs[4]), c, PRO, pro_args))
-    if FX == 1:
-        return (_weighted(v, WX, 0, CLAMP),)
-    elif FX == 2:
-        return (_weighted(v, WX, 0, CLAMP), _weighted(v, WX, 1, CLAMP))
-    else:
-        return (_weighted(v, WX, 0, CLAMP), _weighted(v, WX, 1, CLAMP), _weighted(v, WX, 2, CLAMP),
-                _weighted(v, WX, 3, CLAMP))
-
-
-@triton.jit
-def _weighted(v, WX: tl.constexpr, p: tl.constexpr, CLAMP: tl.constexpr):
-    """Phase p: sum_d WX[p][d] v[d] over the 2 REACH + 1 offsets, the zero weights skipped
-    when compiling (Triton 3.6 takes a constexpr table only whole, indexed inline)."""
-    acc = tl.zeros(v[2].shape, tl.float32)
-    for d in tl.static_range(2 * REACH + 1):
-        if WX[p][d] != 0.0:
-            acc += WX[p][d] * v[d]
-    if CLAMP:
-        acc = tl.minimum(tl.maximum(acc, 0.0), 1.0)
-    return acc
-
-
-@triton.jit
-def _interleaved(ph, FX: tl.constexpr):
-    """FX phase vectors of BW values -> a (BW, FX) block, phase fastest: an output row in
-    memory order, each thread holding FX neighbouring values, so its store is contiguous."""
-    if FX == 1:
-        return ph[0][:, None]
-    elif FX == 2:
-        return tl.join(ph[0], ph[1])
-    else:
-        return tl.reshape(tl.join(tl.join(ph[0], ph[2]), tl.join(ph[1], ph[3])), (ph[0].shape[0], 4))
-
-
-@triton.jit
-def _output_row(win, new, WY: tl.constexpr, q: tl.constexpr, FX: tl.constexpr):
-    """One output row's FX phases: the vertical sum over the five source rows i - 2 .. i + 2
-    (``win`` the four above, ``new`` row i + 2) with output phase q's row weights."""
-    if FX == 1:
-        return (_vertical(win, new, WY, q, 0),)
-    elif FX == 2:
-        return (_vertical(win, new, WY, q, 0), _vertical(win, new, WY, q, 1))
-    else:
-        return (_vertical(win, new, WY, q, 0), _vertical(win, new, WY, q, 1), _vertical(win, new, WY, q, 2),
-                _vertical(win, new, WY, q, 3))
-
-
-@triton.jit
-def _vertical(win, new, WY: tl.constexpr, q: tl.constexpr, p: tl.constexpr):
-    acc = tl.zeros(new[0].shape, tl.float32)
-    if WY[q][0] != 0.0:
-        acc += WY[q][0] * win[0][p]
-    if WY[q][1] != 0.0:
-        acc += WY[q][1] * win[1][p]
-    if WY[q][2] != 0.0:
-        acc += WY[q][2] * win[2][p]
-    if WY[q][3] != 0.0:
-        acc += WY[q][3] * win[3][p]
-    if WY[q][4] != 0.0:
-        acc += WY[q][4] * new[p]
-    return acc
-
-
-@triton.jit
-def upsample_phases_kernel(X, Y, C, H, W, WO, sxb, sxc, sxh, sxw, syb, syc, syh, syw,
-                           PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
-                           WY: tl.constexpr, WX: tl.constexpr, FY: tl.constexpr, FX: tl.constexpr,
-                           CLAMP_ROWS: tl.constexpr, OFF64: tl.constexpr, BW: tl.constexpr, SEG: tl.constexpr):
-    """Y (HO = FY H x WO = FX W) upsampled from X by integer factors with constant phase
-    weights ``WY``/``WX`` (``phase_weights``); borders replicate.
-
-    A program owns BW source columns of SEG source rows of one plane and marches down its
-    rows ("row slide"): each source row is read once (five shifted loads, the column
-    offsets clamped once per program, so no index math in the loop) and turned into its FX
-    horizontal phases, kept in a loop-carried window of the four rows above; each step then
-    emits the FY output rows of source row i as FX * BW contiguous, interleaved values."""
-    b, c, r0, j0 = tile_origin(tl.program_id(0), C, H, W, SEG, BW)
-    base = X + b * sxb + c * sxc
-    cols = j0 + tl.arange(0, BW)
-    col_offs = (offset(tl.minimum(tl.maximum(cols - 2, 0), W - 1), sxw, OFF64),
-                offset(tl.minimum(tl.maximum(cols - 1, 0), W - 1), sxw, OFF64),
-                offset(tl.minimum(cols, W - 1), sxw, OFF64),
-                offset(tl.minimum(cols + 1, W - 1), sxw, OFF64),
-                offset(tl.minimum(cols + 2, W - 1), sxw, OFF64))
-    out_cols = FX * cols[:, None] + tl.arange(0, FX)[None, :]
-    out_offs = offset(out_cols, syw, OFF64)
-    out_mask = out_cols < WO
-    out_base = Y + b * syb + c * syc
-    win = (_phases_of_row(base + offset(tl.maximum(r0 - 2, 0), sxh, OFF64), col_offs, c, WX, FX, PRO, pro_args,
-                          CLAMP_ROWS),
-           _phases_of_row(base + offset(tl.maximum(r0 - 1, 0), sxh, OFF64), col_offs, c, WX, FX, PRO, pro_args,
-                          CLAMP_ROWS),
-           _phases_of_row(base + offset(tl.minimum(r0, H - 1), sxh, OFF64), col_offs, c, WX, FX, PRO, pro_args,
-                          CLAMP_ROWS),
-           _phases_of_row(base + offset(tl.minimum(r0 + 1, H - 1), sxh, OFF64), col_offs, c, WX, FX, PRO,
-                          pro_args, CLAMP_ROWS))
-    for i in range(r0, tl.minimum(r0 + SEG, H)):
-        new = _phases_of_row(base + offset(tl.minimum(i + 2, H - 1), sxh, OFF64), col_offs, c, WX, FX, PRO,
-                             pro_args, CLAMP_ROWS)
-        for q in tl.static_range(FY):
-            y = _interleaved(_output_row(win, new, WY, q, FX), FX)
-            y = pointwise.apply_epilogue(y, y, c, EPI, epi_args)
-            pixels.store(out_base + offset(FY * i + q, syh, OFF64) + out_offs, y, out_mask)
-        win = (win[1], win[2], win[3], new)
-
-
 @functools.lru_cache(maxsize=None)
 def adjoint_weights(mode, f):
     """For ``upsample_phases_adjoint_kernel``: rows k f + q, k = 0 inside, 1 for the first
@@ -434,7 +510,7 @@ def adjoint_weights(mode, f):
 
 
 @triton.jit
-def _lane_weights(cols, taps, W, s: tl.constexpr, WA: tl.constexpr, FX: tl.constexpr):
+def _adjoint_lane_weights(cols, taps, W, s: tl.constexpr, WA: tl.constexpr, FX: tl.constexpr):
     """The (BW, FX) weights of output columns FX (cols + s - 2) + p for source columns
     ``cols`` (``adjoint_weights``: the first and last column differ)."""
     w = tl.zeros((cols.shape[0], FX), tl.float32)
@@ -486,8 +562,8 @@ def _adjoint_column(win, new, WA: tl.constexpr, k: tl.constexpr, FY: tl.constexp
 def upsample_phases_adjoint_kernel(G, Y, C, H, W, HO, WO, sgb, sgc, sgh, sgw, syb, syc, syh, syw,
                                    WY: tl.constexpr, WX: tl.constexpr, FY: tl.constexpr, FX: tl.constexpr,
                                    OFF64: tl.constexpr, BW: tl.constexpr, SEG: tl.constexpr):
-    """The adjoint (transpose) of ``upsample_phases_kernel``: Y (H x W) from the gradient G
-    (HO = FY H x WO = FX W). Source pixel (i, j) gathers the output pixels that read it:
+    """The adjoint (transpose) of ``phases_kernel`` upsampling in torch's modes: Y (H x W)
+    from the gradient G (HO = FY H x WO = FX W). Source pixel (i, j) gathers the output pixels that read it:
     along each axis the FX outputs of the five source positions around it (a strided
     correlation), with the replicated borders' clamped taps folded into the edge pixels.
     ``WY``/``WX``: ``adjoint_weights``.
@@ -499,9 +575,9 @@ def upsample_phases_adjoint_kernel(G, Y, C, H, W, HO, WO, sgb, sgc, sgh, sgw, sy
     b, c, r0, j0 = tile_origin(tl.program_id(0), C, H, W, SEG, BW)
     cols = j0 + tl.arange(0, BW)
     taps = tl.arange(0, FX)[None, :]
-    wx = (_lane_weights(cols, taps, W, 0, WX, FX), _lane_weights(cols, taps, W, 1, WX, FX),
-          _lane_weights(cols, taps, W, 2, WX, FX), _lane_weights(cols, taps, W, 3, WX, FX),
-          _lane_weights(cols, taps, W, 4, WX, FX))
+    wx = (_adjoint_lane_weights(cols, taps, W, 0, WX, FX), _adjoint_lane_weights(cols, taps, W, 1, WX, FX),
+          _adjoint_lane_weights(cols, taps, W, 2, WX, FX), _adjoint_lane_weights(cols, taps, W, 3, WX, FX),
+          _adjoint_lane_weights(cols, taps, W, 4, WX, FX))
     g_cols = (FX * (cols[:, None] - 2) + taps, FX * (cols[:, None] - 1) + taps, FX * cols[:, None] + taps,
               FX * (cols[:, None] + 1) + taps, FX * (cols[:, None] + 2) + taps)
     g_offs = (offset(g_cols[0], sgw, OFF64), offset(g_cols[1], sgw, OFF64), offset(g_cols[2], sgw, OFF64),
@@ -542,14 +618,14 @@ def taps(mode, n_in, n_out, scale, antialias):
 
 
 def launch(x, y, mode, scale_y, scale_x, align_corners=False, antialias=False, clamp_rows=False, pro=((), ()),
-           epi=((), ())):
+           epi=((), ()), phases=None):
     """Resample 4-D ``x`` (B, C, H, W) into ``y`` (B, C, HO, WO) with mode code ``mode``
-    and source steps ``scale_y``/``scale_x`` per output pixel."""
+    and source steps ``scale_y``/``scale_x`` per output pixel; with ``phases``, a pair
+    of ``PhasePlan`` (rows, columns) for integer factors, by ``phases_kernel``."""
+    if phases is not None:
+        return _launch_phases(x, y, phases, clamp_rows, pro, epi)
     B, C, H, W = x.shape
     HO, WO = y.shape[-2:]
-    fy, fx = phase_factor(mode, H, HO, scale_y, align_corners), phase_factor(mode, W, WO, scale_x, align_corners)
-    if fy is not None and fx is not None:
-        return _launch_phases(x, y, mode, fy, fx, clamp_rows, pro, epi)
     ty, sup_y, wid_y = taps(mode, H, HO, scale_y, antialias)
     tx, sup_x, wid_x = taps(mode, W, WO, scale_x, antialias)
     normalise = mode in NORMALISED_MODES
@@ -574,25 +650,44 @@ def _float32_pair(value):
     return hi, float(np.float32(value - hi))
 
 
-def _strip(H, W):
-    """(source columns, source rows, warps) of a row-slide program: in the interpreter one
-    strip of every row per plane where it fits."""
-    return (pow2_at_least(W, 16, 128), H, 1) if interpreting() else STRIP
+def _strip(steps, lanes):
+    """(lanes, steps, warps) of a row-slide program: in the interpreter one strip of every
+    step per plane where it fits."""
+    return (pow2_at_least(lanes, 16, 128), steps, 1) if interpreting() else STRIP
 
 
-def _launch_phases(x, y, mode, fy, fx, clamp_rows, pro, epi):
-    """``launch`` for the integer factors ``fy``, ``fx`` (``phase_factor``)."""
+class PhasePlan(NamedTuple):
+    """One axis of ``phases_kernel``: F outputs per source pixel or one per D; blocks of D
+    source pixels a lane reads on each side (M); lanes or steps at each edge with their own
+    weights (E); the weight table (rows: the F interior phases, then F per edge lane from
+    the first, then F per edge lane from the last; entries over the 2 M + 1 blocks of D);
+    for the columns, per phase and block, whether any weight is nonzero and whether some
+    are zero (``phase_tables`` in ``imgfilters/ops/resample.py`` builds them)."""
+    F: int
+    D: int
+    M: int
+    E: int
+    table: tuple
+    nonzero: tuple
+    mixed: tuple
+
+
+def _launch_phases(x, y, phases, clamp_rows, pro, epi):
+    """``launch`` for integer factors (``PhasePlan`` rows, columns)."""
     B, C, H, W = x.shape
-    bw, seg, warps = _strip(H, W)
-    args = (x, y, C, H, W, y.shape[-1], *x.stride(), *y.stride(), pro[0], pro[1], epi[0], epi[1])
-    meta = dict(WY=phase_weights(mode, fy), WX=phase_weights(mode, fx), FY=fy, FX=fx, CLAMP_ROWS=bool(clamp_rows),
-                OFF64=needs_int64(x, y))
-    launch_kernel(upsample_phases_kernel, lambda m: (programs(B * C, H, W, seg, bw),), args, meta, x,
+    HO, WO = y.shape[-2:]
+    py, px = phases
+    n_steps, n_lanes = HO // py.F, WO // px.F
+    bw, seg, warps = _strip(n_steps, n_lanes)
+    args = (x, y, C, H, W, HO, WO, *x.stride(), *y.stride(), pro[0], pro[1], epi[0], epi[1])
+    meta = dict(TY=py.table, TX=px.table, NZX=px.nonzero, MIXX=px.mixed, FY=py.F, FX=px.F, DY=py.D, DX=px.D,
+                MY=py.M, MX=px.M, EY=py.E, EX=px.E, CLAMP_ROWS=bool(clamp_rows), OFF64=needs_int64(x, y))
+    launch_kernel(phases_kernel, lambda m: (programs(B * C, n_steps, n_lanes, seg, bw),), args, meta, x,
                   tile_config(BW=bw, SEG=seg, num_warps=warps))
 
 
 def launch_adjoint(g, y, mode, fy, fx):
-    """The gradient ``y`` (B, C, H, W) of ``upsample_phases_kernel`` from ``g`` (B, C, fy H,
+    """The gradient ``y`` (B, C, H, W) of ``phases_kernel`` upsampling from ``g`` (B, C, fy H,
     fx W); factors in ADJOINT_FACTORS, H and W at least 2."""
     B, C, H, W = y.shape
     bw, seg, warps = _strip(H, W)

@@ -66,6 +66,45 @@ def test_integer_factors_over_several_segments_and_strips(mode, gen, device, mon
     assert (ours.cpu().double() - theirs).abs().max() <= 1e-5
 
 
+@pytest.mark.parametrize("mode,aa,factor", [
+    ("bilinear", True, 2), ("bicubic", True, 2), ("lanczos", True, 2), ("matlab", True, 2), ("bicubic", False, 4),
+    ("area", False, 0.5), ("bilinear", False, 0.5), ("nearest-exact", False, 0.5), ("bicubic", True, 0.5),
+    ("lanczos", True, 0.5), ("matlab", True, 0.25), ("bicubic", True, 0.25), ("lanczos", True, (2, 0.5))])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.uint8])
+def test_integer_factors_of_every_mode_take_the_phase_kernel(mode, aa, factor, dtype, gen, device, monkeypatch):
+    """Growing by 2 or 4 and shrinking by 2 or 4, every mode: constant weights inside and
+    the reference's own near the edges (torch's clamped taps, MATLAB's mirrored ones, the
+    antialiased modes' renormalised ones), NaN and inf staying where they are read."""
+    from imgfilters.kernels import resample as kernels
+    launched, launch_phases = [], kernels._launch_phases
+    monkeypatch.setattr(kernels, "_launch_phases", lambda *a: launched.append(launch_phases(*a)))
+    fy, fx = factor if isinstance(factor, tuple) else (factor, factor)
+    x = random_image((1, 2, 56, 64), dtype, gen, device)
+    size = (int(56 * fy), int(64 * fx))
+    clamp = dtype in _image.MAX_VALUE
+    if mode == "matlab":
+        call = lambda img: imgfilters.imresize(img, scale=(fy, fx))  # noqa: E731
+        expect = lambda img: ref.resize(img, size, "matlab", True, scale=(1 / fy, 1 / fx),  # noqa: E731
+                                        intermediate_clamp=clamp)
+    else:
+        call = lambda img: imgfilters.resize(img, size, mode, antialias=aa)  # noqa: E731
+        expect = lambda img: ref.resize(img, size, mode, aa, intermediate_clamp=clamp)  # noqa: E731
+    y = call(x)
+    assert len(launched) == 1
+    assert_matches(y, expect(unit(x)).reshape(y.shape))
+    if clamp:
+        return
+    bad = x.clone()
+    bad[0, 0, 0, 0], bad[0, 1, 20, 30], bad[0, 1, 20, 31] = float("nan"), float("inf"), -float("inf")
+    if aa or mode != "bicubic":  # (torch's bicubic sums a clamped edge tap once per tap, weights of both
+        bad[0, 0, 55, 63] = float("inf")  # signs: an inf in the corner gives NaN there, as in torch)
+    y, expected = call(bad).cpu().double(), expect(unit(bad)).reshape(y.shape)
+    for test in (torch.isnan, torch.isposinf, torch.isneginf):
+        assert torch.equal(test(y), test(expected)), test.__name__
+    finite = expected.isfinite()
+    assert (y[finite] - expected[finite]).abs().max() <= 1e-5
+
+
 @pytest.mark.parametrize("dtype", KERNEL_DTYPES)
 def test_integer_factor_dtypes_layouts_and_fused_steps(dtype, gen, device):
     from torchvision.transforms import v2

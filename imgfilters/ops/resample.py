@@ -1,8 +1,11 @@
 """Resampling: ``resize`` (torchvision's), ``upsample`` (``F.interpolate``'s) and
 ``imresize`` (MATLAB's bicubic).
 
-One launch per call, weights computed in the kernel, every dtype read and written
-directly (uint8 in, uint8 out, no float copy). Integer images are resampled as PIL and
+One launch per call, every dtype read and written directly (uint8 in, uint8 out, no
+float copy). Integer factors (growing by 1, 2, 4 or shrinking by 2, 4 on each axis) take
+the constant-phase kernel with the float64 reference's weights as constant tables
+(``phase_tables``, once per mode and factor); other sizes the general kernel, which
+computes its weights. Integer images are resampled as PIL and
 torch's CPU path do: the row pass is clamped to the value range before the column pass.
 That matters only where bicubic or Lanczos overshoot next to saturated pixels, and there
 torchvision on CUDA differs (it resamples a float copy without that clamp, by tens of
@@ -23,6 +26,7 @@ import os
 import numbers
 from typing import List
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -230,6 +234,101 @@ def _plan(img, out, mode, antialias, align_corners, scales):
     return list(out), mode, antialias, align_corners, scale
 
 
+@functools.lru_cache(maxsize=None)
+def phase_tables(mode, antialias, f, d):
+    """The ``kernels.PhasePlan`` of an axis resampled by the integer factor ``f`` (up: f
+    outputs per source pixel) or ``d`` (down: one output per d source pixels), without
+    align_corners; None where a lane would read more than ``kernels.MAX_REACH`` blocks of
+    d source pixels on a side, or more than ``kernels.MAX_SLOTS`` pixels.
+
+    The weights are the float64 reference's (``weights``), on an axis long enough that its
+    edges do not meet. Inside, lane l's output phase p (output f l + p) weighs source pixel
+    d (l + m) + q with a constant. Near an edge the taps fold onto the edge pixels or are
+    dropped and the rest renormalised. The kernel reads a tap past the edge from the edge
+    pixel (d = 1) or block, which is torch's clamping where d = 1; elsewhere (MATLAB's
+    symmetric padding, the antialiased modes' renormalising, shrinking) the E lanes
+    nearest each edge get the reference's rows, in which taps outside the image weigh 0
+    (so an inf there meets no weight of 0 or of the other sign)."""
+    lanes = 8 * kernels.MAX_REACH + 8
+    w = reference.weights(lanes * d, lanes * f, mode, antialias=antialias, scale=d / f).numpy()
+
+    def rows(lane, m):  # (f, (2 m + 1) d): lane's phases over source pixels d (lane - m) ...
+        out = np.zeros((f, (2 * m + 1) * d))
+        for p in range(f):
+            for s in np.flatnonzero(w[f * lane + p]):
+                i = s - d * (lane - m)
+                if not 0 <= i < out.shape[1]:
+                    return None
+                out[p, i] = w[f * lane + p, s]
+        return out
+
+    centre = lanes // 2
+    offsets = np.flatnonzero(w[f * centre:f * centre + f].any(0)) - d * centre
+    m = int(max(1, -(offsets.min() // d), offsets.max() // d))
+    inner = rows(centre, m) if m <= kernels.MAX_REACH and (2 * m + 1) * d <= kernels.MAX_SLOTS else None
+    if inner is None:
+        return None
+
+    def clamped(lane):  # the inner rows as the kernel applies them: taps past the edge read the edge pixel
+        out = np.zeros_like(inner)
+        for i in range(inner.shape[1]):
+            j = min(max(d * (lane - m) + i, 0), lanes * d - 1) - d * (lane - m)
+            out[:, j] += inner[:, i]
+        return out
+
+    # torch's modes clamp their taps into the image, each tap summed on its own, which the
+    # kernel's clamped reads are where a lane reads single pixels (d = 1; with d > 1 it reads
+    # the edge block); elsewhere a lane whose taps fold (MATLAB), are dropped (antialiased
+    # modes) or reach past the edge takes the reference's row, one weight per pixel
+    clamping = d == 1 and not antialias and mode in ("nearest", "nearest-exact", "bilinear", "bicubic", "area")
+
+    def needs_row(lane):
+        r = rows(lane, m)
+        if clamping:
+            return not np.allclose(r, clamped(lane), rtol=1e-12, atol=1e-15)
+        outside = [i for i in range(inner.shape[1]) if not 0 <= d * (lane - m) + i < lanes * d]
+        return bool(inner[:, outside].any()) or not np.allclose(r, inner, rtol=1e-12, atol=1e-15)
+
+    def edge_lanes(lane_at):  # lanes from the edge that need their own rows
+        if any(rows(lane_at(e), m) is None for e in range(2 * m + 2)):
+            return None
+        return max([e + 1 for e in range(2 * m + 2) if needs_row(lane_at(e))], default=0)
+
+    e_first, e_last = edge_lanes(lambda e: e), edge_lanes(lambda e: lanes - 1 - e)
+    if e_first is None or e_last is None:
+        return None
+    e = max(e_first, e_last)
+    row_lanes = [centre] + list(range(e)) + [lanes - 1 - i for i in range(e)]
+    values = np.stack([rows(lane, m) for lane in row_lanes])  # (1 + 2 e, f, (2 m + 1) d)
+    blocks = values.reshape(1 + 2 * e, f, 2 * m + 1, d)
+    nonzero = (blocks != 0).any(axis=(0, 3))
+    mixed = nonzero & (blocks == 0).any(axis=(0, 3))  # a weight of 0 must read nothing: 0 * inf is NaN
+    as_tuples = lambda a, kind: tuple(tuple(kind(v) for v in r) for r in a)
+    return kernels.PhasePlan(f, d, m, e, as_tuples(values.reshape(-1, values.shape[-1]), float),
+                             as_tuples(nonzero, bool), as_tuples(mixed, bool))
+
+
+@functools.lru_cache(maxsize=4096)
+def _phase_plans(shape, size, mode, antialias, align_corners, scale):
+    """The (rows, columns) ``PhasePlan`` pair when both axes have integer factors that
+    ``phases_kernel`` takes, on images long enough for its edge rows, else None."""
+    plans = []
+    for n, m, s in zip(shape, size, scale):
+        if align_corners:
+            return None
+        if m >= n and m % n == 0 and m // n in kernels.GROW_FACTORS and s * (m // n) == 1.0:
+            f, d = m // n, 1
+        elif n % m == 0 and n // m in kernels.SHRINK_FACTORS and s == n // m:
+            f, d = 1, n // m
+        else:
+            return None
+        plan = phase_tables(mode, antialias, f, d)
+        if plan is None or m // f < 2 * (plan.M + plan.E) + 2:
+            return None
+        plans.append(plan)
+    return tuple(plans)
+
+
 def _resample(img, *plan):
     return _image.wrap(img, _resample_op(img, *plan))
 
@@ -245,8 +344,7 @@ def adjoint(grad, in_size, size, mode, antialias, align_corners, scale):
     is at least 2 x 2; otherwise ``Wh^T g Ww`` with the reference's weight matrices
     (float32 on the device; both are at most out x in)."""
     code = _code(mode, antialias)
-    factors = [kernels.phase_factor(code, n, m, s, align_corners, kernels.ADJOINT_FACTORS)
-               for n, m, s in zip(in_size, size, scale)]
+    factors = [kernels.adjoint_factor(code, n, m, s, align_corners) for n, m, s in zip(in_size, size, scale)]
     if None not in factors and min(in_size) >= 2:  # integer factors: the constant-phase kernel's adjoint, one launch
         g4 = _image.as_planes(grad)
         out = torch.empty((*g4.shape[:2], *in_size), dtype=torch.float32, device=grad.device)
@@ -275,5 +373,7 @@ def _resample_op(img: Tensor, size: List[int], mode: str, antialias: bool, align
     pro, epi, dtype = pointwise.fused_chains(x4.shape[1], img.device, img.dtype)
     y = _image.new_image(img, _output_shape(img, size), dtype=dtype)
     kernels.launch(x4, _image.as_planes(y), _code(mode, antialias), scale[0], scale[1], align_corners, antialias,
-                   clamp_rows=integer, pro=pro, epi=epi)
+                   clamp_rows=integer, pro=pro, epi=epi,
+                   phases=_phase_plans(tuple(x4.shape[-2:]), tuple(size), mode, antialias or mode == "lanczos",
+                                       align_corners, tuple(scale)))
     return y
