@@ -38,9 +38,9 @@ limit. So the rounds need no host: on the H200's host, LAPACK alone took 80-110 
 49 x 49 eigenvalue problem, and every round would wait for a copy both ways; and the
 last-program tails halve the launches, whose host time the device waited for.
 
-On the H200 a 4K image's round takes about 160 us: sums 34, tridiagonal form 88 (its
-steps are bound by the matrix-wide reductions each needs), eigenvalues 37, the rule 1.4
-(PERFORMANCE.md).
+On the H200 a 4K uint8 image's round takes about 130 us: the sums kernel with its
+tridiagonal tail 95 (the tail's steps are bound by the matrix-wide reductions each
+needs), the eigenvalue kernel with its rule 37 (PERFORMANCE.md).
 """
 import triton
 import triton.language as tl
@@ -219,9 +219,9 @@ def eigenvalue_kernel(work, tickets, sums, previous, var, limits, sigma, thresho
 def _variance_rule(t, sums, previous, var, limits, sigma, threshold, unit, b, PATCH: tl.constexpr):
     """Chen et al.'s variance of image b from its eigenvalues (ascending, ``t[128:177]``,
     written by other programs), the next round's energy limit, and the noise sigma in
-    unit scale (``unit`` per stored unit). With too few kept
-    patches for a covariance the previous round's variance stands (never in the first
-    round, which keeps every patch: at least ``MIN_PATCHES``)."""
+    unit scale (``unit`` per stored unit). With too few kept patches for a covariance the
+    previous round's variance stands (never in the first round, which keeps every patch:
+    at least ``MIN_PATCHES``)."""
     N: tl.constexpr = PATCH * PATCH
     STATS: tl.constexpr = N + 1
     r = tl.arange(0, WIDTH)

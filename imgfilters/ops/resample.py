@@ -312,10 +312,10 @@ def phase_tables(mode, antialias, f, d):
 def _phase_plans(shape, size, mode, antialias, align_corners, scale):
     """The (rows, columns) ``PhasePlan`` pair when both axes have integer factors that
     ``phases_kernel`` takes, on images long enough for its edge rows, else None."""
+    if align_corners:
+        return None
     plans = []
     for n, m, s in zip(shape, size, scale):
-        if align_corners:
-            return None
         if m >= n and m % n == 0 and m // n in kernels.GROW_FACTORS and s * (m // n) == 1.0:
             f, d = m // n, 1
         elif n % m == 0 and n // m in kernels.SHRINK_FACTORS and s == n // m:
@@ -366,14 +366,14 @@ def _resample_op(img: Tensor, size: List[int], mode: str, antialias: bool, align
     coordinate scale per axis (``_axis_scale``); one launch."""
     x4 = _image.as_planes(img)
     integer = pointwise.fused_input_dtype(img.dtype) in _image.MAX_VALUE
+    aa = antialias or mode == "lanczos"  # (Lanczos always widens when shrinking)
     if not _image.uses_kernels(img):
-        y = reference.resize(_image.to_unit(x4), size, mode, antialias or mode == "lanczos", align_corners,
-                             scale=tuple(scale), intermediate_clamp=integer)
+        y = reference.resize(_image.to_unit(x4), size, mode, aa, align_corners, scale=tuple(scale),
+                             intermediate_clamp=integer)
         return _image.in_layout(img, _image.from_unit(y, img.dtype), _output_shape(img, size))
     pro, epi, dtype = pointwise.fused_chains(x4.shape[1], img.device, img.dtype)
     y = _image.new_image(img, _output_shape(img, size), dtype=dtype)
     kernels.launch(x4, _image.as_planes(y), _code(mode, antialias), scale[0], scale[1], align_corners, antialias,
                    clamp_rows=integer, pro=pro, epi=epi,
-                   phases=_phase_plans(tuple(x4.shape[-2:]), tuple(size), mode, antialias or mode == "lanczos",
-                                       align_corners, tuple(scale)))
+                   phases=_phase_plans(tuple(x4.shape[-2:]), tuple(size), mode, aa, align_corners, tuple(scale)))
     return y
