@@ -18,7 +18,7 @@ gradient at radius 8).
 import triton
 import triton.language as tl
 
-from .core import borders, pixels, pointwise
+from .core import borders, neighbourhood, pixels, pointwise
 from .core.launch import Tuning, launch as launch_kernel, tile_config
 from .core.tiling import (cdiv, interpreting, needs_int64, next_pow2, offset, pow2_at_least, programs, size_class,
                           tile_origin)
@@ -37,10 +37,8 @@ def _vectors(base, ch, n_ch, sc, rows, row_ok, cols, H, W, sh, sw, border_value,
     offs = (offset(ch, sc, OFF64)[:, None, None] + offset(rows, sh, OFF64)[None, :, None]
             + offset(c_idx, sw, OFF64)[None, None, :])
     valid = (ch < n_ch)[:, None, None]
-    v = pixels.load(base + offs, valid)
-    if BORDER == borders.CONSTANT:
-        ok = row_ok[:, None] & borders.inside(cols, W)[None, :]
-        v = tl.where(ok[None, :, :], v, border_value)
+    inside = (row_ok[:, None] & borders.inside(cols, W)[None, :])[None, :, :]
+    v = neighbourhood.load(base + offs, inside, border_value, 0, (), (), neighbourhood.UNIT, BORDER, valid)
     # padding channels are zero everywhere, so they add nothing to the distances
     return tl.where(valid, v, 0.0)
 
@@ -66,14 +64,6 @@ def _distance2_grad(diff, L1: tl.constexpr):
 
 
 @triton.jit
-def _prologue(v, ch, n_ch, PRO: tl.constexpr, pro_args):
-    """PRO on image vectors; padding channels stay zero (and index channel n_ch - 1, so
-    per-channel steps never read past their vectors)."""
-    chan = tl.minimum(ch, n_ch - 1)[:, None, None]
-    return tl.where((ch < n_ch)[:, None, None], pointwise.apply_chain(v, chan, PRO, pro_args), 0.0)
-
-
-@triton.jit
 def _output_tile(COLOR, SPACE, H, W, CP: tl.constexpr, CGP: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr):
     """This program's image, its colour and space coefficients, the channel ranges and the
     rows and columns of its output tile."""
@@ -86,20 +76,19 @@ def _output_tile(COLOR, SPACE, H, W, CP: tl.constexpr, CGP: tl.constexpr, BH: tl
 def _row(base, r, cols, H, W, sc, sh, sw, border_value, N: tl.constexpr, PRO: tl.constexpr, pro_args,
          BORDER: tl.constexpr, NEAR: tl.constexpr):
     """The N channel vectors of row ``r`` at columns ``cols`` (indices through the border:
-    within one image size of it when NEAR), in unit scale; the constant border's value is
-    applied before PRO, as for a border pixel that existed. A tuple of N (BW,) vectors."""
+    within one image size of it when NEAR), PRO of unit scale, and the constant border's
+    value outside the image (``neighbourhood.load``). A tuple of N (BW,) vectors."""
     if NEAR:
         row = base + borders.remap_near(r, H, BORDER) * sh
         col = borders.remap_near(cols, W, BORDER) * sw
     else:
         row = base + borders.remap(r, H, BORDER) * sh
         col = borders.remap(cols, W, BORDER) * sw
+    inside = borders.inside(cols, W) & borders.inside(r, H)
     out = ()
     for c in tl.static_range(N):
-        v = pixels.load(row + c * sc + col)
-        if BORDER == borders.CONSTANT:
-            v = tl.where(borders.inside(cols, W) & borders.inside(r, H), v, border_value)
-        out = out + (pointwise.apply_chain(v, c, PRO, pro_args),)
+        out = out + (neighbourhood.load(row + c * sc + col, inside, border_value, c, PRO, pro_args,
+                                        neighbourhood.UNIT, BORDER),)
     return out
 
 
@@ -443,12 +432,10 @@ def _guide_sample(g_base, chg, n_ch, sgc, a, bcol, h, w, H, W, sgh, sgw, OFF64: 
 
 @triton.jit
 def _upsample_tap(l_base, g_base, ch, chg, C, CG, slc, sgc, a, a_ok, bcol, h, w, H, W, slh, slw, sgh, sgw,
-                  border_value, PRO: tl.constexpr, pro_args, BORDER: tl.constexpr,
-                  OFF64: tl.constexpr):
+                  border_value, BORDER: tl.constexpr, OFF64: tl.constexpr):
     """Values and guide of the low-resolution samples (a, bcol), border applied."""
     ar = borders.remap(a, h, BORDER)
-    vals = _prologue(_vectors(l_base, ch, C, slc, ar, a_ok, bcol, h, w, slh, slw, border_value, BORDER, OFF64),
-                     ch, C, PRO, pro_args)
+    vals = _vectors(l_base, ch, C, slc, ar, a_ok, bcol, h, w, slh, slw, border_value, BORDER, OFF64)
     g = _guide_sample(g_base, chg, CG, sgc, ar, borders.remap(bcol, w, BORDER), h, w, H, W, sgh, sgw, OFF64)
     if BORDER == borders.CONSTANT:
         ok = a_ok[:, None] & borders.inside(bcol, w)[None, :]
@@ -460,13 +447,13 @@ def _upsample_tap(l_base, g_base, ch, chg, C, CG, slc, sgc, a, a_ok, bcol, h, w,
 @triton.jit
 def upsample_kernel(L, G, Y, GO, DL, DGL, DGH, COLOR, SPACE, C, CG, h, w, H, W,
                     slb, slc, slh, slw, sgb, sgc, sgh, sgw, syb, syc, syh, syw, border_value,
-                    PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
                     R: tl.constexpr, DISK: tl.constexpr, L1: tl.constexpr, BORDER: tl.constexpr,
                     OFF64: tl.constexpr, CP: tl.constexpr, CGP: tl.constexpr, BACKWARD: tl.constexpr,
                     SIZE_CLASS, BH: tl.constexpr, BW: tl.constexpr):
     """Joint bilateral upsampling of L (B, C, h, w) to the guide's H x W (see
     ``reference.bilateral.joint_bilateral_upsample``). Positions are exact integer
-    ratios; the epilogue's input pixel is the nearest low-resolution sample.
+    ratios. No prologue or epilogue: joint upsampling is not fusable (``imgfilters.fuse``
+    has no transform that makes it).
 
     With BACKWARD, GO is dL/dY (contiguous float32) and, instead of Y, the program adds
     dL/dL into DL (B, C, h, w) and dL/d(resampled guide) into DGL (B, CG, h, w) with
@@ -496,7 +483,7 @@ def upsample_kernel(L, G, Y, GO, DL, DGL, DGH, COLOR, SPACE, C, CG, h, w, H, W,
             if (not DISK) or (dx * dx + dy * dy <= R * R):
                 bcol = b0 + dx
                 vals, g = _upsample_tap(l_base, g_base, ch, chg, C, CG, slc, sgc, a, a_ok, bcol, h, w, H, W, slh,
-                                        slw, sgh, sgw, border_value, PRO, pro_args, BORDER, OFF64)
+                                        slw, sgh, sgw, border_value, BORDER, OFF64)
                 dv2 = _distance_to_sample2(cols, bcol, w, W)
                 expo = space * (du2[:, None] + dv2[None, :]) + color * _distance2(g - g_p, L1)
                 new_top = tl.maximum(top, expo)
@@ -510,10 +497,6 @@ def upsample_kernel(L, G, Y, GO, DL, DGL, DGH, COLOR, SPACE, C, CG, h, w, H, W,
                 + (rows[:, None].to(tl.int64) * W + cols[None, :])[None, :, :])
     out_mask = (ch < C)[:, None, None] & inside_out[None, :, :]
     if not BACKWARD:
-        if len(EPI) > 0:
-            nearest = _prologue(_vectors(l_base, ch, C, slc, tl.minimum(a0, h - 1), a0 < h, b0, h, w, slh, slw,
-                                         border_value, BORDER, OFF64), ch, C, PRO, pro_args)
-            y = pointwise.apply_epilogue(y, nearest, tl.minimum(ch, C - 1)[:, None, None], EPI, epi_args)
         offs = (offset(ch, syc, OFF64)[:, None, None] + offset(rows, syh, OFF64)[None, :, None]
                 + offset(cols, syw, OFF64)[None, None, :])
         pixels.store(Y + b * syb + offs, y, out_mask)
@@ -531,7 +514,7 @@ def upsample_kernel(L, G, Y, GO, DL, DGL, DGH, COLOR, SPACE, C, CG, h, w, H, W,
                 if (not DISK) or (dx * dx + dy * dy <= R * R):
                     bcol = b0 + dx
                     vals, g = _upsample_tap(l_base, g_base, ch, chg, C, CG, slc, sgc, a, a_ok, bcol, h, w, H, W,
-                                            slh, slw, sgh, sgw, border_value, PRO, pro_args, BORDER, OFF64)
+                                            slh, slw, sgh, sgw, border_value, BORDER, OFF64)
                     dv2 = _distance_to_sample2(cols, bcol, w, W)
                     diff = g_p - g
                     # the same weights relative to the same maximum as ``den``
@@ -593,7 +576,7 @@ def forward_tiles(meta):
 
 forward_tuning = Tuning(forward_tiles, key=["C", "CG", "R", "DISK", "L1", "JOINT", "BORDER", "NEAR", "PRO", "EPI",
                                             "SIZE_CLASS"])
-upsample_tuning = Tuning(upsample_tiles, key=["R", "DISK", "L1", "BORDER", "CP", "CGP", "PRO", "EPI", "SIZE_CLASS"])
+upsample_tuning = Tuning(upsample_tiles, key=["R", "DISK", "L1", "BORDER", "CP", "CGP", "SIZE_CLASS"])
 
 
 def _guide_batch_stride(guide, batch):
@@ -651,8 +634,7 @@ def launch_backward(x, guide, grad, out, den, zv, zg, color, space, radius, disk
                   fixed)
 
 
-def launch_upsample(low, guide, y, color, space, radius, disk, l1, border=0, border_value=0.0,
-                    pro=((), ()), epi=((), ()), backward=None):
+def launch_upsample(low, guide, y, color, space, radius, disk, l1, border=0, border_value=0.0, backward=None):
     """Joint bilateral upsampling of 4-D ``low`` (B, C, h, w) into ``y`` (B, C, H, W) with
     ``guide`` (batch B or 1, CG, H, W). ``backward=(grad, d_low, d_guide_low, d_guide)``
     (contiguous float32; d_low and d_guide_low zeroed) runs the gradient pass instead."""
@@ -661,7 +643,7 @@ def launch_upsample(low, guide, y, color, space, radius, disk, l1, border=0, bor
     sgb = _guide_batch_stride(guide, B)
     grad, d_low, d_glow, d_g = backward if backward is not None else (y, y, y, y)
     args = (low, guide, y, grad, d_low, d_glow, d_g, color, space, C, CG, h, w, H, W, *low.stride(), sgb,
-            *guide.stride()[1:], *y.stride(), float(border_value), pro[0], pro[1], epi[0], epi[1])
+            *guide.stride()[1:], *y.stride(), float(border_value))
     meta = dict(R=radius, DISK=disk, L1=l1, BORDER=border, OFF64=needs_int64(low, guide, y),
                 CP=next_pow2(C), CGP=next_pow2(CG), BACKWARD=backward is not None,
                 SIZE_CLASS=size_class(H, W))

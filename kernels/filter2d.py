@@ -19,7 +19,7 @@ adjoint used by autograd evaluates the flipped kernel on the zero-extended gradi
 import triton
 import triton.language as tl
 
-from .core import borders, pixels, pointwise
+from .core import borders, neighbourhood, pixels, pointwise
 from .core.launch import Tuning, launch as launch_kernel, tile_config
 from .core.tiling import interpreting, needs_int64, offset, pow2_at_least, programs, size_class, tile_origin
 
@@ -30,7 +30,8 @@ MAX_RADIUS = 31  # 63 x 63 taps: the pending rows, (2*RY + P) * S a lane, stay i
 def _tap(row_ptr, in_cols, v, W, c, row_in, border_value, PRO: tl.constexpr, pro_args, NEAR: tl.constexpr,
          RX: tl.constexpr, SXW: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr):
     """The row's pixels under horizontal tap ``v`` of every output column, through the
-    border (constant: the border value outside). ``NEAR``: every column read lies within
+    border (``neighbourhood.load``: constant, the border value outside; ``row_in``: the
+    row lies in the image). ``NEAR``: every column read lies within
     one image width of the image, so the cheap single fold remaps it. One code path for
     interior and border strips: a second copy of the march doubled the compile time, and
     the fold costs about 5 integer operations a tap next to 2*RY + 1 FMAs a row."""
@@ -39,10 +40,8 @@ def _tap(row_ptr, in_cols, v, W, c, row_in, border_value, PRO: tl.constexpr, pro
         col = borders.remap_near(cv, W, BORDER)
     else:
         col = borders.remap(cv, W, BORDER)
-    x = pointwise.load_linear(row_ptr + offset(col, SXW, OFF64), c, PRO, pro_args)
-    if BORDER == borders.CONSTANT:
-        x = tl.where(borders.inside(cv, W) & row_in, x, border_value)
-    return x
+    return neighbourhood.load(row_ptr + offset(col, SXW, OFF64), borders.inside(cv, W) & row_in, border_value, c,
+                              PRO, pro_args, neighbourhood.LINEAR, BORDER)
 
 
 @triton.jit
@@ -130,7 +129,8 @@ def _march(x_base, y_base, k_base, c, h0, r0, n_rows, o_end, H, W, sxh, syh, sca
             y = acc[p] * scale
             if len(EPI) > 0:
                 xr = borders.remap(o + OY, H, BORDER)
-                x_in = pointwise.apply_chain(pixels.load(x_base + offset(xr, sxh, OFF64) + in_off), c, PRO, pro_args)
+                x_in = neighbourhood.load(x_base + offset(xr, sxh, OFF64) + in_off, None, 0.0, c, PRO, pro_args,
+                                          neighbourhood.UNIT, BORDER)
                 y = pointwise.apply_epilogue(y, x_in, c, EPI, epi_args)
             pixels.store(y_base + offset(o, syh, OFF64) + out_off, y, out_ok & (o >= h0) & (o < o_end))
         pending = ()
@@ -158,7 +158,7 @@ def filter2d_kernel(X, Y, K, C, H, W, HO, WO, OY, OX, skb,
     x_base = X + b * sxb + c * sxc
     y_base = Y + b * syb + c * syc
     k_base = K + b * skb
-    scale = pointwise.linear_scale(X.dtype.element_ty, PRO)  # applied once, to the result
+    scale = neighbourhood.linear_scale(X.dtype.element_ty, PRO)  # applied once, to the result
     bv = border_value / scale
     lane = tl.arange(0, T)[:, None] * S + tl.arange(0, S)[None, :]
     out_cols = w0 + lane
@@ -187,7 +187,7 @@ def plane_kernel(X, Y, K, C, H, W, HO, WO, OY, OX, skb,
     b, c, h0, w0 = tile_origin(tl.program_id(0), C, HO, WO, BH, BW)
     x_base = X + b * sxb + c * sxc
     k_base = K + b * skb
-    scale = pointwise.linear_scale(X.dtype.element_ty, PRO)
+    scale = neighbourhood.linear_scale(X.dtype.element_ty, PRO)
     out_rows = tl.arange(0, BH)[:, None]
     out_cols = tl.arange(0, BW)[None, :]
     u = tl.arange(0, KHP)[:, None, None, None]  # the taps, padded to powers of two
@@ -202,8 +202,8 @@ def plane_kernel(X, Y, K, C, H, W, HO, WO, OY, OX, skb,
     if len(EPI) > 0:
         xr = borders.remap(out_rows + OY, H, BORDER)
         xc = borders.remap(out_cols + OX, W, BORDER)
-        x_in = pointwise.apply_chain(pixels.load(x_base + offset(xr, sxh, OFF64) + offset(xc, SXW, OFF64)), c,
-                                     PRO, pro_args)
+        x_in = neighbourhood.load(x_base + offset(xr, sxh, OFF64) + offset(xc, SXW, OFF64), None, 0.0, c, PRO,
+                                  pro_args, neighbourhood.UNIT, BORDER)
         y = pointwise.apply_epilogue(y, x_in, c, EPI, epi_args)
     mask = (out_rows < HO) & (out_cols < WO)
     pixels.store(Y + b * syb + c * syc + offset(out_rows, syh, OFF64) + offset(out_cols, SYW, OFF64), y, mask)

@@ -29,7 +29,7 @@ d at p - d, which lies in another strip (see PERFORMANCE.md).
 import triton
 import triton.language as tl
 
-from .core import borders, pixels, pointwise
+from .core import borders, neighbourhood, pixels, pointwise
 from .core.launch import launch as launch_kernel, tile_config
 from .core.tiling import interpreting, needs_int64, next_pow2, offset, pow2_at_least, programs, tile_origin
 
@@ -37,26 +37,21 @@ LOG2E = 1.4426950408889634
 MAX_CHANNELS = 4
 MAX_PATCH = 15
 MAX_RADIUS = 35
-BIAS: tl.constexpr = tl.constexpr(8388608.0)  # 2^23: the float with bits 0x4B000000
+BIAS = neighbourhood.BIAS  # 2^23: RAW values are the floats 2^23 + value
 
 
 @triton.jit
-def _row(planes, ch_ok, row, row_ok, col_ok, border_value, CP: tl.constexpr, BORDER: tl.constexpr,
-         PRO: tl.constexpr, pro_args, RAW: tl.constexpr):
+def _row(planes, ch_ok, chan, row, row_ok, col_ok, border_value, BORDER: tl.constexpr, PRO: tl.constexpr, pro_args,
+         RAW: tl.constexpr):
     """The (S, LANES, CP) channel planes at in-image row offsets ``row`` (a scalar, or
-    (S, 1, 1) in the interpreter) of the plane pointers ``planes`` (1, LANES, CP), the
-    constant border's value where not
-    ``row_ok & col_ok``; padding channels are zero. Through the prologue, in unit scale;
-    or with RAW, integers as the float 2^23 + value (one OR, exact), whose differences
-    are the distances' and which the caller unbiases only where it needs values."""
-    if RAW:
-        v = (tl.load(planes + row, ch_ok).to(tl.uint32) | 0x4B000000).to(tl.float32, bitcast=True)
-    else:
-        v = pixels.load(planes + row, ch_ok)
-    if BORDER == borders.CONSTANT:
-        v = tl.where(row_ok & col_ok, v, border_value)
-    if not RAW:
-        v = pointwise.apply_chain(v, tl.arange(0, CP)[None, None, :], PRO, pro_args)
+    (S, 1, 1) in the interpreter) of the plane pointers ``planes`` (1, LANES, CP)
+    (``neighbourhood.load``): through the prologue in unit scale, or with RAW integers as
+    the float 2^23 + value (``neighbourhood.BIASED``), whose differences are the
+    distances' and which the caller unbiases only where it needs values; the constant
+    border's value where not ``row_ok & col_ok``; padding channels are zero (``chan``,
+    the channel of each plane for per-channel steps, stops at the last real one)."""
+    v = neighbourhood.load(planes + row, row_ok & col_ok, border_value, chan, PRO, pro_args,
+                           neighbourhood.BIASED if RAW else neighbourhood.UNIT, BORDER, ch_ok)
     return tl.where(ch_ok, v, 0.0)
 
 
@@ -116,6 +111,7 @@ def nlm_kernel(X, Y, COEF, FLOOR, H, W, sxb, sxc, sxh, sxw, syb, syc, syh, syw, 
         r0 = r0 + TH * tl.arange(0, S)[:, None, None]  # each strip's first output row
     ch = tl.arange(0, CP)[None, None, :]
     ch_ok = ch < C
+    chan = tl.minimum(ch, C - 1)  # (per-channel steps read C values: padding reads the last)
     channels = offset(ch, sxc, OFF64)
 
     # the centre planes of the TH + P - 1 patch rows, kept in registers for all offsets
@@ -124,8 +120,8 @@ def nlm_kernel(X, Y, COEF, FLOOR, H, W, sxb, sxc, sxh, sxw, syb, syc, syh, syw, 
     centre = ()
     for i in tl.static_range(TH + P - 1):
         y = r0 - f + i
-        centre = centre + (_row(planes, ch_ok, offset(borders.remap(y, H, BORDER), sxh, OFF64), borders.inside(y, H),
-                                col_ok, border_value, CP, BORDER, PRO, pro_args, RAW),)
+        centre = centre + (_row(planes, ch_ok, chan, offset(borders.remap(y, H, BORDER), sxh, OFF64),
+                                borders.inside(y, H), col_ok, border_value, BORDER, PRO, pro_args, RAW),)
     num = ()
     den = ()
     for _ in tl.static_range(TH):
@@ -148,8 +144,7 @@ def nlm_kernel(X, Y, COEF, FLOOR, H, W, sxb, sxc, sxh, sxw, syb, syc, syh, syw, 
             new_num = ()
             new_den = ()
             for i in tl.static_range(TH + P - 1):
-                v = _row(planes, ch_ok, rows[i], rows_ok[i], col_ok, border_value, CP, BORDER, PRO, pro_args,
-                         RAW)
+                v = _row(planes, ch_ok, chan, rows[i], rows_ok[i], col_ok, border_value, BORDER, PRO, pro_args, RAW)
                 shifted = shifted + (v,)
                 e = centre[i] - v
                 d = tl.sum(e * e, axis=2)  # (S, LANES), like every per-pixel value
@@ -186,7 +181,7 @@ def nlm_kernel(X, Y, COEF, FLOOR, H, W, sxb, sxc, sxh, sxw, syb, syc, syh, syw, 
         if RAW:
             y = y * unit
             x_in = (x_in - BIAS) * unit
-        y = pointwise.apply_epilogue(y, x_in, ch, EPI, epi_args)
+        y = pointwise.apply_epilogue(y, x_in, chan, EPI, epi_args)
         pixels.store(out + offset(r0 + o, syh, OFF64), y, mask & (r0 + o < H))
 
 

@@ -28,7 +28,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .core import borders, pixels, pointwise, products
+from .core import borders, neighbourhood, pixels, pointwise, products
 from .core.launch import Tuning, launch as launch_kernel, tile_config
 from .core.tiling import (cdiv, interpreting, needs_int64, next_pow2, offset, pow2_at_least, programs, size_class,
                           sm_count, tile_origin)
@@ -50,15 +50,15 @@ def _row_pass(x_base, rows, in_col0, W, sxh, border_value, c, TX,
     j = tl.arange(0, BW)
     row_off = offset(rows, sxh, OFF64)[:, None]
     acc = tl.zeros((rows.shape[0], BW), dtype=tl.float32)
-    scale = pointwise.linear_scale(x_base.dtype.element_ty, PRO)  # folded into the taps (a scalar each)
+    scale = neighbourhood.linear_scale(x_base.dtype.element_ty, PRO)  # folded into the taps (a scalar each)
     if interior:
         ptrs = x_base + (row_off + offset(in_col0 - RX + j, SXW, OFF64)[None, :])
         if 2 * RX + 1 <= UNROLL_TAPS:
             for v in tl.static_range(2 * RX + 1):
-                acc += _interior_tap(ptrs, v, TX, scale, c, PRO, pro_args, SXW)
+                acc += _interior_tap(ptrs, v, TX, scale, c, PRO, pro_args, SXW, BORDER)
         else:
             for v in range(2 * RX + 1):
-                acc += _interior_tap(ptrs, v, TX, scale, c, PRO, pro_args, SXW)
+                acc += _interior_tap(ptrs, v, TX, scale, c, PRO, pro_args, SXW, BORDER)
     else:
         if 2 * RX + 1 <= UNROLL_TAPS:
             for v in tl.static_range(2 * RX + 1):
@@ -72,9 +72,10 @@ def _row_pass(x_base, rows, in_col0, W, sxh, border_value, c, TX,
 
 
 @triton.jit
-def _interior_tap(ptrs, v, TX, scale, c, PRO: tl.constexpr, pro_args, SXW: tl.constexpr):
+def _interior_tap(ptrs, v, TX, scale, c, PRO: tl.constexpr, pro_args, SXW: tl.constexpr, BORDER: tl.constexpr):
     """Tap ``v`` of the horizontal pass on a tile whose columns need no border."""
-    return (tl.load(TX + v) * scale) * pointwise.load_linear(ptrs + v * SXW, c, PRO, pro_args)
+    return (tl.load(TX + v) * scale) * neighbourhood.load(ptrs + v * SXW, None, 0.0, c, PRO, pro_args,
+                                                         neighbourhood.LINEAR, BORDER)
 
 
 @triton.jit
@@ -82,9 +83,8 @@ def _border_tap(x_base, row_off, cols, v, W, border_value, TX, scale, c, PRO: tl
                 SXW: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr):
     """Tap ``v`` of the horizontal pass reading columns ``cols`` through the border."""
     ptrs = x_base + (row_off + offset(borders.remap(cols, W, BORDER), SXW, OFF64)[None, :])
-    x = pointwise.load_linear(ptrs, c, PRO, pro_args)
-    if BORDER == borders.CONSTANT:
-        x = tl.where(borders.inside(cols, W)[None, :], x, border_value / scale)
+    x = neighbourhood.load(ptrs, borders.inside(cols, W)[None, :], border_value / scale, c, PRO, pro_args,
+                           neighbourhood.LINEAR, BORDER)
     return (tl.load(TX + v) * scale) * x
 
 
@@ -152,8 +152,8 @@ def _store_tile(x_base, y_base, out_rows, out_cols, y, H, W, HO, WO, OY, OX, sxh
     if len(EPI) > 0:
         xr = borders.remap(out_rows + OY, H, BORDER)
         xc = borders.remap(out_cols + OX, W, BORDER)
-        x_in = pixels.load(x_base + (offset(xr, sxh, OFF64)[:, None] + offset(xc, SXW, OFF64)[None, :]))
-        x_in = pointwise.apply_chain(x_in, c, PRO, pro_args)
+        x_in = neighbourhood.load(x_base + (offset(xr, sxh, OFF64)[:, None] + offset(xc, SXW, OFF64)[None, :]), None,
+                                  0.0, c, PRO, pro_args, neighbourhood.UNIT, BORDER)
         y = pointwise.apply_epilogue(y, x_in, c, EPI, epi_args)
     mask = (out_rows < HO)[:, None] & (out_cols < WO)[None, :]
     pixels.store(y_base + (offset(out_rows, syh, OFF64)[:, None] + offset(out_cols, SYW, OFF64)[None, :]), y, mask)
@@ -235,26 +235,19 @@ def _join(p, S: tl.constexpr):
 
 
 @triton.jit
-def _strip_pixels(ptrs, c, keep, border_value, PRO: tl.constexpr, pro_args, BORDER: tl.constexpr):
-    """Pixels of one block for the horizontal taps (``pointwise.load_linear``); under the constant
-    border, columns outside the image (``keep`` false) read the border value."""
-    x = pointwise.load_linear(ptrs, c, PRO, pro_args)
-    if BORDER == borders.CONSTANT:
-        x = tl.where(keep, x, border_value)
-    return x
-
-
-@triton.jit
 def _row_from_registers(row_ptr, col_off, keep, c, tx, border_value, PRO: tl.constexpr, pro_args,
                         RX: tl.constexpr, BORDER: tl.constexpr, S: tl.constexpr, KB0: tl.constexpr,
                         NB: tl.constexpr, OXR: tl.constexpr):
     """Horizontal pass of one input row for a (T, S) block of outputs: each lane loads the
     NB blocks of S pixels around its own (one vector load each when the columns are
     contiguous and aligned), splits them in registers and applies every tap from
-    registers. ``col_off[k]`` / ``keep[k]`` are block k's offsets and inside-mask."""
+    registers. ``col_off[k]`` / ``keep[k]`` are block k's offsets and inside-mask (columns
+    outside read the constant border's value)."""
     p = ()
     for k in tl.static_range(NB):
-        p = p + _split(_strip_pixels(row_ptr + col_off[k], c, keep[k], border_value, PRO, pro_args, BORDER), S)
+        x = neighbourhood.load(row_ptr + col_off[k], keep[k], border_value, c, PRO, pro_args, neighbourhood.LINEAR,
+                               BORDER)
+        p = p + _split(x, S)
     h = ()
     for s in tl.static_range(S):
         acc = tx[0] * p[OXR + s - RX - KB0 * S]
@@ -288,11 +281,11 @@ def _l1_tap(row_ptr, cols, v, W, c, TX, scale, border_value, PRO: tl.constexpr, 
     """Tap v of ``_row_from_l1``: interior strips read plain offsets, border strips remap."""
     cv = cols + (v - RX)
     if interior:
-        x = pointwise.load_linear(row_ptr + offset(cv, SXW, OFF64), c, PRO, pro_args)
+        x = neighbourhood.load(row_ptr + offset(cv, SXW, OFF64), None, border_value, c, PRO, pro_args,
+                               neighbourhood.LINEAR, BORDER)
     else:
-        x = pointwise.load_linear(row_ptr + offset(borders.remap(cv, W, BORDER), SXW, OFF64), c, PRO, pro_args)
-        if BORDER == borders.CONSTANT:
-            x = tl.where(borders.inside(cv, W), x, border_value)
+        x = neighbourhood.load(row_ptr + offset(borders.remap(cv, W, BORDER), SXW, OFF64), borders.inside(cv, W),
+                               border_value, c, PRO, pro_args, neighbourhood.LINEAR, BORDER)
     return (tl.load(TX + v) * scale) * x
 
 
@@ -332,7 +325,8 @@ def _march(x_base, y_base, TX, tx, ty, tap_sum, scale, c, h0, r0, n_rows, H, W, 
         o = h0 + i - 2 * RY  # the output row completed by input row r
         if len(EPI) > 0:
             xr = borders.remap(o + OY, H, BORDER)
-            x_in = pointwise.apply_chain(pixels.load(x_base + offset(xr, sxh, OFF64) + in_off), c, PRO, pro_args)
+            x_in = neighbourhood.load(x_base + offset(xr, sxh, OFF64) + in_off, None, 0.0, c, PRO, pro_args,
+                                      neighbourhood.UNIT, BORDER)
             y = pointwise.apply_epilogue(y, x_in, c, EPI, epi_args)
         if FOLD < 0:
             pixels.store(y_base + offset(o, syh, OFF64) + out_off, y, out_ok & (i >= 2 * RY))
@@ -383,7 +377,7 @@ def strip_kernel(X, Y, TX, TY, C, H, W, HO, WO, OY, OXA,
     b, c, h0, w0 = tile_origin(tl.program_id(0), C, HO, WO, SEG, T * S)
     x_base = X + b * sxb + c * sxc
     y_base = Y + b * syb + c * syc
-    scale = pointwise.linear_scale(X.dtype.element_ty, PRO)  # folded into the taps, not the pixels
+    scale = neighbourhood.linear_scale(X.dtype.element_ty, PRO)  # folded into the taps, not the pixels
     tx = ()
     tap_sum = 0.0
     if HREG:
@@ -468,19 +462,19 @@ def _band(T, R: tl.constexpr, scale, first, B: tl.constexpr, INPUT_FIRST: tl.con
 @triton.jit
 def _window(x_base, row0, col0, H, W, sxh, border_value, c, PRO: tl.constexpr, pro_args,
             SXW: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr, B: tl.constexpr):
-    """The B x B block at (row0, col0) of the border-extended input, as ``load_linear``
-    gives it (``border_value`` in the same scale); contiguous columns inside the image
-    load as vectors."""
+    """The B x B block at (row0, col0) of the border-extended input, as
+    ``neighbourhood.LINEAR`` pixels (``border_value`` in the same scale); contiguous columns
+    inside the image load as vectors."""
     rows = row0 + tl.arange(0, B)
     cols = col0 + tl.arange(0, B)
     row_off = offset(borders.remap(rows, H, BORDER), sxh, OFF64)[:, None]
+    inside = borders.inside(rows, H)[:, None] & borders.inside(cols, W)[None, :]
     if (col0 >= 0) & (col0 + B <= W):
-        x = pointwise.load_linear(x_base + (row_off + offset(cols, SXW, OFF64)[None, :]), c, PRO, pro_args)
+        x = neighbourhood.load(x_base + (row_off + offset(cols, SXW, OFF64)[None, :]), inside, border_value, c, PRO,
+                               pro_args, neighbourhood.LINEAR, BORDER)
     else:
-        x = pointwise.load_linear(x_base + (row_off + offset(borders.remap(cols, W, BORDER), SXW, OFF64)[None, :]),
-                                  c, PRO, pro_args)
-    if BORDER == borders.CONSTANT:
-        x = tl.where(borders.inside(rows, H)[:, None] & borders.inside(cols, W)[None, :], x, border_value)
+        x = neighbourhood.load(x_base + (row_off + offset(borders.remap(cols, W, BORDER), SXW, OFF64)[None, :]),
+                               inside, border_value, c, PRO, pro_args, neighbourhood.LINEAR, BORDER)
     return x
 
 
@@ -517,7 +511,7 @@ def product_kernel(X, Y, TX, TY, C, H, W, HO, WO, OY, OX,
     b, c, h0, w0 = tile_origin(tl.program_id(0), C, HO, WO, SEG, B)
     x_base = X + b * sxb + c * sxc
     y_base = Y + b * syb + c * syc
-    scale = pointwise.linear_scale(X.dtype.element_ty, PRO)  # folded into the horizontal taps
+    scale = neighbourhood.linear_scale(X.dtype.element_ty, PRO)  # folded into the horizontal taps
     pad = border_value / scale
     r0 = h0 + OY - B // 2
     c0 = w0 + OX - B // 2

@@ -7,7 +7,7 @@ import triton.language as tl
 
 import imgfilters
 from imgfilters import _image
-from imgfilters.kernels.core import borders
+from imgfilters.kernels.core import borders, neighbourhood
 from imgfilters.ops import pointwise as pw
 from imgfilters.reference.borders import border_indices, fold, pad
 
@@ -93,6 +93,34 @@ def test_integer_store_rounds_half_to_even(device):
     levels = torch.tensor([0.5, 1.5, 2.5, 3.5, 254.5, 255.5, -0.5, 300.0], dtype=torch.float32)
     y = imgfilters.pointwise((levels / 255).reshape(1, 1, 1, -1).to(device), [], dtype=torch.uint8)
     assert y.flatten().tolist() == [0, 2, 2, 4, 254, 255, 0, 255]
+
+
+@triton.jit
+def _neighbourhood_kernel(X, O, n, border_value, PRO: tl.constexpr, pro_args, SCALE: tl.constexpr,
+                          BORDER: tl.constexpr, BLOCK: tl.constexpr):
+    i = tl.arange(0, BLOCK) - 3  # three pixels beyond each edge
+    v = neighbourhood.load(X + borders.remap(i, n, BORDER), borders.inside(i, n), border_value, 0, PRO, pro_args,
+                           SCALE, BORDER)
+    tl.store(O + tl.arange(0, BLOCK), v)
+
+
+@pytest.mark.parametrize("scale", ["unit", "linear", "biased"])
+@pytest.mark.parametrize("border", ["constant", "replicate"])
+def test_neighbourhood_order_remap_load_prologue_border_value(scale, border, device):
+    # the constant border's value is a pixel of the image after the prologue: not doubled here
+    x = torch.tensor([0, 51, 102, 204, 255], dtype=torch.uint8, device=device)
+    out = torch.empty(16, dtype=torch.float32, device=device)
+    code, mode = borders.border_code(border), getattr(neighbourhood, scale.upper())
+    chain = pw.kernel_chain([pw.scale(2.0)] if scale != "biased" else [], 1, device)
+    _neighbourhood_kernel[(1,)](x, out, 5, 0.25, *chain, SCALE=mode, BORDER=code, BLOCK=16)
+    stored = x.cpu().double()
+    if scale == "biased":
+        inner = stored + 2 ** 23
+    else:
+        inner = 2 * stored / 255
+    idx = border_indices(5, 3, 8, border)
+    expected = torch.where(idx >= 0, inner[idx.clamp(min=0)], torch.tensor(0.25, dtype=torch.float64))
+    assert torch.allclose(out.cpu().double(), expected, rtol=1e-6)
 
 
 CHAINS = {

@@ -4,8 +4,9 @@ A pointwise *step* is a ``@triton.jit`` function ``step(x, channel, *args) -> x`
 unit-scale values; ``channel`` is the channel index of the tile (for per-channel steps such
 as Normalize). A *chain* is a tuple of steps passed as one ``tl.constexpr`` together with a
 tuple holding each step's argument tuple; every filter kernel applies one chain as its
-prologue (after loading) and one as its epilogue (before storing), so pointwise work around
-a filter costs no extra pass over memory. ``elementwise_kernel`` applies a chain on its own.
+prologue (after loading, in ``neighbourhood.load``) and one as its epilogue (before
+storing), so pointwise work around a filter costs no extra pass over memory.
+``elementwise_kernel`` applies a chain on its own.
 
 Epilogue steps also receive the input pixel at the output position (``x_in``) as an extra
 first argument, so that a step such as unsharp masking can combine the filtered and the
@@ -33,27 +34,6 @@ def apply_epilogue(y, x_in, channel, STEPS: tl.constexpr, args):
     for i in tl.static_range(len(STEPS)):
         y = STEPS[i](y, x_in, channel, *args[i])
     return y
-
-
-@triton.jit
-def load_linear(ptrs, channel, PRO: tl.constexpr, pro_args):
-    """Pixels for a linear filter: without a prologue the stored values as float32 (the
-    filter is linear in them, so the caller scales once by ``linear_scale``, its taps or
-    its result, not every pixel), else the prologue of the unit-scale pixels."""
-    if len(PRO) == 0:
-        return pixels.load_raw(ptrs)
-    else:
-        return apply_chain(pixels.load(ptrs), channel, PRO, pro_args)
-
-
-@triton.jit
-def linear_scale(dtype: tl.constexpr, PRO: tl.constexpr):
-    """The factor that takes a linear filter of ``load_linear``'s pixels of ``dtype`` to
-    unit scale."""
-    if len(PRO) == 0:
-        return pixels.unit_scale(dtype)
-    else:
-        return 1.0
 
 
 @triton.jit
