@@ -16,8 +16,14 @@ round), ``ToDtype`` with a per-type dict, and anything else run as they are. Whe
 unfused pipeline stores a filter's result in an integer dtype before later steps, the
 fused epilogue rounds it the same way first, so the results agree up to float32
 rounding (float16 and bfloat16 intermediates are not rounded to their precision).
-Filters with a constant border and filters that estimate the noise get no prologue: their
-border value and their estimate must see the image the pipeline hands them.
+A constant border's value is a pixel of the image the filter receives, so the kernels
+insert it after the prologue, as the unfused pipeline pads the prologue's output
+(``kernels/core/neighbourhood.py``). ``NonLocalMeans`` that estimates the noise (no
+``sigma``) gets no prologue: the estimate reads the image as stored.
+
+Each fused filter is one call of its op's implementation with a ``pointwise.Fusion``
+(prologue, epilogue, dtypes), one launch: the transform says which op call it makes
+(``_op_call``), and ``op.fused`` runs it (``ops/library.py``).
 """
 import torch
 from torchvision.transforms import v2
@@ -58,21 +64,14 @@ def fuse(pipeline):
 
 
 class _Filter:
-    """One imgfilters filter with its fused prologue, epilogue and output dtype."""
+    """One imgfilters filter with its ``pointwise.Fusion``: one launch."""
 
-    def __init__(self, transform, prologue, dtype):
-        self.transform, self.prologue, self.epilogue = transform, list(prologue), []
-        self.in_dtype = self.out_dtype = dtype
-
-    def add(self, steps, dtype):
-        if self.out_dtype == self.in_dtype and not self.in_dtype.is_floating_point and dtype != self.in_dtype:
-            self.epilogue.append(pw.quantize(_image.MAX_VALUE[self.in_dtype]))  # the store the pipeline made
-        self.epilogue += steps
-        self.out_dtype = dtype
+    def __init__(self, transform, fusion):
+        self.transform, self.fusion, self.out_dtype = transform, fusion, fusion.out_dtype
 
     def __call__(self, x):
-        with pw.fused(self.prologue, self.epilogue, self.in_dtype, self.out_dtype):
-            return self.transform(x)
+        op, args = self.transform._op_call(x, self.transform.make_params([x]))
+        return _image.wrap(x, op.fused(self.fusion, *args))
 
 
 class _Pointwise:
@@ -143,28 +142,28 @@ class Fused:
             steps += step[0]
             cur = step[1]
             i += 1
-        if i < n and _is_filter(ts[i]) and not (steps and _needs_raw_input(ts[i])):
-            stage = _Filter(ts[i], steps, cur)
+        if i < n and _is_filter(ts[i]) and not (steps and _estimates_noise(ts[i])):
+            t, epilogue, out = ts[i], [], cur
             i += 1
-            while i < n and (step := _pointwise_step(ts[i], stage.out_dtype)) is not None:
-                stage.add(*step)
+            while i < n and (step := _pointwise_step(ts[i], out)) is not None:
+                if out == cur and not cur.is_floating_point and step[1] != cur:
+                    epilogue.append(pw.quantize(_image.MAX_VALUE[cur]))  # the store the pipeline made
+                epilogue += step[0]
+                out = step[1]
                 i += 1
-            return stage, i
+            return _Filter(t, pw.Fusion(tuple(steps), tuple(epilogue), cur, out)), i
         if steps or cur != dtype:
             return _Pointwise(steps, cur), i
         return _AsIs(ts[i], dtype), i + 1
 
 
 def _is_filter(t):
-    return isinstance(t, FILTERS) and not isinstance(t, T.JointBilateral)
+    return isinstance(t, FILTERS) and t._op_call is not None  # (JointBilateral is called on pairs)
 
 
-def _needs_raw_input(t):
-    """Filters that take no prologue: NLM estimating its noise, and filters whose constant
-    border value the kernels insert before the prologue (bilateral, NLM)."""
-    if isinstance(t, T.NonLocalMeans) and (t.h is None or t.sigma is None):
-        return True
-    return isinstance(t, (T.Bilateral, T.NonLocalMeans)) and t.border == "constant"
+def _estimates_noise(t):
+    """NLM without ``sigma`` estimates it from the image as stored: it takes no prologue."""
+    return isinstance(t, T.NonLocalMeans) and t.sigma is None
 
 
 def _pointwise_step(t, dtype):

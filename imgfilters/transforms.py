@@ -13,6 +13,10 @@ arguments of their functional op; a float parameter may also be a ``(low, high)`
 sampled uniformly with torch's RNG on every call, and with ``per_sample=True`` the
 bilateral transform draws one value per image of a batch and filters the batch in one
 launch (so does ``NonLocalMeans`` for ``h`` and ``sigma``).
+
+The transforms that ``imgfilters.fuse`` fuses (``fusion.FILTERS``) also say which op call
+their ``transform`` makes for an image tensor (``_op_call``), so that a fused pipeline
+calls that op's implementation with its prologue and epilogue (``op.fused``).
 """
 import math
 import numbers
@@ -125,6 +129,11 @@ class GaussianBlur(v2.GaussianBlur):
     def transform(self, inpt, params):
         return _filter_images(inpt, lambda t: _separable.gaussian_blur(t, self.kernel_size, params["sigma"]))
 
+    def _op_call(self, img, params):
+        """(op, its arguments): the call ``transform`` makes for the image tensor ``img``."""
+        return _separable._gaussian_op, (img, *_separable._gaussian_args(img, self.kernel_size, params["sigma"],
+                                                                          "reflect", 0.0))
+
 
 class BoxBlur(v2.Transform):
     """``imgfilters.box_blur`` as a transform."""
@@ -137,6 +146,9 @@ class BoxBlur(v2.Transform):
     def transform(self, inpt, params):
         return _filter_images(inpt, lambda t: _separable.box_blur(t, self.kernel_size, border=self.border,
                                                                   border_value=self.border_value))
+
+    def _op_call(self, img, params):
+        return _separable._box_op, (img, *_separable._box_args(img, self.kernel_size, self.border, self.border_value))
 
 
 class SeparableFilter(v2.Transform):
@@ -151,6 +163,10 @@ class SeparableFilter(v2.Transform):
     def transform(self, inpt, params):
         return _filter_images(inpt, lambda t: _separable.separable_filter(
             t, self.kernel_x, self.kernel_y, border=self.border, border_value=self.border_value))
+
+    def _op_call(self, img, params):
+        return _separable._separable_op, (img, *_separable._separable_args(img, self.kernel_x, self.kernel_y,
+                                                                            self.border, self.border_value))
 
 
 class Filter2D(v2.Transform):
@@ -169,6 +185,10 @@ class Filter2D(v2.Transform):
         return _filter_images(inpt, lambda t: _filter2d.filter2d(
             t, self.kernel, border=self.border, border_value=self.border_value))
 
+    def _op_call(self, img, params):
+        return _filter2d._filter2d_op, (img, *_filter2d._filter2d_args(img, self.kernel, self.border,
+                                                                        self.border_value))
+
 
 class UnsharpMask(v2.Transform):
     """``imgfilters.unsharp_mask`` as a transform; ``sigma`` and ``amount`` may be
@@ -186,6 +206,10 @@ class UnsharpMask(v2.Transform):
     def transform(self, inpt, params):
         return _filter_images(inpt, lambda t: _separable.unsharp_mask(
             t, params["sigma"], params["amount"], self.threshold, border=self.border, border_value=self.border_value))
+
+    def _op_call(self, img, params):
+        return _separable._unsharp_op, (img, *_separable._unsharp_args(
+            img, params["sigma"], params["amount"], self.threshold, self.border, self.border_value))
 
 
 class Bilateral(v2.Transform):
@@ -214,12 +238,19 @@ class Bilateral(v2.Transform):
             t, params["sigma_color"], params["sigma_space"], radius=self.radius, window=self.window,
             color_distance=self.color_distance, border=self.border, border_value=self.border_value))
 
+    def _op_call(self, img, params):
+        return _bilateral._bilateral_op, (img, *_bilateral._arguments(
+            img, None, params["sigma_color"], params["sigma_space"], self.radius, self.window, self.color_distance,
+            self.border, self.border_value, joint=False))
+
 
 class JointBilateral(Bilateral):
     """``imgfilters.joint_bilateral`` as a transform, called on a pair: ``t(img, guide,
     *rest)`` returns ``(filtered img, guide, *rest)``, so a sample ``(img, guide, ...)``
     flows through ``v2.Compose``, ``RandomApply`` and ``RandomChoice``. The guide (a
     tensor, Image or PIL image) passes through unchanged. Arguments as ``Bilateral``."""
+
+    _op_call = None  # called on a pair, with its guide: not fused
 
     def forward(self, *inputs):
         if len(inputs) < 2:
@@ -262,6 +293,10 @@ class NonLocalMeans(v2.Transform):
             t, params["h"], sigma=params["sigma"], patch_size=self.patch_size, search_radius=self.search_radius,
             border=self.border, border_value=self.border_value))
 
+    def _op_call(self, img, params):
+        return _nlm._nlm_op, (img, *_nlm._nlm_args(img, params["h"], params["sigma"], self.patch_size,
+                                                   self.search_radius, self.border, self.border_value))
+
 
 class Resize(v2.Resize):
     """``v2.Resize`` with images resized by ``imgfilters.resize``: the same arguments and
@@ -281,6 +316,10 @@ class Resize(v2.Resize):
                                      max_size=self.max_size, antialias=self.antialias)
         return _filter_images(inpt, lambda t: _resample.resize(t, self.size, self.interpolation, self.max_size,
                                                                self.antialias))
+
+    def _op_call(self, img, params):
+        return _resample._resample_op, (img, *_resample._resize_plan(img, self.size, self.interpolation,
+                                                                      self.max_size, self.antialias))
 
 
 class Upsample(v2.Transform):
@@ -308,3 +347,7 @@ class Upsample(v2.Transform):
             return F.resize(inpt, params["size"])
         return _filter_images(inpt, lambda t: _resample.upsample(t, self.scale_factor, self.size, self.mode,
                                                                  self.align_corners))
+
+    def _op_call(self, img, params):
+        return _resample._resample_op, (img, *_resample._upsample_plan(img, self.scale_factor, self.size, self.mode,
+                                                                        self.align_corners))

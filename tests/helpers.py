@@ -1,4 +1,8 @@
-"""Shared test helpers: random and sample images, per-dtype tolerances, comparisons."""
+"""Shared test helpers: random and sample images, per-dtype tolerances, comparisons, counts
+of compiles and launches."""
+import collections
+import contextlib
+import os
 from pathlib import Path
 
 import numpy as np
@@ -36,8 +40,6 @@ def count_compiles(monkeypatch):
     """A Counter of the Triton kernels (by function name) that compile, or load from the
     disk cache, a new specialisation from now on: Triton does that once per pattern of
     its integer arguments (being 1, multiples of 16) and constexpr values."""
-    import collections
-
     import triton.runtime.jit as jit
     counts = collections.Counter()
     original = jit.JITFunction._do_compile
@@ -47,6 +49,37 @@ def count_compiles(monkeypatch):
         return original(self, *args, **kwargs)
     monkeypatch.setattr(jit.JITFunction, "_do_compile", counting)
     return counts
+
+
+@contextlib.contextmanager
+def count_launches():
+    """A Counter of the Triton kernels (by name) launched inside the block: in the
+    interpreter, by its launcher; on the GPU, by Triton's launch hook (while one is set,
+    ``kernels/core/launch.py`` launches through Triton's runner, which calls it)."""
+    counts = collections.Counter()
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        from triton.runtime.interpreter import InterpretedFunction
+        original = InterpretedFunction.run
+
+        def run(self, *args, **kwargs):
+            counts[self.fn.__name__] += 1
+            return original(self, *args, **kwargs)
+        InterpretedFunction.run = run
+        try:
+            yield counts
+        finally:
+            InterpretedFunction.run = original
+    else:
+        from triton import knobs
+
+        def hook(metadata):
+            counts[metadata.get()["name"]] += 1
+        knobs.runtime.launch_enter_hook.add(hook)
+        try:
+            yield counts
+            torch.cuda.synchronize()
+        finally:
+            knobs.runtime.launch_enter_hook.remove(hook)
 
 
 def random_image(shape, dtype, gen, device="cpu"):

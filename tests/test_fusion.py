@@ -5,9 +5,11 @@ from torchvision import tv_tensors
 from torchvision.transforms import v2
 
 import imgfilters
-from imgfilters import transforms as T
+from imgfilters import fusion, transforms as T
+from imgfilters.kernels import bilateral as bilateral_kernels
+from imgfilters.ops import bilateral, library, pointwise as pw
 
-from helpers import FUSED, gpu, random_image
+from helpers import FUSED, count_launches, gpu, random_image
 
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 
@@ -32,6 +34,9 @@ def assert_same(fused, unfused, rtol=FUSED[torch.float32]):
     ([v2.ToDtype(torch.float32, scale=True), T.NonLocalMeans(search_radius=1), v2.Normalize(MEAN, STD)], 1),
     ([v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD), T.NonLocalMeans(search_radius=1)], 2),
     ([v2.ToDtype(torch.float32, scale=True), T.NonLocalMeans(0.1, sigma=0.02, patch_size=3, search_radius=1)], 1),
+    # h from sigma's row of the table: nothing is estimated, so the prologue fuses
+    ([v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD), T.NonLocalMeans(sigma=0.2, patch_size=3,
+                                                                                      search_radius=1)], 1),
     ([T.BoxBlur(3), v2.ToDtype(torch.uint8, scale=True)], 2),
     # resampling clamps the row pass of integer images only: here the image it gets is float
     ([v2.ToDtype(torch.float32, scale=True), T.Resize((29, 37), "bicubic"), v2.Normalize(MEAN, STD)], 1),
@@ -70,15 +75,63 @@ def test_steps_that_change_the_input_type_and_dict_dtypes_stay_correct(gen, devi
     assert torch.equal(fused(x), v2.Compose(by_type)(x))  # a plain tensor is "others": stays uint8
 
 
-@pytest.mark.parametrize("filt", [T.Bilateral(0.5, radius=1, border="constant", border_value=0.2),
-                                  T.NonLocalMeans(0.3, sigma=0.05, patch_size=3, search_radius=1, border="constant",
-                                                  border_value=0.2)])
-def test_constant_borders_see_the_normalised_image(filt, gen, device):
+# one of each fused filter (fusion.FILTERS), cheap in the interpreter
+EACH_FILTER = [T.GaussianBlur(5, 1.2), T.BoxBlur(3), T.SeparableFilter([1.0, 2.0, 1.0], [0.25, 0.5, 0.25]),
+               T.Filter2D([[0.0, 0.2, 0.0], [0.2, 0.3, 0.1], [0.0, 0.2, 0.0]]), T.UnsharpMask(1.0, 0.8),
+               T.Bilateral(0.3, radius=1), T.NonLocalMeans(0.3, sigma=0.05, patch_size=3, search_radius=1),
+               T.Resize((9, 11), "bicubic"), T.Upsample(2, mode="bilinear")]
+
+
+@pytest.mark.parametrize("filt", EACH_FILTER, ids=lambda t: type(t).__name__)
+def test_each_fused_filter_is_one_launch_with_its_prologue_and_epilogue(filt, gen, device):
+    steps = [v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD), filt, v2.Normalize([0.5] * 3, [2.0] * 3)]
+    x = random_image((2, 3, 12, 14), torch.uint8, gen, device)
+    fused = imgfilters.fuse(steps)
+    assert fused.launches(torch.uint8) == 1
+    with count_launches() as launches:
+        y = fused(x)
+    assert sum(launches.values()) == 1, launches  # the prologue and epilogue went into the filter's launch
+    assert_same(y, v2.Compose(steps)(x))  # ...and were applied there
+
+
+@pytest.mark.parametrize("filt", [
+    T.Bilateral(0.5, radius=1, border="constant", border_value=0.2),
+    T.NonLocalMeans(0.3, sigma=0.05, patch_size=3, search_radius=1, border="constant", border_value=0.2),
+    T.BoxBlur(5, border="constant", border_value=0.2),
+    T.UnsharpMask(1.0, 0.8, border="constant", border_value=-0.3),
+    T.SeparableFilter([0.1] * 5 + [0.5] + [0.1] * 5, [0.5, 0.5, 0.0], border="constant", border_value=0.2),
+    T.Filter2D(torch.full((5, 3), 1 / 15), border="constant", border_value=0.2),
+], ids=lambda t: type(t).__name__)
+def test_constant_borders_are_a_value_of_the_normalised_image(filt, gen, device):
+    # the unfused pipeline pads the normalised image with border_value: the fused filter
+    # inserts it after the prologue, in its one launch
     steps = [v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD), filt]
     x = random_image((2, 3, 13, 15), torch.uint8, gen, device)
     fused = imgfilters.fuse(steps)
-    assert fused.launches(torch.uint8) == 2
-    assert_same(fused(x), v2.Compose(steps)(x))
+    assert fused.launches(torch.uint8) == 1
+    with count_launches() as launches:
+        y = fused(x)
+    assert sum(launches.values()) == 1, launches
+    assert_same(y, v2.Compose(steps)(x))
+
+
+def test_fusion_is_an_argument_of_the_fusable_ops_only(gen, device):
+    x = random_image((1, 3, 8, 9), torch.uint8, gen, device)
+    for t in EACH_FILTER:
+        op, args = t._op_call(x, t.make_params([x]))
+        assert callable(op.fused), type(t).__name__
+    for name in ("gaussian_blur", "box_blur", "separable_filter", "filter2d", "unsharp_mask", "bilateral", "nl_means",
+                 "resample"):  # (the op's schema cannot carry it)
+        assert "fusion" not in str(getattr(torch.ops.imgfilters, name).default._schema)
+    # joint bilateral upsampling is not fusable: no fused call, no prologue or epilogue in its kernel
+    assert not hasattr(bilateral._upsample_op, "fused") and not hasattr(bilateral._joint_op, "fused")
+    assert not {"PRO", "EPI"} & set(bilateral_kernels.upsample_kernel.arg_names)
+    assert not fusion._is_filter(T.JointBilateral())  # (called on pairs)
+    assert not hasattr(library, "FUSION") and not hasattr(pw, "fused")  # no context to set
+    # a Fusion runs the kernels: the float64 reference takes none
+    op, args = EACH_FILTER[0]._op_call(x.double(), EACH_FILTER[0].make_params([x]))
+    with pytest.raises(ValueError, match="fused call runs the kernels"):
+        op.fused(pw.Fusion((), (), torch.float64, torch.float64), *args)
 
 
 def test_bad_pipelines_raise():

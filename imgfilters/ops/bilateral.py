@@ -183,8 +183,10 @@ def _coefficients(sigma, device):
     return _image.on(tuple(_image.finite_ratio(-kernels.LOG2E.value, 2 * s * s) for s in sigma.tolist()), device)
 
 
-def _filter(img, guide, sigma_color, sigma_space, radius, window, color_distance, border, border_value):
-    """Bilateral (``guide`` None) or joint bilateral: the reference, or one launch."""
+def _filter(img, guide, sigma_color, sigma_space, radius, window, color_distance, border, border_value,
+            fusion=None):
+    """Bilateral (``guide`` None) or joint bilateral: the reference, or one launch (with
+    ``fusion``'s prologue and epilogue, a ``pointwise.Fusion``)."""
     x4 = _image.as_planes(img)
     g4 = x4 if guide is None else _image.as_planes(guide)
     p = _Params(x4, sigma_color, sigma_space, radius)
@@ -193,7 +195,7 @@ def _filter(img, guide, sigma_color, sigma_space, radius, window, color_distance
         y = reference.bilateral(_image.to_unit(x4), _image.to_unit(g4).expand(B, -1, -1, -1), p.color, p.space,
                                 p.radius, window, color_distance, border, border_value)
         return _image.in_layout(img, _image.from_unit(y, img.dtype))
-    pro, epi, dtype = pointwise.fused_chains(x4.shape[1], img.device, img.dtype)
+    pro, epi, dtype = pointwise.fused_chains(fusion, x4.shape[1], img.device, img.dtype)
     y = _image.new_image(img, dtype=dtype)
     kernels.launch(x4, g4, _image.as_planes(y), *p.kernel_args(img.device, window, color_distance), guide is not None,
                    _image.check_border(border), border_value, pro=pro, epi=epi)
@@ -263,8 +265,9 @@ def _upsample_backward(grad, low, guide, sigma_color, sigma_space, radius, windo
 @library.op("bilateral", library.same_as_input, grads=("img",),
             backward=lambda grad, img, *args: _backward(grad, img, None, *args)[0])
 def _bilateral_op(img: Tensor, sigma_color: Tensor, sigma_space: Tensor, radius: Optional[int], window: str,
-                  color_distance: str, border: str, border_value: float) -> Tensor:
-    return _filter(img, None, sigma_color, sigma_space, radius, window, color_distance, border, border_value)
+                  color_distance: str, border: str, border_value: float, *, fusion=None) -> Tensor:
+    return _filter(img, None, sigma_color, sigma_space, radius, window, color_distance, border, border_value,
+                   fusion)
 
 
 @library.op("joint_bilateral", lambda img, guide, *args: _image.new_image(img), grads=("img", "guide"),

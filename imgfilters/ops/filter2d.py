@@ -43,10 +43,14 @@ def filter2d(img, kernel, *, border="reflect", border_value=0.0):
         A tensor of ``img``'s shape, dtype and memory format; integer results round half
         to even and saturate.
     """
+    return _image.wrap(img, _filter2d_op(img, *_filter2d_args(img, kernel, border, border_value)))
+
+
+def _filter2d_args(img, kernel, border, border_value):
+    """The op's arguments after the image, checked in order."""
     _image.check_image(img)
     _image.check_border(border, border_value)
-    k = check_kernel(kernel, _image._planes(img.shape)[0], img.device)
-    return _image.wrap(img, _filter2d_op(img, k, border, float(border_value)))
+    return check_kernel(kernel, _image._planes(img.shape)[0], img.device), border, float(border_value)
 
 
 def check_kernel(kernel, batch, device):
@@ -82,9 +86,10 @@ def _kernel_planes(kernel):
     return (k if k.ndim == 3 else k[None]).contiguous()
 
 
-def _run(img, kernel, border, border_value):
+def _run(img, kernel, border, border_value, fusion=None):
+    """One launch (with ``fusion``'s prologue and epilogue, a ``pointwise.Fusion``)."""
     x4 = _image.as_planes(img)
-    pro, epi, dtype = pointwise.fused_chains(x4.shape[1], img.device, img.dtype)
+    pro, epi, dtype = pointwise.fused_chains(fusion, x4.shape[1], img.device, img.dtype)
     y = _image.new_image(img, dtype=dtype)
     kernels.launch(x4, _image.as_planes(y), _kernel_planes(kernel), border=_image.check_border(border),
                    border_value=border_value, pro=pro, epi=epi)
@@ -112,9 +117,9 @@ def _backward(grad, img, kernel, border, border_value):
 
 
 @library.op("filter2d", library.same_as_input, grads=("img", "kernel"), backward=_backward)
-def _filter2d_op(img: Tensor, kernel: Tensor, border: str, border_value: float) -> Tensor:
+def _filter2d_op(img: Tensor, kernel: Tensor, border: str, border_value: float, *, fusion=None) -> Tensor:
     if not _image.uses_kernels(img):
         x = _image.to_unit(_image.as_planes(img))
         y = reference.filter2d(x, kernel, border, border_value).reshape(img.shape)
         return _image.in_layout(img, _image.from_unit(y, img.dtype))
-    return _run(img, kernel, border, border_value)
+    return _run(img, kernel, border, border_value, fusion)

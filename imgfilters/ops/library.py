@@ -1,5 +1,5 @@
 """The public ops as PyTorch custom ops (``torch.ops.imgfilters.<name>``): the one place
-for their registration, their autograd and the fusion bypass.
+for their registration, their autograd and the direct call that fusion makes.
 
 ``torch.compile`` traces the public functions, whose argument checks look only at
 shapes, dtypes and Python values (and raise before anything runs), and keeps each op as
@@ -14,8 +14,12 @@ public functions call the implementation directly, through a plain ``autograd.Fu
 with the same backward when a gradient is recorded: the dispatcher's path through a
 custom op costs tens of microseconds of host time a call, and its autograd about 150 us a
 forward and as much a backward (H200 host), more than a small image's kernel.
+
+``imgfilters.fuse`` hands a filter its prologue and epilogue as a ``pointwise.Fusion``,
+which no op schema can carry: an implementation that takes a keyword-only ``fusion``
+registers without it, and ``op.fused(fusion, *args)`` calls it directly (eagerly, without
+gradients, on the kernel path). The other ops have no ``fused``: they are not fusable.
 """
-import contextvars
 import inspect
 from typing import Tuple
 
@@ -23,12 +27,7 @@ import torch
 
 from imgfilters import _image
 
-__all__ = ["op", "same_as_input", "FUSION"]
-
-# The fusion context (``pointwise.fused``): prologue and epilogue chains of Triton functions
-# for the next filter launch. A custom op's schema cannot carry them, so while it is set
-# the public functions run their implementation directly, not through the op.
-FUSION = contextvars.ContextVar("imgfilters_fused", default=None)
+__all__ = ["op", "same_as_input"]
 
 
 def same_as_input(img, *args):
@@ -56,17 +55,27 @@ def op(name, fake, *, grads=(), backward=None, linear=False):
         linear: the op is linear (or affine) in its image, the first argument, so its
             backward needs only the image's shape, dtype and device: autograd then keeps a
             one-element stand-in, not the image, until the backward pass.
+
+    The implementation may take a keyword-only ``fusion=None`` last (a ``pointwise.Fusion``
+    for its launch): the op is then registered without it, and the returned callable's
+    ``fused(fusion, *args)`` runs the implementation with it.
     """
     def register(impl):
-        custom = torch.library.custom_op(f"imgfilters::{name}", impl, mutates_args=())
+        signature = inspect.signature(impl)
+        fusable = "fusion" in signature.parameters
+        registered = impl
+        if fusable:  # the op's schema: the implementation's parameters without ``fusion``
+            signature = signature.replace(parameters=[p for p in signature.parameters.values() if p.name != "fusion"])
+
+            def registered(*args):
+                return impl(*args)
+            registered.__signature__ = signature
+        custom = torch.library.custom_op(f"imgfilters::{name}", registered, mutates_args=())
         custom.register_fake(fake)
-        eager = _register_autograd(custom, impl, name, grads, backward, linear) if grads else None
+        eager = _register_autograd(custom, impl, signature, name, grads, backward, linear) if grads else None
         overload = getattr(torch.ops.imgfilters, name).default
 
         def call(*args):
-            # (a fused pipeline runs eagerly; torch 2.11's dynamo cannot trace ContextVar.get)
-            if not torch.compiler.is_compiling() and FUSION.get() is not None:
-                return impl(*args)
             recording = _plain_eager(args)
             if not grads:
                 with torch.no_grad():
@@ -74,6 +83,15 @@ def op(name, fake, *, grads=(), backward=None, linear=False):
             if recording is None:
                 return overload(*args)
             return eager.apply(*args) if recording and torch.is_grad_enabled() else impl(*args)
+
+        if fusable:
+            def fused(fusion, *args):
+                """The implementation with ``fusion``'s prologue and epilogue in its launch
+                (``imgfilters.fuse``): eager, no gradient, the kernel path only."""
+                if not _image.uses_kernels(args[0]):
+                    raise ValueError(f"{name}: a fused call runs the kernels, not the float64 reference")
+                return impl(*args, fusion=fusion)
+            call.fused = fused
         return call
     return register
 
@@ -102,8 +120,7 @@ def _plain_eager(args):
     return recording
 
 
-def _register_autograd(custom, impl, name, grads, backward, linear):
-    signature = inspect.signature(impl)
+def _register_autograd(custom, impl, signature, name, grads, backward, linear):
     params = list(signature.parameters)
     slots = [params.index(g) for g in grads]
 

@@ -75,7 +75,12 @@ def nl_means(img, h=None, *, sigma=None, patch_size=None, search_radius=None, bo
     ``P^2`` and drops weights below ``exp(-5)``, so its results differ by up to about a dB
     of PSNR, either way, most with small patches.
     """
-    # the arguments in the order they come, then what depends on several of them
+    return _image.wrap(img, _nlm_op(img, *_nlm_args(img, h, sigma, patch_size, search_radius, border, border_value)))
+
+
+def _nlm_args(img, h, sigma, patch_size, search_radius, border, border_value):
+    """The op's arguments after the image: the arguments in the order they come, then what
+    depends on several of them."""
     _image.check_image(img)
     B, C = _image.as_planes(img).shape[:2]
     if C > kernels.MAX_CHANNELS:
@@ -90,7 +95,7 @@ def nl_means(img, h=None, *, sigma=None, patch_size=None, search_radius=None, bo
     _image.check_border(border, border_value)
     if estimated:
         noise.check_size(img)
-    return _image.wrap(img, _nlm_op(img, h, sigma, patch_size, search_radius, border, float(border_value)))
+    return h, sigma, patch_size, search_radius, border, float(border_value)
 
 
 def halo(name, a, channels):
@@ -117,12 +122,13 @@ def _check_size(value, name, low, high, odd=False):
 
 @library.op("nl_means", library.same_as_input)
 def _nlm_op(img: Tensor, h: Optional[Tensor], sigma: Optional[Tensor], patch_size: Optional[int],
-            search_radius: Optional[int], border: str, border_value: float) -> Tensor:
-    """``h`` or ``sigma`` None: automatic (sigma estimated per image, h from the table)."""
+            search_radius: Optional[int], border: str, border_value: float, *, fusion=None) -> Tensor:
+    """``h`` or ``sigma`` None: automatic (sigma estimated per image, h from the table);
+    ``fusion``, a ``pointwise.Fusion``: the launch's prologue and epilogue."""
     x4 = _image.as_planes(img)
     B, C = x4.shape[:2]
     if _image.uses_kernels(img):  # (before the estimate's wait for sigma, while the device works)
-        pro, epi, dtype = pointwise.fused_chains(C, img.device, img.dtype)
+        pro, epi, dtype = pointwise.fused_chains(fusion, C, img.device, img.dtype)
         y = _image.new_image(img, dtype=dtype)
     if sigma is None:
         sigma = noise.sigmas(x4).cpu()

@@ -2,10 +2,9 @@
 
 A step works on unit-scale float values; a chain (a sequence of steps) is applied in one
 pass, either on its own (``pointwise``) or as a filter kernel's prologue/epilogue
-(``imgfilters.fuse``, built on ``kernel_chain``). Each step also has its float64 torch
-definition, used by the reference path and the tests.
+(``imgfilters.fuse``: a ``Fusion`` handed to the filter, built on ``kernel_chain``). Each
+step also has its float64 torch definition, used by the reference path and the tests.
 """
-import contextlib
 from dataclasses import dataclass
 from typing import Callable, List, NamedTuple, Tuple
 
@@ -16,7 +15,7 @@ from imgfilters import _image
 from imgfilters.kernels.core import pointwise as kernels
 from imgfilters.ops import library
 
-__all__ = ["Step", "scale", "normalize", "clamp", "quantize", "gamma", "srgb_to_linear", "linear_to_srgb",
+__all__ = ["Step", "Fusion", "scale", "normalize", "clamp", "quantize", "gamma", "srgb_to_linear", "linear_to_srgb",
            "pointwise"]
 
 
@@ -134,35 +133,43 @@ def kernel_chain(steps, channels, device, epilogue=False):
     return tuple(fns), tuple(args)
 
 
-@contextlib.contextmanager
-def fused(prologue, epilogue, in_dtype, dtype):
-    """Run the filter called inside with ``prologue``/``epilogue`` steps and output ``dtype``,
-    as if its input were of ``in_dtype`` (the dtype after the prologue in the pipeline):
-    ``imgfilters.fuse`` sets them, and the next filter launch (every filter is one launch)
-    takes them as its prologue and epilogue (``fused_chains``)."""
-    token = library.FUSION.set((tuple(prologue), tuple(epilogue), in_dtype, dtype))
-    try:
-        yield
-    finally:
-        library.FUSION.reset(token)
+NO_CHAIN = ((), ())  # a kernel chain of no steps
 
 
-def fused_chains(channels, device, dtype):
-    """(prologue chain, epilogue chain, output dtype) for a filter launch of ``dtype``
-    images: the fusion context's, or empty chains and ``dtype``."""
-    ctx = library.FUSION.get()
-    if ctx is None:
-        return ((), ()), ((), ()), dtype
-    pro, epi, _, out = ctx
-    return kernel_chain(pro, channels, device), kernel_chain(epi, channels, device, epilogue=True), out
+class Fusion(NamedTuple):
+    """The pointwise steps fused into one filter launch (``imgfilters.fuse``), handed to the
+    filter's implementation directly (``library.op``'s ``fused``): a custom op's schema
+    cannot carry Triton functions.
+
+    ``prologue`` runs on every pixel the filter loads, before the filter (a constant
+    border's value is a pixel of the image after it: ``kernels/core/neighbourhood.py``);
+    ``epilogue`` on each result before the store. ``in_dtype`` is the dtype of the image
+    the filter receives in the unfused pipeline, what the prologue makes of the stored one
+    (resampling clamps the row pass of integer images only), and ``out_dtype`` the
+    output's."""
+    prologue: Tuple[Step, ...]
+    epilogue: Tuple[Step, ...]
+    in_dtype: torch.dtype
+    out_dtype: torch.dtype
+
+    def chains(self, channels, device):
+        """(prologue chain, epilogue chain) of a launch on ``channels`` channels."""
+        return (kernel_chain(self.prologue, channels, device),
+                kernel_chain(self.epilogue, channels, device, epilogue=True))
 
 
-def fused_input_dtype(dtype):
-    """The dtype of the image the filter receives in the pipeline being fused (what its
-    prologue makes of the stored one), or ``dtype`` outside fusion: for the filters whose
-    arithmetic depends on it (resampling clamps the row pass of integer images)."""
-    ctx = library.FUSION.get()
-    return dtype if ctx is None else ctx[2]
+def fused_chains(fusion, channels, device, dtype):
+    """(prologue chain, epilogue chain, output dtype) of a filter launch on ``dtype`` images
+    with ``fusion``: its chains and output dtype, or (None) no steps and ``dtype``."""
+    if fusion is None:
+        return NO_CHAIN, NO_CHAIN, dtype
+    return (*fusion.chains(channels, device), fusion.out_dtype)
+
+
+def fused_input_dtype(fusion, dtype):
+    """The dtype of the image the filter receives in the pipeline being fused (what the
+    prologue makes of the stored one), or ``dtype`` without ``fusion``."""
+    return dtype if fusion is None else fusion.in_dtype
 
 
 def reference_chain(steps, x):

@@ -361,17 +361,18 @@ def adjoint(grad, in_size, size, mode, antialias, align_corners, scale):
 @library.op("resample", lambda img, size, *args: _image.new_image(img, _output_shape(img, size)), grads=("img",),
             linear=True, backward=lambda grad, img, *args: adjoint(grad, img.shape[-2:], *args))
 def _resample_op(img: Tensor, size: List[int], mode: str, antialias: bool, align_corners: bool,
-                 scale: List[float]) -> Tensor:
+                 scale: List[float], *, fusion=None) -> Tensor:
     """``resize``, ``upsample`` and ``imresize``: ``size`` (h, w) out, ``scale`` the
-    coordinate scale per axis (``_axis_scale``); one launch."""
+    coordinate scale per axis (``_axis_scale``); one launch (with ``fusion``'s prologue
+    and epilogue, a ``pointwise.Fusion``)."""
     x4 = _image.as_planes(img)
-    integer = pointwise.fused_input_dtype(img.dtype) in _image.MAX_VALUE
+    integer = pointwise.fused_input_dtype(fusion, img.dtype) in _image.MAX_VALUE
     aa = antialias or mode == "lanczos"  # (Lanczos always widens when shrinking)
     if not _image.uses_kernels(img):
         y = reference.resize(_image.to_unit(x4), size, mode, aa, align_corners, scale=tuple(scale),
                              intermediate_clamp=integer)
         return _image.in_layout(img, _image.from_unit(y, img.dtype), _output_shape(img, size))
-    pro, epi, dtype = pointwise.fused_chains(x4.shape[1], img.device, img.dtype)
+    pro, epi, dtype = pointwise.fused_chains(fusion, x4.shape[1], img.device, img.dtype)
     y = _image.new_image(img, _output_shape(img, size), dtype=dtype)
     kernels.launch(x4, _image.as_planes(y), _code(mode, antialias), scale[0], scale[1], align_corners, antialias,
                    clamp_rows=integer, pro=pro, epi=epi,

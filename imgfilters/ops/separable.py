@@ -47,10 +47,7 @@ def separable_filter(img, kernel_x, kernel_y=None, *, border="reflect", border_v
     Returns:
         A tensor of ``img``'s shape, dtype and memory format.
     """
-    tx = _check_taps(kernel_x, "kernel_x")
-    ty = tx if kernel_y is None else _check_taps(kernel_y, "kernel_y")
-    _check(img, border, border_value)
-    return _image.wrap(img, _separable_op(img, tx, ty, border, float(border_value)))
+    return _image.wrap(img, _separable_op(img, *_separable_args(img, kernel_x, kernel_y, border, border_value)))
 
 
 def gaussian_blur(inpt, kernel_size, sigma=None, *, border="reflect", border_value=0.0):
@@ -69,23 +66,13 @@ def gaussian_blur(inpt, kernel_size, sigma=None, *, border="reflect", border_val
     be larger than the image, and uint8 is filtered directly (no float copy); results
     agree within float32 rounding (uint8: within 1, almost always identical).
     """
-    kx, ky = _kernel_sizes(kernel_size)
-    if sigma is None:
-        sx, sy = (0.3 * ((k - 1) * 0.5 - 1) + 0.8 for k in (kx, ky))
-    else:
-        sx, sy = _pair(sigma, "sigma", float)
-        for s in (sx, sy):
-            _image.check_number(s, "sigma", low=0.0, low_open=True)
-    _check(inpt, border, border_value)
-    return _image.wrap(inpt, _gaussian_op(inpt, [kx, ky], [sx, sy], border, float(border_value)))
+    return _image.wrap(inpt, _gaussian_op(inpt, *_gaussian_args(inpt, kernel_size, sigma, border, border_value)))
 
 
 def box_blur(img, kernel_size, *, border="reflect", border_value=0.0):
     """Mean over a ``ky x kx`` box (``kernel_size`` int or ``[kx, ky]``, odd), as
     ``cv2.blur`` with ``BORDER_REFLECT_101`` and ``kornia.filters.box_blur``."""
-    kx, ky = _kernel_sizes(kernel_size)
-    _check(img, border, border_value)
-    return _image.wrap(img, _box_op(img, [kx, ky], border, float(border_value)))
+    return _image.wrap(img, _box_op(img, *_box_args(img, kernel_size, border, border_value)))
 
 
 def unsharp_mask(img, sigma=1.0, amount=1.0, threshold=0.0, *, border="reflect", border_value=0.0):
@@ -97,13 +84,7 @@ def unsharp_mask(img, sigma=1.0, amount=1.0, threshold=0.0, *, border="reflect",
     3/255). ``amount`` is PIL's ``percent / 100`` and skimage's ``amount``. Float results
     are not clipped; integer results saturate.
     """
-    sigma = _image.check_number(sigma, "sigma", low=0.0, low_open=True)
-    amount = _image.check_number(amount, "amount")
-    threshold = _image.check_number(threshold, "threshold", low=0.0)
-    if 2 * reference.unsharp_radius(sigma) + 1 > MAX_TAPS:
-        raise ValueError(f"sigma must be <= {kernels.MAX_RADIUS / 3:.1f}, got {sigma}")
-    _check(img, border, border_value)
-    return _image.wrap(img, _unsharp_op(img, sigma, amount, threshold, border, float(border_value)))
+    return _image.wrap(img, _unsharp_op(img, *_unsharp_args(img, sigma, amount, threshold, border, border_value)))
 
 
 def halo(name, a, channels):
@@ -119,6 +100,43 @@ def halo(name, a, channels):
         return ky // 2, kx // 2
     r = reference.unsharp_radius(_image.check_number(a["sigma"], "sigma", low=0.0, low_open=True))
     return r, r
+
+
+# ---- the ops' arguments (after the image) from the public functions', checked in order ------
+
+def _separable_args(img, kernel_x, kernel_y, border, border_value):
+    tx = _check_taps(kernel_x, "kernel_x")
+    ty = tx if kernel_y is None else _check_taps(kernel_y, "kernel_y")
+    _check(img, border, border_value)
+    return tx, ty, border, float(border_value)
+
+
+def _gaussian_args(inpt, kernel_size, sigma, border, border_value):
+    kx, ky = _kernel_sizes(kernel_size)
+    if sigma is None:
+        sx, sy = (0.3 * ((k - 1) * 0.5 - 1) + 0.8 for k in (kx, ky))
+    else:
+        sx, sy = _pair(sigma, "sigma", float)
+        for s in (sx, sy):
+            _image.check_number(s, "sigma", low=0.0, low_open=True)
+    _check(inpt, border, border_value)
+    return [kx, ky], [sx, sy], border, float(border_value)
+
+
+def _box_args(img, kernel_size, border, border_value):
+    kx, ky = _kernel_sizes(kernel_size)
+    _check(img, border, border_value)
+    return [kx, ky], border, float(border_value)
+
+
+def _unsharp_args(img, sigma, amount, threshold, border, border_value):
+    sigma = _image.check_number(sigma, "sigma", low=0.0, low_open=True)
+    amount = _image.check_number(amount, "amount")
+    threshold = _image.check_number(threshold, "threshold", low=0.0)
+    if 2 * reference.unsharp_radius(sigma) + 1 > MAX_TAPS:
+        raise ValueError(f"sigma must be <= {kernels.MAX_RADIUS / 3:.1f}, got {sigma}")
+    _check(img, border, border_value)
+    return sigma, amount, threshold, border, float(border_value)
 
 
 # ---- helpers -------------------------------------------------------------------------------
@@ -188,18 +206,19 @@ def _gaussian(size, sigma):
     return reference.gaussian_taps(size, sigma)
 
 
-def _filter(img, tx, ty, border, border_value):
-    """The separable filter of ``img``: the reference, or one launch."""
+def _filter(img, tx, ty, border, border_value, fusion=None):
+    """The separable filter of ``img``: the reference, or one launch (with ``fusion``'s
+    prologue and epilogue, a ``pointwise.Fusion``)."""
     if not _image.uses_kernels(img):
         y = reference.separable_filter(_image.to_unit(img), tx, ty, border, border_value)
         return _image.in_layout(img, _image.from_unit(y, img.dtype))
-    return _run(img, tx, ty, _image.check_border(border), border_value)
+    return _run(img, tx, ty, _image.check_border(border), border_value, fusion=fusion)
 
 
-def _run(img, tx, ty, code, border_value, epi=((), ())):
-    """One launch; ``epi`` runs before the fusion context's epilogue (pointwise.fused)."""
+def _run(img, tx, ty, code, border_value, epi=pointwise.NO_CHAIN, fusion=None):
+    """One launch; ``epi`` runs before ``fusion``'s epilogue."""
     x4 = _image.as_planes(img)
-    pro, (steps, args), dtype = pointwise.fused_chains(x4.shape[1], img.device, img.dtype)
+    pro, (steps, args), dtype = pointwise.fused_chains(fusion, x4.shape[1], img.device, img.dtype)
     y = _image.new_image(img, dtype=dtype)
     kernels.launch(x4, _image.as_planes(y), _image.on(tx, img.device), _image.on(ty, img.device), border=code,
                    border_value=border_value, pro=pro, epi=(epi[0] + steps, epi[1] + args))
@@ -275,23 +294,24 @@ def _box_taps(kernel_size):
 
 @library.op("separable_filter", library.same_as_input, grads=("img",), linear=True,
             backward=lambda grad, img, tx, ty, border, bv: _adjoint(grad, tx, ty, border, img.shape))
-def _separable_op(img: Tensor, kernel_x: Tensor, kernel_y: Tensor, border: str, border_value: float) -> Tensor:
+def _separable_op(img: Tensor, kernel_x: Tensor, kernel_y: Tensor, border: str, border_value: float, *,
+                  fusion=None) -> Tensor:
     return _filter(img, _finite_taps(kernel_x, "kernel_x"), _finite_taps(kernel_y, "kernel_y"), border,
-                   border_value)
+                   border_value, fusion)
 
 
 @library.op("gaussian_blur", library.same_as_input, grads=("img",), linear=True,
             backward=lambda grad, img, ks, sigma, border, bv: _adjoint(grad, *_gaussian_taps(ks, sigma), border,
                                                                        img.shape))
 def _gaussian_op(img: Tensor, kernel_size: List[int], sigma: List[float], border: str,
-                 border_value: float) -> Tensor:
-    return _filter(img, *_gaussian_taps(kernel_size, sigma), border, border_value)
+                 border_value: float, *, fusion=None) -> Tensor:
+    return _filter(img, *_gaussian_taps(kernel_size, sigma), border, border_value, fusion)
 
 
 @library.op("box_blur", library.same_as_input, grads=("img",), linear=True,
             backward=lambda grad, img, ks, border, bv: _adjoint(grad, *_box_taps(ks), border, img.shape))
-def _box_op(img: Tensor, kernel_size: List[int], border: str, border_value: float) -> Tensor:
-    return _filter(img, *_box_taps(kernel_size), border, border_value)
+def _box_op(img: Tensor, kernel_size: List[int], border: str, border_value: float, *, fusion=None) -> Tensor:
+    return _filter(img, *_box_taps(kernel_size), border, border_value, fusion)
 
 
 def _unsharp_taps(sigma):
@@ -310,10 +330,10 @@ def _unsharp_backward(grad, img, sigma, amount, threshold, border, border_value)
 
 @library.op("unsharp_mask", library.same_as_input, grads=("img",), backward=_unsharp_backward)
 def _unsharp_op(img: Tensor, sigma: float, amount: float, threshold: float, border: str,
-                border_value: float) -> Tensor:
+                border_value: float, *, fusion=None) -> Tensor:
     if not _image.uses_kernels(img):
         y = reference.unsharp_mask(_image.to_unit(img), sigma, amount, threshold, border, border_value)
         return _image.in_layout(img, _image.from_unit(y, img.dtype))
     taps = _unsharp_taps(sigma)
     return _run(img, taps, taps, _image.check_border(border), border_value,
-                epi=((kernels.unsharp,), ((amount, threshold),)))
+                epi=((kernels.unsharp,), ((amount, threshold),)), fusion=fusion)
