@@ -1,13 +1,28 @@
-"""Resampling (resize / upsample): one launch, weights computed on the fly.
+"""Resampling (resize / upsample): one launch, weights computed on the fly or tabled.
 
 Every mode is separable: output pixel (i, j) is ``sum_a wy_i(a) sum_b wx_j(b) X[y_i(a),
-x_j(b)]`` over a few source rows and columns per axis. Each program owns a ``BH x BW``
-output tile of one plane; per axis it computes, for its rows (columns), the first source
-index, the tap count and every tap's weight from the mode's index mapping and kernel
-function (normalised where the mode normalises). It resamples along x each source row
-the tile needs, once, and combines those rows with a matrix of row weights on the tensor
-cores (``resample_kernel``). Downsampling with antialias widens the kernel with the
-scale, and the source rows and taps per tile grow with it, in the same single launch.
+x_j(b)]`` over a few source rows and columns per axis. Three kernels, by what the call
+allows (``launch`` picks):
+
+- ``phases_kernel``: a ratio F / D per axis (F outputs per D source pixels, F 1, 2 or 4,
+  D any that MAX_SLOTS allows: x2, x4, 4/3, 1/2, 1/4, 2/3, ...; every mode, no
+  align_corners). Every output phase has constant weights away from the edges, so a strip
+  of columns slides down the rows, reading each source row once as contiguous blocks and
+  writing coalesced, interleaved output rows (PERFORMANCE.md); the weights, and those of
+  the lanes and rows next to the edges, come from the float64 reference as constant
+  tables (``PhasePlan``).
+- ``direct_kernel``: other factors of the modes with at most four taps and no widening
+  (nearest, nearest-exact, bilinear, bicubic): each output gathers its taps itself.
+- ``resample_kernel``: the rest (antialiased, Lanczos, area and MATLAB at other
+  factors). Each program owns a ``BH x BW`` output tile of one plane; per axis it
+  computes, for its rows (columns), the first source index, the tap count and every tap's
+  weight from the mode's index mapping and kernel function (normalised where the mode
+  normalises). It resamples along x each source row the tile needs, once, and combines
+  those rows with a matrix of row weights on the tensor cores. Downsampling with
+  antialias widens the kernel with the scale, and the source rows and taps per tile grow
+  with it, in the same single launch.
+
+The gradients of upsampling by 1 or 2 (torch's modes) are ``upsample_phases_adjoint_kernel``.
 
 Modes (``MODE`` constexpr), as defined in ``imgfilters/reference/resample.py``:
 
@@ -24,15 +39,6 @@ Modes (``MODE`` constexpr), as defined in ``imgfilters/reference/resample.py``:
   when shrinking), symmetric index padding at the borders, weights normalised.
 
 ``scale`` is the source step per output pixel (``in / out``, or torch's ``1 / scale_factor``).
-
-Integer factors per axis (growing by 1, 2 or 4, shrinking by 2 or 4; every mode, no
-align_corners, windows up to MAX_SLOTS source pixels a lane) take ``phases_kernel``
-instead: there every output phase has constant weights away from the edges, so a strip
-of columns slides down the rows, reading each source row once as contiguous blocks and
-writing coalesced, interleaved output rows (PERFORMANCE.md); the weights, and those of
-the lanes and rows next to the edges, come from the float64 reference as constant tables
-(``PhasePlan``). The gradients of upsampling by 1 or 2 (torch's modes) are
-``upsample_phases_adjoint_kernel``.
 """
 import functools
 import math
@@ -44,7 +50,7 @@ import triton.language as tl
 
 from .core import borders, pixels, pointwise, products
 from .core.launch import launch as launch_kernel, tile_config
-from .core.tiling import interpreting, needs_int64, offset, pow2_at_least, programs, tile_origin
+from .core.tiling import interpreting, needs_int64, next_pow2, offset, pow2_at_least, programs, tile_origin
 
 # Mode codes: constexpr for the kernels (compiled kernels read only constexpr globals);
 # the host compares against them and keys its tables by their int values.
@@ -60,9 +66,12 @@ FIXED_TAPS = {NEAREST.value: 1, NEAREST_EXACT.value: 1, LINEAR.value: 2, CUBIC.v
 WIDENED_MODES = frozenset(m.value for m in (AA_LINEAR, AA_CUBIC, LANCZOS))
 NORMALISED_MODES = frozenset(m.value for m in (AA_LINEAR, AA_CUBIC, LANCZOS, AREA, MATLAB))
 PI: tl.constexpr = tl.constexpr(3.141592653589793)
-# GPU tile: output rows, output columns, source rows per chunk, warps (measured on the
-# H200, PERFORMANCE.md).
-TILE = (64, 64, 16, 4)
+# GPU tiles of ``resample_kernel``: output rows, output columns, source rows per chunk,
+# warps; SMALL_TILE where TILE leaves most of the GPU idle (a 224 x 224 output: 48 programs
+# a plane's 3 channels); and output rows, columns, warps of ``direct_kernel`` (measured on
+# the H200, PERFORMANCE.md).
+TILE, SMALL_TILE, SMALL_OUTPUT_PROGRAMS = (64, 64, 16, 4), (16, 16, 16, 2), 512
+DIRECT_TILE = (2, 256, 4)
 
 
 @triton.jit
@@ -244,19 +253,54 @@ def resample_kernel(X, Y, C, H, W, HO, WO, scale_y, scale_x, scale_y_lo, scale_x
     pixels.store(Y + b * syb + c * syc + offs, acc, mask)
 
 
-# ---- integer factors: constant phase weights, rows slid down a column strip -----------------
+# Sizes and the strides other than the last are not specialised, as in ``resample_kernel``.
+@triton.jit(do_not_specialize=["C", "H", "W", "HO", "WO", "sxb", "sxc", "sxh", "syb", "syc", "syh"])
+def direct_kernel(X, Y, C, H, W, HO, WO, scale_y, scale_x, scale_y_lo, scale_x_lo,
+                  sxb, sxc, sxh, sxw, syb, syc, syh, syw,
+                  PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
+                  MODE: tl.constexpr, ALIGN: tl.constexpr, CLAMP_ROWS: tl.constexpr, TAPS: tl.constexpr,
+                  OFF64: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr):
+    """``resample_kernel`` for the modes of at most four taps per axis and no widening
+    (nearest, nearest-exact, bilinear, bicubic; ``TAPS`` per axis), at any factor: each
+    output gathers its TAPS x TAPS source pixels itself. Neighbouring outputs of a row read
+    neighbouring source pixels, so a warp's loads are a few contiguous sectors and the
+    rereads hit L1: no on-chip row pass, no product, and nothing kept across rows."""
+    b, c, h0, w0 = tile_origin(tl.program_id(0), C, HO, WO, BH, BW)
+    rows = h0 + tl.arange(0, BH)[:, None]
+    cols = w0 + tl.arange(0, BW)[None, :]
+    fy, ny, py = _axis(rows, H, HO, scale_y, scale_y_lo, 0.0, MODE, ALIGN)
+    fx, nx, px = _axis(cols, W, WO, scale_x, scale_x_lo, 0.0, MODE, ALIGN)
+    base = X + b * sxb + c * sxc
+    acc = tl.zeros((BH, BW), dtype=tl.float32)
+    for i in tl.static_range(TAPS):
+        ry, wy = _tap(i, fy, ny, py, H, 1.0, MODE)
+        row_ptr = base + offset(ry, sxh, OFF64)
+        line = tl.zeros((BH, BW), dtype=tl.float32)
+        for k in tl.static_range(TAPS):
+            cx, wx = _tap(k, fx, nx, px, W, 1.0, MODE)
+            v = pointwise.apply_chain(pixels.load(row_ptr + offset(cx, sxw, OFF64)), c, PRO, pro_args)
+            line += tl.where(wx != 0.0, wx * v, 0.0)  # (0 * NaN is NaN: a tap of weight 0 reads nothing)
+        if CLAMP_ROWS:  # as resample_kernel's row pass
+            line = tl.minimum(tl.maximum(line, 0.0), 1.0)
+        acc += tl.where(wy != 0.0, wy * line, 0.0)
+    acc = pointwise.apply_epilogue(acc, acc, c, EPI, epi_args)
+    mask = (rows < HO) & (cols < WO)
+    pixels.store(Y + b * syb + c * syc + offset(rows, syh, OFF64) + offset(cols, syw, OFF64), acc, mask)
 
-# The factors per axis that ``phases_kernel`` takes: F outputs per source pixel (the output
-# phases interleave with tl.join: powers of two), or one output per D source pixels.
+
+# ---- ratios F / D: constant phase weights, rows slid down a column strip ---------------------
+
+# ``phases_kernel`` resamples an axis by F outputs per D source pixels; F is one of these
+# (the output phases interleave with tl.join: powers of two), D any that MAX_SLOTS allows.
 GROW_FACTORS = (1, 2, 4)
-SHRINK_FACTORS = (2, 4)
 # Blocks of source pixels a lane reads on each side (2 M + 1 in all; doubling with
-# Lanczos-3 needs 3), and source pixels a lane reads a row (the blocks times D): wider
-# kernels (Lanczos shrinking by 4: 28, a 35 s compile offline and 224 registers) take the
-# general kernel.
+# Lanczos-3 needs 3), and source pixels a lane reads a row (the blocks times D, padded to
+# a power of two): wider kernels (Lanczos shrinking by 4: 28, a 35 s compile offline and
+# 224 registers) take the general kernel.
 MAX_REACH, MAX_SLOTS = 3, 20
-# GPU tile: lanes per strip, steps per program, warps (H200, PERFORMANCE.md).
-STRIP = (128, 32, 4)
+# GPU tiles by the source rows a step reads (DY): lanes per strip, steps per program, warps
+# (H200, PERFORMANCE.md).
+STRIPS = {1: (128, 32, 4), 2: (256, 32, 8), 3: (64, 16, 2), 4: (128, 8, 4)}
 
 
 @triton.jit
@@ -272,10 +316,11 @@ def _interleaved(ph, FX: tl.constexpr):
 
 
 @triton.jit
-def _entries(T: tl.constexpr, r: tl.constexpr, s0: tl.constexpr, D: tl.constexpr):
-    """The (1, D) entries T[r][s0 .. s0 + D - 1] of a constant table."""
-    q = tl.arange(0, D)[None, :]
-    v = tl.zeros((1, D), tl.float32)
+def _entries(T: tl.constexpr, r: tl.constexpr, s0: tl.constexpr, D: tl.constexpr, DP: tl.constexpr):
+    """The entries T[r][s0 .. s0 + D - 1] of a constant table as (1, DP), zero-padded
+    to the power of two DP."""
+    q = tl.arange(0, DP)[None, :]
+    v = tl.zeros((1, DP), tl.float32)
     for i in tl.static_range(D):
         v = tl.where(q == i, T[r][s0 + i], v)
     return v
@@ -283,26 +328,30 @@ def _entries(T: tl.constexpr, r: tl.constexpr, s0: tl.constexpr, D: tl.constexpr
 
 @triton.jit
 def _lane_weights(lanes, n_lanes, T: tl.constexpr, p: tl.constexpr, b: tl.constexpr, E: tl.constexpr,
-                  F: tl.constexpr, D: tl.constexpr):
-    """The (BW, D) weights of phase p on block b for each lane: ``phase_tables``' interior
+                  F: tl.constexpr, D: tl.constexpr, DP: tl.constexpr):
+    """The (BW, DP) weights of phase p on block b for each lane: ``phase_tables``' interior
     row, or its row for the lanes within E of either edge."""
-    w = tl.zeros((lanes.shape[0], D), tl.float32) + _entries(T, p, b * D, D)
+    w = tl.zeros((lanes.shape[0], DP), tl.float32) + _entries(T, p, b * D, D, DP)
     for e in tl.static_range(E):
-        w = tl.where((lanes == e)[:, None], _entries(T, (1 + e) * F + p, b * D, D), w)
-        w = tl.where((lanes == n_lanes - 1 - e)[:, None], _entries(T, (1 + E + e) * F + p, b * D, D), w)
+        w = tl.where((lanes == e)[:, None], _entries(T, (1 + e) * F + p, b * D, D, DP), w)
+        w = tl.where((lanes == n_lanes - 1 - e)[:, None], _entries(T, (1 + E + e) * F + p, b * D, D, DP), w)
     return w
 
 
 @triton.jit
 def _row_phases(row_ptr, offs, wx, c, PRO: tl.constexpr, pro_args, NZ: tl.constexpr, MIXED: tl.constexpr,
-                F: tl.constexpr, D: tl.constexpr, BLOCKS: tl.constexpr, CLAMP: tl.constexpr):
+                F: tl.constexpr, D: tl.constexpr, DP: tl.constexpr, BLOCKS: tl.constexpr, CLAMP: tl.constexpr):
     """One source row's F horizontal phases (a tuple of (BW,) vectors): each block of D
     source columns per lane is read once, contiguously (a block no phase weighs is dead
     code the compiler drops); phase p is the per-lane weighted sum over the blocks. A
-    weight that is 0 in some lanes (``MIXED``) reads nothing there: 0 * NaN is NaN."""
+    weight that is 0 in some lanes (``MIXED``) reads nothing there: 0 * NaN is NaN; nor
+    do the slots that pad a block of D to DP (they reread its last pixel)."""
     v = ()
     for b in tl.static_range(BLOCKS):
-        v = v + (pointwise.apply_chain(pixels.load(row_ptr + offs[b]), c, PRO, pro_args),)
+        vb = pointwise.apply_chain(pixels.load(row_ptr + offs[b]), c, PRO, pro_args)
+        if DP != D:
+            vb = tl.where(tl.arange(0, DP)[None, :] < D, vb, 0.0)
+        v = v + (vb,)
     out = ()
     for p in tl.static_range(F):
         acc = tl.zeros(v[0].shape, tl.float32)
@@ -349,7 +398,7 @@ def _edge_column(full, k, n_steps, T: tl.constexpr, q: tl.constexpr, p: tl.const
 def phases_kernel(X, Y, C, H, W, HO, WO, sxb, sxc, sxh, sxw, syb, syc, syh, syw,
                   PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
                   TY: tl.constexpr, TX: tl.constexpr, NZX: tl.constexpr, MIXX: tl.constexpr,
-                  FY: tl.constexpr, FX: tl.constexpr, DY: tl.constexpr, DX: tl.constexpr,
+                  FY: tl.constexpr, FX: tl.constexpr, DY: tl.constexpr, DX: tl.constexpr, DXP: tl.constexpr,
                   MY: tl.constexpr, MX: tl.constexpr, EY: tl.constexpr, EX: tl.constexpr,
                   CLAMP_ROWS: tl.constexpr, OFF64: tl.constexpr, BW: tl.constexpr, SEG: tl.constexpr):
     """Y (HO x WO) resampled from X (H x W) by integer factors: along each axis either F
@@ -378,10 +427,11 @@ def phases_kernel(X, Y, C, H, W, HO, WO, sxb, sxc, sxh, sxw, syb, syc, syh, syw,
         # a block past the edge reads the edge block (its weights are 0, or the edge pixel's
         # own where D = 1): clamping the start keeps the block contiguous, so it is one load
         start = tl.minimum(tl.maximum(DX * (lanes + (i - MX)), 0), W - DX)
-        offs = offs + (offset(start[:, None] + tl.arange(0, DX)[None, :], sxw, OFF64),)
+        slots = tl.minimum(tl.arange(0, DXP), DX - 1)[None, :]
+        offs = offs + (offset(start[:, None] + slots, sxw, OFF64),)
     for p in tl.static_range(FX):
         for i in tl.static_range(BX):
-            wx = wx + (_lane_weights(lanes, n_lanes, TX, p, i, EX, FX, DX),)
+            wx = wx + (_lane_weights(lanes, n_lanes, TX, p, i, EX, FX, DX, DXP),)
     out_cols = FX * lanes[:, None] + tl.arange(0, FX)[None, :]
     out_offs = offset(out_cols, syw, OFF64)
     out_mask = out_cols < WO
@@ -391,14 +441,14 @@ def phases_kernel(X, Y, C, H, W, HO, WO, sxb, sxc, sxh, sxw, syb, syc, syh, syw,
     win = ()
     for i in tl.static_range(ROWS - DY):
         r = tl.minimum(tl.maximum(DY * (k0 - MY) + i, 0), H - 1)
-        win = win + (_row_phases(base + offset(r, sxh, OFF64), offs, wx, c, PRO, pro_args, NZX, MIXX, FX, DX, BX,
-                                 CLAMP_ROWS),)
+        win = win + (_row_phases(base + offset(r, sxh, OFF64), offs, wx, c, PRO, pro_args, NZX, MIXX, FX, DX, DXP,
+                                 BX, CLAMP_ROWS),)
     for k in range(k0, tl.minimum(k0 + SEG, n_steps)):
         full = win
         for q in tl.static_range(DY):
             r = tl.minimum(DY * (k + MY) + q, H - 1)
             full = full + (_row_phases(base + offset(r, sxh, OFF64), offs, wx, c, PRO, pro_args, NZX, MIXX, FX,
-                                       DX, BX, CLAMP_ROWS),)
+                                       DX, DXP, BX, CLAMP_ROWS),)
         edge = (k < EY) | (k >= n_steps - EY)
         for q in tl.static_range(FY):
             y = _interleaved(_inner_row(full, TY, q, FX, ROWS), FX)
@@ -626,6 +676,14 @@ def launch(x, y, mode, scale_y, scale_x, align_corners=False, antialias=False, c
         return _launch_phases(x, y, phases, clamp_rows, pro, epi)
     B, C, H, W = x.shape
     HO, WO = y.shape[-2:]
+    (sy, sy_lo), (sx, sx_lo) = _float32_pair(scale_y), _float32_pair(scale_x)
+    if mode in FIXED_TAPS:
+        bh, bw, warps = (pow2_at_least(HO, 1, 64), pow2_at_least(WO, 16, 128), 1) if interpreting() else DIRECT_TILE
+        args = (x, y, C, H, W, HO, WO, sy, sx, sy_lo, sx_lo, *x.stride(), *y.stride(), pro[0], pro[1], epi[0], epi[1])
+        meta = dict(MODE=mode, ALIGN=bool(align_corners), CLAMP_ROWS=bool(clamp_rows), TAPS=FIXED_TAPS[mode],
+                    OFF64=needs_int64(x, y))
+        return launch_kernel(direct_kernel, lambda m: (programs(B * C, HO, WO, bh, bw),), args, meta, x,
+                             tile_config(BH=bh, BW=bw, num_warps=warps))
     ty, sup_y, wid_y = taps(mode, H, HO, scale_y, antialias)
     tx, sup_x, wid_x = taps(mode, W, WO, scale_x, antialias)
     normalise = mode in NORMALISED_MODES
@@ -633,8 +691,8 @@ def launch(x, y, mode, scale_y, scale_x, align_corners=False, antialias=False, c
         bh, bw = pow2_at_least(HO, 16, 64), pow2_at_least(WO, 16, 128)
         jc = pow2_at_least(int(bh * scale_y) + ty + 1, 16, 128)
     else:
-        bh, bw, jc, warps = TILE
-    (sy, sy_lo), (sx, sx_lo) = _float32_pair(scale_y), _float32_pair(scale_x)
+        big = programs(B * C, HO, WO, TILE[0], TILE[1]) >= SMALL_OUTPUT_PROGRAMS
+        bh, bw, jc, warps = TILE if big else SMALL_TILE
     args = (x, y, C, H, W, HO, WO, sy, sx, sy_lo, sx_lo, float(sup_y), float(sup_x), float(wid_y),
             float(wid_x), *x.stride(), *y.stride(), ty, tx, pro[0], pro[1], epi[0], epi[1])
     meta = dict(MODE=mode, ALIGN=bool(align_corners), NORMALISE=normalise, CLAMP_ROWS=bool(clamp_rows),
@@ -650,10 +708,10 @@ def _float32_pair(value):
     return hi, float(np.float32(value - hi))
 
 
-def _strip(steps, lanes):
+def _strip(steps, lanes, rows_per_step=1):
     """(lanes, steps, warps) of a row-slide program: in the interpreter one strip of every
     step per plane where it fits."""
-    return (pow2_at_least(lanes, 16, 128), steps, 1) if interpreting() else STRIP
+    return (pow2_at_least(lanes, 16, 128), steps, 1) if interpreting() else STRIPS[rows_per_step]
 
 
 class PhasePlan(NamedTuple):
@@ -678,10 +736,11 @@ def _launch_phases(x, y, phases, clamp_rows, pro, epi):
     HO, WO = y.shape[-2:]
     py, px = phases
     n_steps, n_lanes = HO // py.F, WO // px.F
-    bw, seg, warps = _strip(n_steps, n_lanes)
+    bw, seg, warps = _strip(n_steps, n_lanes, py.D)
     args = (x, y, C, H, W, HO, WO, *x.stride(), *y.stride(), pro[0], pro[1], epi[0], epi[1])
     meta = dict(TY=py.table, TX=px.table, NZX=px.nonzero, MIXX=px.mixed, FY=py.F, FX=px.F, DY=py.D, DX=px.D,
-                MY=py.M, MX=px.M, EY=py.E, EX=px.E, CLAMP_ROWS=bool(clamp_rows), OFF64=needs_int64(x, y))
+                DXP=next_pow2(px.D), MY=py.M, MX=px.M, EY=py.E, EX=px.E, CLAMP_ROWS=bool(clamp_rows),
+                OFF64=needs_int64(x, y))
     launch_kernel(phases_kernel, lambda m: (programs(B * C, n_steps, n_lanes, seg, bw),), args, meta, x,
                   tile_config(BW=bw, SEG=seg, num_warps=warps))
 

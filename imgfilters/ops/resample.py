@@ -2,10 +2,10 @@
 ``imresize`` (MATLAB's bicubic).
 
 One launch per call, every dtype read and written directly (uint8 in, uint8 out, no
-float copy). Integer factors (growing by 1, 2, 4 or shrinking by 2, 4 on each axis) take
-the constant-phase kernel with the float64 reference's weights as constant tables
-(``phase_tables``, once per mode and factor); other sizes the general kernel, which
-computes its weights. Integer images are resampled as PIL and
+float copy). Ratios f / d per axis (f outputs per d source pixels, f 1, 2 or 4: x2, x4,
+4/3, 1/2, 1/4, 2/3, ...) take the constant-phase kernel with the float64 reference's
+weights as constant tables (``phase_tables``, once per mode and ratio); other sizes a
+kernel that computes its weights (``kernels.launch`` picks). Integer images are resampled as PIL and
 torch's CPU path do: the row pass is clamped to the value range before the column pass.
 That matters only where bicubic or Lanczos overshoot next to saturated pixels, and there
 torchvision on CUDA differs (it resamples a float copy without that clamp, by tens of
@@ -236,10 +236,10 @@ def _plan(img, out, mode, antialias, align_corners, scales):
 
 @functools.lru_cache(maxsize=None)
 def phase_tables(mode, antialias, f, d):
-    """The ``kernels.PhasePlan`` of an axis resampled by the integer factor ``f`` (up: f
-    outputs per source pixel) or ``d`` (down: one output per d source pixels), without
-    align_corners; None where a lane would read more than ``kernels.MAX_REACH`` blocks of
-    d source pixels on a side, or more than ``kernels.MAX_SLOTS`` pixels.
+    """The ``kernels.PhasePlan`` of an axis resampled by the ratio f / d (f outputs per d
+    source pixels, in lowest terms), without align_corners; None where a lane would read
+    more than ``kernels.MAX_REACH`` blocks of d source pixels on a side, or more than
+    ``kernels.MAX_SLOTS`` pixels (each block padded to a power of two).
 
     The weights are the float64 reference's (``weights``), on an axis long enough that its
     edges do not meet. Inside, lane l's output phase p (output f l + p) weighs source pixel
@@ -265,7 +265,8 @@ def phase_tables(mode, antialias, f, d):
     centre = lanes // 2
     offsets = np.flatnonzero(w[f * centre:f * centre + f].any(0)) - d * centre
     m = int(max(1, -(offsets.min() // d), offsets.max() // d))
-    inner = rows(centre, m) if m <= kernels.MAX_REACH and (2 * m + 1) * d <= kernels.MAX_SLOTS else None
+    slots = (2 * m + 1) * (1 << (d - 1).bit_length())  # (blocks padded to a power of two)
+    inner = rows(centre, m) if m <= kernels.MAX_REACH and slots <= kernels.MAX_SLOTS else None
     if inner is None:
         return None
 
@@ -310,17 +311,16 @@ def phase_tables(mode, antialias, f, d):
 
 @functools.lru_cache(maxsize=4096)
 def _phase_plans(shape, size, mode, antialias, align_corners, scale):
-    """The (rows, columns) ``PhasePlan`` pair when both axes have integer factors that
-    ``phases_kernel`` takes, on images long enough for its edge rows, else None."""
+    """The (rows, columns) ``PhasePlan`` pair when both axes resample by a ratio f / d
+    (f outputs per d source pixels, in lowest terms, the coordinate scale exactly d / f)
+    that ``phases_kernel`` takes, on images long enough for its edge rows, else None."""
     if align_corners:
         return None
     plans = []
     for n, m, s in zip(shape, size, scale):
-        if m >= n and m % n == 0 and m // n in kernels.GROW_FACTORS and s * (m // n) == 1.0:
-            f, d = m // n, 1
-        elif n % m == 0 and n // m in kernels.SHRINK_FACTORS and s == n // m:
-            f, d = 1, n // m
-        else:
+        common = math.gcd(n, m)
+        f, d = m // common, n // common
+        if f not in kernels.GROW_FACTORS or s * f != d:
             return None
         plan = phase_tables(mode, antialias, f, d)
         if plan is None or m // f < 2 * (plan.M + plan.E) + 2:
