@@ -300,7 +300,7 @@ GROW_FACTORS = (1, 2, 4)
 MAX_REACH, MAX_SLOTS = 3, 20
 # GPU tiles by the source rows a step reads (DY): lanes per strip, steps per program, warps
 # (H200, PERFORMANCE.md).
-STRIPS = {1: (128, 32, 4), 2: (256, 32, 8), 3: (64, 16, 2), 4: (128, 8, 4)}
+STRIPS = {1: (128, 32, 4), 2: (256, 32, 8), 3: (64, 16, 2), 4: (64, 16, 2)}
 
 
 @triton.jit
