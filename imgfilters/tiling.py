@@ -13,7 +13,10 @@ the call's weight rows: exact on the float64 path, within float32 rounding on th
 On a GPU the tiles flow through pinned staging buffers and three CUDA streams, so the
 host-to-device copy of one tile, the filter on the one before and the device-to-host
 copy of the one before that overlap, while the host reads and writes the tiles of the
-next slots; GPU memory holds a few tiles whatever the image size.
+next slots; GPU memory holds a few tiles whatever the image size. A pinned CPU tensor
+needs no staging where each plane of a crop is one block of memory (full-width tiles):
+the copies then go straight between it and the GPU, and the host copies nothing. So its
+tiles are full-width bands by default.
 """
 import inspect
 import sys
@@ -28,10 +31,12 @@ from imgfilters.ops import noise
 __all__ = ["tiled"]
 
 SLOTS = 3  # tiles in flight on the GPU: one copying in, one filtering, one copying out
+TILE = 2048  # the default tile's side; bands of a pinned tensor hold as many pixels
+MIN_BAND_ROWS = 64  # (bands of very wide images: the halo stays a small part of a band)
 IMAGE_ARGUMENTS = ("guide",)  # arguments after the image that are images of its size, tiled with it
 
 
-def tiled(fn, img, *args, tile=2048, out=None, device=None, progress=None, **params):
+def tiled(fn, img, *args, tile=None, out=None, device=None, progress=None, **params):
     """``fn(img, *args, **params)`` computed tile by tile, for images that do not fit on
     the GPU (or in host memory).
 
@@ -44,10 +49,13 @@ def tiled(fn, img, *args, tile=2048, out=None, device=None, progress=None, **par
             ``(H, W)``. Only the crops of the tiles are read.
         *args, **params: ``fn``'s other arguments. A ``guide`` (``joint_bilateral``) is an
             array of the same kind, layout and height and width, tiled with ``img``.
-        tile: the side of the output tiles (an int, or ``(rows, cols)``).
+        tile: the side of the output tiles (an int, or ``(rows, cols)``); default 2048,
+            and for a pinned tensor on a GPU full-width bands of as many pixels (its
+            copies then skip the host staging: module docstring).
         out: where the result goes: an array of ``img``'s kind with the result's shape and
             dtype (a memmap or zarr array keeps it on disk); allocated when None (a numpy
-            array for numpy-like inputs, a zarr array in memory for zarr inputs).
+            array for numpy-like inputs, a zarr array in memory for zarr inputs, a
+            tensor for a tensor, pinned if ``img`` is).
         device: where the tiles are filtered; default the first GPU, else the CPU (the
             float64 reference, or the interpreter under ``TRITON_INTERPRET=1``).
         progress: a progress bar on stderr: None shows it once the call has taken a
@@ -58,20 +66,19 @@ def tiled(fn, img, *args, tile=2048, out=None, device=None, progress=None, **par
     Returns ``out``.
     """
     device = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
-    src = _Host(img, "img")
-    tile = _tile_size(tile)
+    src = _Host(img, "img", device)
     sources = [src]
 
     def image(key, value):  # a guide: an image of img's kind, tiled with it
-        extra = _Host(value, key)
+        extra = _Host(value, key, device)
         if extra.torch != src.torch:
             raise TypeError(f"{key} must be {'a tensor' if src.torch else 'an array'} like img")
         sources.append(extra)
         return torch.empty(extra.planes, dtype=extra.dtype, device="meta")
 
     call = Call(fn, src.planes, src.dtype, args, params, src.read, device, image)
-    dst = _output(src, out, call.out_shape, call.out_dtype)
-    rows, cols = call.spans(tile)
+    dst = _output(src, out, call.out_shape, call.out_dtype, device)
+    rows, cols = call.spans(_tile_size(tile, call.out_shape[-1], src.pinned))
     jobs = [(r, c) for r in rows for c in cols]
     from tqdm import tqdm
     bar = tqdm(total=len(jobs), unit="tile", disable=progress is False or len(jobs) < 2,
@@ -97,7 +104,11 @@ class _Span:
     weights: torch.Tensor = None
 
 
-def _tile_size(tile):
+def _tile_size(tile, width, bands):
+    """(rows, cols) of the output tiles: ``tile`` checked, or the default (``bands``:
+    full-width bands of the output's ``width``)."""
+    if tile is None:
+        return (max(MIN_BAND_ROWS, TILE * TILE // width), width) if bands else (TILE, TILE)
     pair = tuple(tile) if isinstance(tile, (tuple, list)) else (tile, tile)
     if len(pair) != 2 or not all(isinstance(t, int) and not isinstance(t, bool) and t >= 1 for t in pair):
         raise ValueError(f"tile must be a positive int or a pair of them, got {tile!r}")
@@ -106,9 +117,10 @@ def _tile_size(tile):
 
 class _Host:
     """A host image of any kind, read and written as ``(..., C, H, W)`` torch tensors by
-    crop: a CPU tensor as it is; a numpy-like array channels last (``(..., H, W, C)``)."""
+    crop: a CPU tensor as it is; a numpy-like array channels last (``(..., H, W, C)``).
+    ``pinned``: a pinned tensor, tiled on the GPU ``device``."""
 
-    def __init__(self, arr, name):
+    def __init__(self, arr, name, device):
         self.array = arr
         if isinstance(arr, torch.Tensor):
             if arr.device.type != "cpu":
@@ -132,6 +144,7 @@ class _Host:
                              f"got {self.shape}")
         self.channels_last = not self.torch and len(self.shape) > 2
         self.planes = _planes_order(self.shape, self.channels_last)
+        self.pinned = self.torch and device.type == "cuda" and arr.is_pinned()
 
     def read(self, rows, cols, into=None):
         """The crop ``rows x cols`` (pairs of bounds) as a ``(..., C, h, w)`` tensor, copied
@@ -149,6 +162,19 @@ class _Host:
             self.array[self._index(rows, cols)].copy_(tile)
         else:
             self.array[self._index(rows, cols)] = tile.numpy()
+
+    def pinned_planes(self, rows, cols):
+        """The crop ``rows x cols`` as a ``(planes, h, w)`` view whose every plane is one
+        block of pinned memory, for copies straight to or from the GPU; None where the
+        array is no pinned tensor or the crop's rows are apart (narrower than the image)."""
+        if not self.pinned:
+            return None
+        crop = self.array[self._index(rows, cols)]
+        try:
+            planes = crop.view(-1, *crop.shape[-2:])
+        except RuntimeError:  # leading dimensions that do not merge
+            return None
+        return planes if planes[0].is_contiguous() else None
 
     def storage_shape(self, planes):
         """A ``(..., C, h, w)`` shape in this array's own order."""
@@ -169,20 +195,20 @@ def _planes_order(shape, channels_last, inverse=False):
     return (*shape[:-3], shape[-1], shape[-3], shape[-2])
 
 
-def _output(src, out, shape, dtype):
+def _output(src, out, shape, dtype, device):
     """The output: ``out`` checked against the result's ``(..., C, H, W)`` shape and
     dtype, or a new array of ``src``'s kind."""
     storage = src.storage_shape(shape)
     if out is None:
         if src.torch:
-            out = torch.empty(storage, dtype=dtype)
+            out = torch.empty(storage, dtype=dtype, pin_memory=src.pinned)
         elif type(src.array).__module__.split(".")[0] == "zarr":
             import zarr
             out = zarr.create_array(store={}, shape=storage, dtype=_numpy_dtype(dtype),
                                     chunks=getattr(src.array, "chunks", "auto"))
         else:
             out = np.empty(storage, dtype=_numpy_dtype(dtype))
-    dst = _Host(out, "out")
+    dst = _Host(out, "out", device)
     if dst.torch != src.torch:
         raise TypeError(f"out must be of img's kind ({'a tensor' if src.torch else 'an array'}), "
                         f"got {type(out).__name__}")
@@ -293,20 +319,35 @@ def _pipeline(call, sources, dst, jobs, device, bar):
                 slot.finish(dst, bar)
                 crops = []
                 for s, pinned, buf in zip(sources, slot.pinned_in, slot.device_in):
-                    host = s.read(r.src, c.src, into=pinned)
+                    planes = s.pinned_planes(r.src, c.src)
+                    if planes is None:  # through the staging buffer
+                        host = s.read(r.src, c.src, into=pinned)
+                        with torch.cuda.stream(h2d):
+                            crops.append(_like(buf, host).copy_(host, non_blocking=True))
+                        continue
+                    crop = buf[:planes.numel()].view(planes.shape)
                     with torch.cuda.stream(h2d):
-                        crops.append(_like(buf, host).copy_(host, non_blocking=True))
+                        for p in range(planes.shape[0]):
+                            crop[p].copy_(planes[p], non_blocking=True)
+                    crops.append(crop.view(*s.planes[:-2], *planes.shape[-2:]))
                 slot.loaded.record(h2d)
                 kernel.wait_event(slot.loaded)
                 with torch.cuda.stream(kernel):
                     y = call.compute(crops, r, c)
                     slot.computed.record(kernel)
                 d2h.wait_event(slot.computed)
+                planes = dst.pinned_planes(r.out, c.out)
                 with torch.cuda.stream(d2h):
-                    slot.result = _like(slot.pinned_out, y, dst).copy_(y, non_blocking=True)
+                    if planes is None:  # through the staging buffer, stored by slot.finish
+                        slot.result = _like(slot.pinned_out, y, dst).copy_(y, non_blocking=True)
+                    else:
+                        y_planes = y.reshape(planes.shape)
+                        for p in range(planes.shape[0]):
+                            planes[p].copy_(y_planes[p], non_blocking=True)
+                        slot.result = planes  # (already in place)
                     y.record_stream(d2h)  # y's memory is not reused before this copy has read it
                     slot.back.record(d2h)
-                slot.where = (r.out, c.out)
+                slot.where = (r.out, c.out) if planes is None else None
             for k in range(len(jobs), len(jobs) + SLOTS):
                 slots[k % SLOTS].finish(dst, bar)
         except BaseException:
@@ -330,7 +371,8 @@ class _Slot:
         if self.result is None:
             return
         self.back.synchronize()
-        dst.write(*self.where, self.result)
+        if self.where is not None:
+            dst.write(*self.where, self.result)
         self.result = None
         bar.update()
 

@@ -152,3 +152,19 @@ def test_gpu_pipeline(dtype, gen):
     torch.cuda.reset_peak_memory_stats()
     imgfilters.tiled(imgfilters.gaussian_blur, big, 9, tile=512, progress=False)
     assert torch.cuda.max_memory_allocated() - base < 40 * 3 * 600 * 600 * big.element_size()
+
+
+@gpu
+def test_pinned_tensors_go_straight_to_the_gpu(gen):
+    """A pinned tensor: full-width bands by default, copied with no staging, into a pinned
+    output; square tiles of it go through the staging buffers. Both equal the untiled
+    call."""
+    x = random_image((2, 3, 300, 410), torch.uint8, gen).pin_memory()
+    expected = imgfilters.bilateral(x.cuda(), 0.1, radius=3).cpu()
+    got = imgfilters.tiled(imgfilters.bilateral, x, 0.1, radius=3, progress=False)
+    assert got.is_pinned() and (got.int() - expected.int()).abs().max() <= TOLERANCE[torch.uint8]
+    out = torch.empty_like(x).pin_memory()
+    imgfilters.tiled(imgfilters.bilateral, x, 0.1, radius=3, tile=(50, 410), out=out, progress=False)
+    assert (out.int() - expected.int()).abs().max() <= TOLERANCE[torch.uint8]
+    got = imgfilters.tiled(imgfilters.bilateral, x, 0.1, radius=3, tile=64, progress=False)
+    assert (got.int() - expected.int()).abs().max() <= TOLERANCE[torch.uint8]

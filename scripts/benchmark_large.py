@@ -1,0 +1,137 @@
+"""Throughput of the large-image paths on one GPU (the README's "Large images and clusters").
+
+    python scripts/benchmark_large.py [--size 20000] [--dask]
+
+A ``1 x 3 x N x N`` uint8 image in pinned host memory, bilateral 5x5 (``sigma_color=0.1``,
+``radius=2``), rates in GB/s of the image (one byte a value):
+
+- kernel: the filter on the image resident on the GPU (``do_bench`` median);
+- copies: the image host-to-device and device-to-host between pinned memory and the GPU,
+  each timed alone (``do_bench``); the copy bound moves the image both ways, one after
+  the other (the sum of the two times);
+- tiled: ``imgfilters.tiled`` from the pinned image into a pinned output, the median of
+  three timed calls after a warm-up call, and its peak GPU memory: with its default tiles
+  (full-width bands, copied straight between the pinned tensors and the GPU) and with
+  2048 x 2048 tiles (through the staging buffers, as every other input);
+- the ratio of tiled to the smaller of the kernel and the copy bound.
+
+With ``--dask`` (``pip install "imgfilters[dask]"``): the same image as an in-memory zarr
+array through ``imgfilters.dask.bilateral`` on a ``distributed.LocalCluster`` of one
+worker thread (this GPU), stored into another zarr array; and the tasks per second of a trivial
+filter (``pointwise`` with no steps: a copy) on 256 x 256 chunks.
+"""
+import argparse
+import statistics
+import sys
+import time
+
+import torch
+import triton
+
+import imgfilters
+
+CHANNELS, SIGMA_COLOR, RADIUS = 3, 0.1, 2
+
+
+def gbs(nbytes, seconds):
+    return nbytes / seconds / 1e9
+
+
+def wall(fn, repeats=3):
+    """Median seconds of ``repeats`` calls of ``fn`` (which synchronises itself)."""
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def resident(src, dst):
+    """Seconds of the two copies and of the kernel on the GPU-resident image, and its
+    result (on the GPU)."""
+    gpu = torch.empty_like(src, device="cuda")
+    h2d = triton.testing.do_bench(lambda: gpu.copy_(src, non_blocking=True), return_mode="median") / 1e3
+    d2h = triton.testing.do_bench(lambda: dst.copy_(gpu, non_blocking=True), return_mode="median") / 1e3
+    gpu.copy_(src)
+    kernel = triton.testing.do_bench(lambda: imgfilters.bilateral(gpu, SIGMA_COLOR, radius=RADIUS),
+                                     return_mode="median") / 1e3
+    return h2d, d2h, kernel, imgfilters.bilateral(gpu, SIGMA_COLOR, radius=RADIUS)
+
+
+def tiled_rows(n):
+    shape = (1, CHANNELS, n, n)
+    src = torch.randint(0, 256, shape, dtype=torch.uint8).pin_memory()
+    dst = torch.empty(shape, dtype=torch.uint8).pin_memory()
+    nbytes = src.numel()
+    print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}; "
+          f"image {'x'.join(map(str, shape))} uint8 ({nbytes / 2 ** 30:.2f} GiB), bilateral 5x5")
+
+    h2d, d2h, kernel, expected = resident(src, dst)
+    copy_bound = gbs(nbytes, h2d + d2h)
+    bound = min(gbs(nbytes, kernel), copy_bound)
+    print(f"host-to-device {gbs(nbytes, h2d):.1f} GB/s, device-to-host {gbs(nbytes, d2h):.1f} GB/s, "
+          f"both ways {copy_bound:.1f} GB/s")
+    print(f"kernel on the resident image {kernel * 1e3:.1f} ms = {gbs(nbytes, kernel):.1f} GB/s")
+    for tile in (None, 2048):
+        def run(tile=tile):
+            imgfilters.tiled(imgfilters.bilateral, src, SIGMA_COLOR, radius=RADIUS, out=dst, tile=tile,
+                             progress=False)
+            torch.cuda.synchronize()
+
+        run()  # compiles and tunes the tiles' variants
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        seconds = wall(run)
+        peak = torch.cuda.max_memory_allocated() - base
+        off = (dst.cuda().int() - expected.int()).abs().max().item()  # (the tiled result is the untiled one)
+        rate = gbs(nbytes, seconds)
+        print(f"tiled, {'default tiles' if tile is None else f'{tile} x {tile} tiles'}: {seconds * 1e3:.1f} ms = "
+              f"{rate:.1f} GB/s: {rate / bound:.2f} of the smaller bound ({bound:.1f} GB/s); peak GPU memory "
+              f"{peak / 2 ** 20:.0f} MiB; largest difference from the untiled call: {off}")
+    return src
+
+
+def dask_rows(src):
+    import dask.array as da
+    import distributed
+    import zarr
+
+    import imgfilters.dask as idask
+
+    # one worker thread in this process: the in-memory zarr arrays are shared, not pickled
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False) as cluster, \
+            distributed.Client(cluster):
+        z = zarr.create_array(store={}, shape=src.shape[1:], chunks=(CHANNELS, 4096, 4096), dtype="uint8")
+        z[...] = src[0].numpy()
+        out = zarr.create_array(store={}, shape=z.shape, chunks=z.chunks, dtype="uint8")
+        img = da.from_zarr(z)
+
+        def run():
+            idask.bilateral(img, SIGMA_COLOR, radius=RADIUS).store(out, lock=False)
+
+        run()  # the worker compiles
+        seconds = wall(run)
+        print(f"dask, one worker on this GPU, chunks {z.chunks}: {seconds * 1e3:.0f} ms = "
+              f"{gbs(z.nbytes, seconds):.1f} GB/s")
+        small = da.from_array(src[0, :, :4096, :4096].numpy(), chunks=(CHANNELS, 256, 256))
+        tasks = small.numblocks[1] * small.numblocks[2]
+        idask.pointwise(small, []).compute()
+        seconds = wall(lambda: idask.pointwise(small, []).compute())
+        print(f"dask, trivial filter on {tasks} chunks of 256 x 256: {tasks / seconds:.0f} tasks/s")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--size", type=int, default=20000, help="the image's height and width (default 20000)")
+    ap.add_argument("--dask", action="store_true", help="also the Dask rows (needs imgfilters[dask])")
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        sys.exit("benchmark_large.py needs a CUDA GPU")
+    src = tiled_rows(args.size)
+    if args.dask:
+        dask_rows(src)
+
+
+if __name__ == "__main__":
+    main()
