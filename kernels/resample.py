@@ -41,7 +41,6 @@ Modes (``MODE`` constexpr), as defined in ``imgfilters/reference/resample.py``:
 ``scale`` is the source step per output pixel (``in / out``, or torch's ``1 / scale_factor``).
 """
 import functools
-import math
 from typing import NamedTuple
 
 import numpy as np
@@ -513,49 +512,22 @@ def adjoint_factor(mode, n_in, n_out, scale, align_corners):
 
 
 @functools.lru_cache(maxsize=None)
-def phase_weights(mode, f):
-    """For each output phase p of factor f: the weights of source offsets -REACH .. REACH
-    around o // f (torch's definitions, ``_axis`` and ``_tap``, evaluated in float64)."""
-    table = []
-    for p in range(f):
-        w = [0.0] * (2 * REACH.value + 1)
-        src = (p + 0.5) / f - 0.5  # the source coordinate relative to o // f, in (-0.5, 0.5)
-        first = math.floor(src)
-        t = src - first
-        if mode == LINEAR.value:
-            by_offset = {first: 1.0 - t, first + 1: t}
-        elif mode == CUBIC.value:
-            by_offset = {first - 1 + k: _keys(t + 1 - k, -0.75) for k in range(4)}
-        else:
-            by_offset = {0: 1.0}
-        for d, v in by_offset.items():
-            w[d + REACH.value] += v
-        table.append(tuple(w))
-    return tuple(table)
-
-
-def _keys(x, a):
-    """``_cubic`` on the host, for the constant tables."""
-    x = abs(x)
-    if x < 1:
-        return ((a + 2) * x - (a + 3)) * x * x + 1
-    return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a if x < 2 else 0.0
-
-
-@functools.lru_cache(maxsize=None)
-def adjoint_weights(mode, f):
-    """For ``upsample_phases_adjoint_kernel``: rows k f + q, k = 0 inside, 1 for the first
-    and 2 for the last source index; entry s the weight with which output phase q of
-    source position i + s - 2 feeds source index i in the adjoint (one level of rows: Triton
-    3.6 indexes constexpr tables two deep at most). Inside, that is the one tap d = 2 - s;
-    clamping maps taps past a border onto the first or the last index only, so index 0
-    gathers every tap d <= 2 - s and index n - 1 every tap d >= 2 - s (so n >= 2 on both
-    axes)."""
-    w = phase_weights(mode, f)
-    r = REACH.value
-    inner = tuple(tuple(w[q][r + 2 - s] for s in range(5)) for q in range(f))
-    first = tuple(tuple(sum(w[q][r + d] for d in range(-2, 3) if d <= 2 - s) for s in range(5)) for q in range(f))
-    last = tuple(tuple(sum(w[q][r + d] for d in range(-2, 3) if d >= 2 - s) for s in range(5)) for q in range(f))
+def adjoint_weights(plan):
+    """For ``upsample_phases_adjoint_kernel``, from the forward's ``PhasePlan`` of the axis
+    (D = 1; its interior rows, the reference's weights of output phase q over the source
+    offsets -M .. M around o // F): rows k F + q, k = 0 inside, 1 for the first and 2 for
+    the last source index; entry s the weight with which output phase q of source position
+    i + s - 2 feeds source index i in the adjoint (one level of rows: Triton 3.6 indexes
+    constexpr tables two deep at most). Inside, that is the one tap d = 2 - s; clamping
+    maps taps past a border onto the first or the last index only, so index 0 gathers every
+    tap d <= 2 - s and index n - 1 every tap d >= 2 - s (so n >= 2 on both axes)."""
+    f, m = plan.F, plan.M
+    assert m <= REACH.value, "the adjoint reads source offsets -2 .. 2"
+    w = [{d: plan.table[q][d + m] for d in range(-m, m + 1)} for q in range(f)]
+    tap = lambda q, d: w[q].get(d, 0.0)
+    inner = tuple(tuple(tap(q, 2 - s) for s in range(5)) for q in range(f))
+    first = tuple(tuple(sum(tap(q, d) for d in range(-2, 3) if d <= 2 - s) for s in range(5)) for q in range(f))
+    last = tuple(tuple(sum(tap(q, d) for d in range(-2, 3) if d >= 2 - s) for s in range(5)) for q in range(f))
     return inner + first + last
 
 
@@ -745,12 +717,14 @@ def _launch_phases(x, y, phases, clamp_rows, pro, epi):
                   tile_config(BW=bw, SEG=seg, num_warps=warps))
 
 
-def launch_adjoint(g, y, mode, fy, fx):
+def launch_adjoint(g, y, phases):
     """The gradient ``y`` (B, C, H, W) of ``phases_kernel`` upsampling from ``g`` (B, C, fy H,
-    fx W); factors in ADJOINT_FACTORS, H and W at least 2."""
+    fx W) by the ``PhasePlan`` pair ``phases`` (rows, columns): D = 1, factors in
+    ADJOINT_FACTORS, torch's clamping modes (ADJOINT_MODES), H and W at least 2."""
     B, C, H, W = y.shape
+    py, px = phases
     bw, seg, warps = _strip(H, W)
-    meta = dict(WY=adjoint_weights(mode, fy), WX=adjoint_weights(mode, fx), FY=fy, FX=fx, OFF64=needs_int64(g, y))
+    meta = dict(WY=adjoint_weights(py), WX=adjoint_weights(px), FY=py.F, FX=px.F, OFF64=needs_int64(g, y))
     launch_kernel(upsample_phases_adjoint_kernel, lambda m: (programs(B * C, H, W, seg, bw),),
                   (g, y, C, H, W, *g.shape[-2:], *g.stride(), *y.stride()), meta, g,
                   tile_config(BW=bw, SEG=seg, num_warps=warps))

@@ -348,7 +348,7 @@ def adjoint(grad, in_size, size, mode, antialias, align_corners, scale):
     if None not in factors and min(in_size) >= 2:  # integer factors: the constant-phase kernel's adjoint, one launch
         g4 = _image.as_planes(grad)
         out = torch.empty((*g4.shape[:2], *in_size), dtype=torch.float32, device=grad.device)
-        kernels.launch_adjoint(g4, out, code, *factors)
+        kernels.launch_adjoint(g4, out, [phase_tables(mode, antialias, f, 1) for f in factors])
         return out.reshape(*grad.shape[:-2], *in_size)
     f32 = dict(dtype=torch.float32, device=grad.device)
     aa = antialias or mode == "lanczos"
