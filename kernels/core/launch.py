@@ -128,7 +128,8 @@ def _launch_key(kernel, args, meta, config, device):
     """Everything Triton's specialisation and the tile depend on (hashable unless an
     argument is not)."""
     tile = None if config is None else (tuple(config.kwargs.items()), config.num_warps, config.num_stages)
-    return kernel, device, tile, tuple(meta.items()), tuple(map(_spec, args))
+    # (most arguments are sizes and strides: ints are their own key, without a call)
+    return kernel, device, tile, tuple(meta.items()), tuple(a if type(a) is int else _spec(a) for a in args)
 
 
 def _spec(a):
