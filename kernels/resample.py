@@ -400,19 +400,19 @@ def phases_kernel(X, Y, C, H, W, HO, WO, sxb, sxc, sxh, sxw, syb, syc, syh, syw,
                   FY: tl.constexpr, FX: tl.constexpr, DY: tl.constexpr, DX: tl.constexpr, DXP: tl.constexpr,
                   MY: tl.constexpr, MX: tl.constexpr, EY: tl.constexpr, EX: tl.constexpr,
                   CLAMP_ROWS: tl.constexpr, OFF64: tl.constexpr, BW: tl.constexpr, SEG: tl.constexpr):
-    """Y (HO x WO) resampled from X (H x W) by integer factors: along each axis either F
-    outputs per source pixel (n_out = F n_in, D = 1) or one output per D source pixels
-    (n_in = D n_out, F = 1). Then the weights are constants per output phase (``TY``,
-    ``TX``: ``phase_tables``, the float64 reference's, with their own rows for the EY / EX
-    lanes and steps nearest each edge, where taps fold or truncate).
+    """Y (HO x WO) resampled from X (H x W) by a ratio per axis: F outputs per D source
+    pixels (n_out / n_in = F / D in lowest terms). Then the weights are constants per
+    output phase (``TY``, ``TX``: ``phase_tables``, the float64 reference's, with their own
+    rows for the EY / EX lanes and steps nearest each edge, where taps fold or truncate).
 
-    A lane is a source column (F > 1) or an output column (D > 1); a step a source row or
-    an output row likewise. A program owns BW lanes of SEG steps of one plane and marches
-    down its steps ("row slide"): each step reads the DY new source rows it needs, each
-    once, as 2 MX + 1 contiguous blocks of DX columns per lane (their offsets clamped once
-    per program, so no index math in the loop), turns each into its FX horizontal phases,
-    and keeps the last 2 MY + 1 blocks of rows in a loop-carried window; it then writes
-    its FY output rows, FX * BW contiguous values each."""
+    A lane is a block of D source columns and its F output columns; a step a block of D
+    source rows and its F output rows. A program owns BW lanes of SEG steps of one plane
+    and marches down its steps ("row slide"): each step reads the DY new source rows it
+    needs, each once, as 2 MX + 1 contiguous blocks of DX columns per lane (DXP loaded:
+    the power of two; their offsets clamped once per program, so no index math in the
+    loop), turns each into its FX horizontal phases, and keeps the last 2 MY + 1 blocks of
+    rows in a loop-carried window; it then writes its FY output rows, FX * BW contiguous
+    values each."""
     BX: tl.constexpr = 2 * MX + 1
     ROWS: tl.constexpr = (2 * MY + 1) * DY
     n_steps = HO // FY
@@ -523,8 +523,7 @@ def adjoint_weights(plan):
     tap d <= 2 - s and index n - 1 every tap d >= 2 - s (so n >= 2 on both axes)."""
     f, m = plan.F, plan.M
     assert m <= REACH.value, "the adjoint reads source offsets -2 .. 2"
-    w = [{d: plan.table[q][d + m] for d in range(-m, m + 1)} for q in range(f)]
-    tap = lambda q, d: w[q].get(d, 0.0)
+    tap = lambda q, d: plan.table[q][d + m] if -m <= d <= m else 0.0
     inner = tuple(tuple(tap(q, 2 - s) for s in range(5)) for q in range(f))
     first = tuple(tuple(sum(tap(q, d) for d in range(-2, 3) if d <= 2 - s) for s in range(5)) for q in range(f))
     last = tuple(tuple(sum(tap(q, d) for d in range(-2, 3) if d >= 2 - s) for s in range(5)) for q in range(f))

@@ -5,8 +5,8 @@ One launch per call, every dtype read and written directly (uint8 in, uint8 out,
 float copy). Ratios f / d per axis (f outputs per d source pixels, f 1, 2 or 4: x2, x4,
 4/3, 1/2, 1/4, 2/3, ...) take the constant-phase kernel with the float64 reference's
 weights as constant tables (``phase_tables``, once per mode and ratio); other sizes a
-kernel that computes its weights (``kernels.launch`` picks). Integer images are resampled as PIL and
-torch's CPU path do: the row pass is clamped to the value range before the column pass.
+kernel that computes its weights (``kernels.launch`` picks). Integer images are
+resampled as PIL and torch's CPU path do: the row pass is clamped to the value range before the column pass.
 That matters only where bicubic or Lanczos overshoot next to saturated pixels, and there
 torchvision on CUDA differs (it resamples a float copy without that clamp, by tens of
 levels on hard edges); the uint8 peers of the tests are PIL and torchvision on the CPU.
