@@ -16,11 +16,12 @@ import triton
 
 SHAPE = (32, 3, 256, 256)
 def candidates(ksize):
-    """Tiles whose pending rows, (2*ry + P) * S registers a lane, stay at most 72."""
+    """Tiles whose pending rows, (2*ry + P) * S registers a lane, stay at most 72, with and
+    without the prefetch of the next tap."""
     ry = ksize // 2
-    return [dict(T=t, S=s, P=p, SEG=seg, num_warps=max(1, t // 32))
-            for s in (1, 2, 4) for p in (1, 2, 4, 8) if (2 * ry + p) * s <= 72
-            for t in (32, 64, 128) for seg in (64, 128)]
+    return [dict(T=t, S=s, P=p, SEG=seg, PRE=pre, num_warps=max(1, t // 32))
+            for s in (1, 2, 4) for p in (1, 2, 4, 8, 16) if (2 * ry + p) * s <= 72
+            for t in (32, 64, 128) for seg in (64, 128, 256) for pre in (1, 0)]
 
 
 def _inputs(ksize):
