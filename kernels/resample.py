@@ -21,6 +21,12 @@ allows (``launch`` picks):
   those rows with a matrix of row weights on the tensor cores. Downsampling with
   antialias widens the kernel with the scale, and the source rows and taps per tile grow
   with it, in the same single launch.
+- ``resample_rows_kernel`` then ``resample_columns_kernel``: the same work in two passes
+  through a float32 (B, C, H, WO) intermediate, for downscales by 2 or more on both axes
+  (``two_pass``), where each of ``resample_kernel``'s programs loops over many source rows,
+  a few at a time, and neighbouring tiles resample the same rows again: the row pass is
+  spread over every source row, once, and the column pass sums contiguous rows of the
+  intermediate in float32. Never where the intermediate would outweigh the input.
 
 The gradients of upsampling by 1 or 2 (torch's modes) are ``upsample_phases_adjoint_kernel``.
 
@@ -44,6 +50,7 @@ import functools
 from typing import NamedTuple
 
 import numpy as np
+import torch
 import triton
 import triton.language as tl
 
@@ -71,6 +78,14 @@ PI: tl.constexpr = tl.constexpr(3.141592653589793)
 # the H200, PERFORMANCE.md).
 TILE, SMALL_TILE, SMALL_OUTPUT_PROGRAMS = (64, 64, 16, 4), (16, 16, 16, 2), 512
 DIRECT_TILE = (2, 256, 4)
+# The two-pass path (``resample_rows_kernel`` then ``resample_columns_kernel``, through a
+# float32 intermediate of H x WO a plane): None takes it where ``two_pass`` says (downscales
+# by TWO_PASS_SHRINK or more on both axes: 4K -> 224 x 224 uint8 0.164 -> 0.093 ms, 4K ->
+# 1000 x 1777 float32 0.42 -> 0.154 on the H200); True wherever the intermediate fits
+# (tests, probes), False never. Its GPU tiles: source rows, output columns, warps of the
+# row pass; output rows, columns, taps a step, warps of the column pass.
+TWO_PASS = None
+ROWS_TILE, COLUMNS_TILE, TWO_PASS_SHRINK = (32, 32, 4), (2, 256, 4, 2), 2.0
 
 
 @triton.jit
@@ -250,6 +265,76 @@ def resample_kernel(X, Y, C, H, W, HO, WO, scale_y, scale_x, scale_y_lo, scale_x
     mask = (rows < HO) & (cols < WO)
     offs = offset(rows, syh, OFF64) + offset(cols, syw, OFF64)
     pixels.store(Y + b * syb + c * syc + offs, acc, mask)
+
+
+# ---- two passes through memory: downscales by 2 or more ------------------------------------
+
+# Sizes, tap counts and the strides other than the last are not specialised, as in
+# ``resample_kernel``.
+@triton.jit(do_not_specialize=["C", "H", "W", "WO", "sxb", "sxc", "sxh", "stb", "stc", "sth", "TAPS_X"])
+def resample_rows_kernel(X, T, C, H, W, WO, scale_x, scale_x_lo, support_x, widen_x,
+                         sxb, sxc, sxh, sxw, stb, stc, sth, TAPS_X,
+                         PRO: tl.constexpr, pro_args, MODE: tl.constexpr, ALIGN: tl.constexpr,
+                         NORMALISE: tl.constexpr, CLAMP_ROWS: tl.constexpr, OFF64: tl.constexpr,
+                         BR: tl.constexpr, BW: tl.constexpr):
+    """The row pass of ``resample_kernel`` on its own: T[b, c] (H x WO, float32) from
+    X[b, c] (H x W), every source row resampled along x once. A program owns BR source
+    rows x BW output columns; each column's taps (first index, count, weights and their
+    normalisation) are ``resample_kernel``'s and are summed in its order, so T holds the
+    values its ``line`` tiles hold (with CLAMP_ROWS' clamp and the prologue)."""
+    b, c, r0, w0 = tile_origin(tl.program_id(0), C, H, WO, BR, BW)
+    # The tile is (columns, rows): Triton orders the threads of a gathered load (no
+    # contiguity known on either axis) along the first axis, and a warp's lanes then read
+    # neighbouring windows of one row (a few cache lines a load), not 32 rows; each thread
+    # keeps its column's taps for all its rows.
+    cols = w0 + tl.arange(0, BW)[:, None]
+    rows = r0 + tl.arange(0, BR)[None, :]
+    fx, nx, px = _axis(cols, W, WO, scale_x, scale_x_lo, support_x, MODE, ALIGN)
+    # (rows past the image read the last one: the loads stay inside, the store is masked)
+    row_ptr = X + b * sxb + c * sxc + offset(tl.minimum(rows, H - 1), sxh, OFF64)
+    line = tl.zeros((BW, BR), dtype=tl.float32)
+    for k in range(0, TAPS_X):
+        cx, wx = _tap(k, fx, nx, px, W, widen_x, MODE)
+        v = pointwise.apply_chain(pixels.load(row_ptr + offset(cx, sxw, OFF64)), c, PRO, pro_args)
+        line += tl.where(wx != 0.0, wx * v, 0.0)  # (0 * NaN is NaN: a tap of weight 0 reads nothing)
+    if NORMALISE:  # (columns past the output have no taps: 0, not 1 / 0)
+        total_x = _weight_sum(fx, nx, px, W, widen_x, TAPS_X, MODE)
+        line = line * tl.where(total_x != 0.0, 1.0 / tl.where(total_x != 0.0, total_x, 1.0), 0.0)
+    if CLAMP_ROWS:
+        line = tl.minimum(tl.maximum(line, 0.0), 1.0)
+    tl.store(T + b * stb + c * stc + offset(rows, sth, OFF64) + cols, line, (rows < H) & (cols < WO))
+
+
+@triton.jit(do_not_specialize=["C", "H", "HO", "WO", "stb", "stc", "sth", "syb", "syc", "syh", "TAPS_Y"])
+def resample_columns_kernel(T, Y, C, H, HO, WO, scale_y, scale_y_lo, support_y, widen_y,
+                            stb, stc, sth, syb, syc, syh, syw, TAPS_Y,
+                            EPI: tl.constexpr, epi_args, MODE: tl.constexpr, ALIGN: tl.constexpr,
+                            NORMALISE: tl.constexpr, OFF64: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr,
+                            KC: tl.constexpr):
+    """The column pass: Y[b, c] (HO x WO) from the row pass T[b, c] (H x WO, float32 of
+    ``resample_rows_kernel``). Per output row its taps over T's rows (``resample_kernel``'s
+    weights and normalisation), each a contiguous load across the tile's columns, summed in
+    float32 over the taps of nonzero weight only: a NaN or inf reaches exactly the outputs
+    that weigh it, combined as IEEE arithmetic does (``core.products``' semantics). KC taps
+    a step, their loads in flight together."""
+    b, c, h0, w0 = tile_origin(tl.program_id(0), C, HO, WO, BH, BW)
+    rows = h0 + tl.arange(0, BH)[:, None]
+    cols = w0 + tl.arange(0, BW)[None, :]
+    fy, ny, py = _axis(rows, H, HO, scale_y, scale_y_lo, support_y, MODE, ALIGN)
+    base = T + b * stb + c * stc + cols
+    live = cols < WO
+    acc = tl.zeros((BH, BW), dtype=tl.float32)
+    for k0 in range(0, TAPS_Y, KC):
+        for u in tl.static_range(KC):  # (taps from TAPS_Y on have weight 0 and read a row inside)
+            ry, wy = _tap(k0 + u, fy, ny, py, H, widen_y, MODE)
+            v = tl.load(base + offset(ry, sth, OFF64), live)
+            acc += tl.where(wy != 0.0, wy * v, 0.0)
+    if NORMALISE:
+        total_y = _weight_sum(fy, ny, py, H, widen_y, TAPS_Y, MODE)
+        acc = acc * tl.where(total_y != 0.0, 1.0 / tl.where(total_y != 0.0, total_y, 1.0), 0.0)
+    acc = pointwise.apply_epilogue(acc, acc, c, EPI, epi_args)
+    mask = (rows < HO) & (cols < WO)
+    pixels.store(Y + b * syb + c * syc + offset(rows, syh, OFF64) + offset(cols, syw, OFF64), acc, mask)
 
 
 # Sizes and the strides other than the last are not specialised, as in ``resample_kernel``.
@@ -658,6 +743,9 @@ def launch(x, y, mode, scale_y, scale_x, align_corners=False, antialias=False, c
     ty, sup_y, wid_y = taps(mode, H, HO, scale_y, antialias)
     tx, sup_x, wid_x = taps(mode, W, WO, scale_x, antialias)
     normalise = mode in NORMALISED_MODES
+    if two_pass(x, HO, WO, scale_y, scale_x):
+        return _launch_two_pass(x, y, mode, (sy, sy_lo, sup_y, wid_y, ty), (sx, sx_lo, sup_x, wid_x, tx),
+                                align_corners, normalise, clamp_rows, pro, epi)
     if interpreting():  # one tile and one chunk of source rows per plane where it fits
         bh, bw = pow2_at_least(HO, 16, 64), pow2_at_least(WO, 16, 128)
         jc = pow2_at_least(int(bh * scale_y) + ty + 1, 16, 128)
@@ -670,6 +758,50 @@ def launch(x, y, mode, scale_y, scale_x, align_corners=False, antialias=False, c
                 PRECISION="ieee" if interpreting() else "tf32x3", OFF64=needs_int64(x, y))
     launch_kernel(resample_kernel, lambda m: (programs(B * C, HO, WO, bh, bw),), args, meta, x,
                   tile_config(BH=bh, BW=bw, JC=jc, num_warps=1 if interpreting() else warps))
+
+
+def two_pass(x, HO, WO, scale_y, scale_x):
+    """Whether ``launch`` resamples ``x`` (B, C, H, W) to HO x WO in two passes (``TWO_PASS``):
+    never where the float32 intermediate (B, C, H, WO) would take more bytes than ``x``;
+    by default where both axes shrink by TWO_PASS_SHRINK or more."""
+    if TWO_PASS is False:
+        return False
+    B, C, H, W = x.shape
+    if 4 * WO > W * x.element_size():
+        return False
+    if TWO_PASS:
+        return True
+    return not interpreting() and scale_y >= TWO_PASS_SHRINK and scale_x >= TWO_PASS_SHRINK
+
+
+def _launch_two_pass(x, y, mode, axis_y, axis_x, align_corners, normalise, clamp_rows, pro, epi):
+    """``launch`` in two passes: the row pass into a float32 (B, C, H, WO) intermediate,
+    then the column pass into ``y``. ``axis_y``/``axis_x``: (step, its low part, support,
+    widening, taps) per axis."""
+    B, C, H, W = x.shape
+    HO, WO = y.shape[-2:]
+    (sy, sy_lo, sup_y, wid_y, ty), (sx, sx_lo, sup_x, wid_x, tx) = axis_y, axis_x
+    tmp = x.new_empty((B, C, H, WO), dtype=torch.float32)
+    off64 = needs_int64(x, y, tmp)
+    if interpreting():  # one tile per plane where it fits
+        br, bw, warps = pow2_at_least(H, 16, 64), pow2_at_least(WO, 16, 128), 1
+    else:
+        br, bw, warps = ROWS_TILE
+    args = (x, tmp, C, H, W, WO, sx, sx_lo, float(sup_x), float(wid_x), *x.stride(), *tmp.stride()[:3], tx,
+            pro[0], pro[1])
+    meta = dict(MODE=mode, ALIGN=bool(align_corners), NORMALISE=normalise, CLAMP_ROWS=bool(clamp_rows),
+                OFF64=off64)
+    launch_kernel(resample_rows_kernel, lambda m: (programs(B * C, H, WO, br, bw),), args, meta, x,
+                  tile_config(BR=br, BW=bw, num_warps=warps))
+    if interpreting():
+        bh, bw, kc, warps = pow2_at_least(HO, 16, 64), pow2_at_least(WO, 16, 128), 4, 1
+    else:
+        bh, bw, kc, warps = COLUMNS_TILE
+    args = (tmp, y, C, H, HO, WO, sy, sy_lo, float(sup_y), float(wid_y), *tmp.stride()[:3], *y.stride(), ty,
+            epi[0], epi[1])
+    meta = dict(MODE=mode, ALIGN=bool(align_corners), NORMALISE=normalise, OFF64=off64)
+    launch_kernel(resample_columns_kernel, lambda m: (programs(B * C, HO, WO, bh, bw),), args, meta, x,
+                  tile_config(BH=bh, BW=bw, KC=kc, num_warps=warps))
 
 
 def _float32_pair(value):

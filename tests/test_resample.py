@@ -12,7 +12,7 @@ import imgfilters
 from imgfilters import _image
 from imgfilters.reference import resample as ref
 
-from helpers import KERNEL_DTYPES, assert_matches, count_compiles, gpu, random_image, sample
+from helpers import KERNEL_DTYPES, assert_matches, count_compiles, count_launches, gpu, random_image, sample
 
 F64 = dict(dtype=torch.float64)
 
@@ -279,6 +279,7 @@ def test_new_sizes_never_recompile(gen, monkeypatch):
     # multiples of 16
     x = random_image((2, 3, 100, 130), torch.float32, gen, "cuda")
     imgfilters.resize(x, (77, 91), "bicubic", antialias=True)
+    imgfilters.resize(x, (40, 50), "bicubic", antialias=True)  # (downscales by 2 take two passes)
     compiles = count_compiles(monkeypatch)
     for shape, size in (((2, 3, 100, 130), (48, 64)), ((1, 3, 64, 128), (77, 91)), ((3, 3, 97, 33), (160, 50))):
         x = random_image(shape, torch.float32, gen, "cuda")
@@ -286,3 +287,116 @@ def test_new_sizes_never_recompile(gen, monkeypatch):
         assert_matches(y, ref.resize(unit(x), size, "bicubic", True).reshape(y.shape))
     assert not compiles, compiles
 
+
+# ---- the two-pass path (downscales by 2 or more) ---------------------------------------------
+
+TWO_PASS_MODES = [("bilinear", True), ("bicubic", True), ("lanczos", True), ("area", False), ("matlab", True)]
+
+
+def _two_pass_call(mode, aa, size):
+    if mode == "matlab":
+        return lambda img: imgfilters.imresize(img, size=size)
+    return lambda img: imgfilters.resize(img, size, mode, antialias=aa)
+
+
+@pytest.mark.parametrize("mode,aa", TWO_PASS_MODES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.uint8])
+def test_two_pass_path_against_the_reference(mode, aa, dtype, gen, device, monkeypatch):
+    """The row pass into a float32 intermediate, then the column pass (forced here; by
+    default downscales by 2 or more on the GPU take it): every mode of
+    ``resample_kernel``, uint8 with the clamped row pass, a batch of planes, a strided
+    view, NaN and inf reaching exactly the outputs that weigh them."""
+    from imgfilters.kernels import resample as kernels
+    monkeypatch.setattr(kernels, "TWO_PASS", True)
+    size = (9, 13)
+    call = _two_pass_call(mode, aa, size)
+    clamp = dtype in _image.MAX_VALUE
+    expect = lambda img: ref.resize(unit(img), size, mode, aa, intermediate_clamp=clamp)  # noqa: E731
+    x = random_image((2, 2, 41, 58), dtype, gen, device)
+    with count_launches() as launches:
+        y = call(x)
+    assert launches["resample_rows_kernel"] == launches["resample_columns_kernel"] == 1, launches
+    assert not launches["resample_kernel"], launches
+    assert_matches(y, expect(x).reshape(y.shape))
+    monkeypatch.setattr(kernels, "TWO_PASS", False)  # the one-pass kernel: the same values
+    one_pass = call(x)
+    tol = 1 if clamp else 1e-6
+    assert (y.cpu().double() - one_pass.cpu().double()).abs().max() <= tol
+    monkeypatch.setattr(kernels, "TWO_PASS", True)
+    view = random_image((3, 50, 70), dtype, gen, device)[:, 4:45, 3:61]  # (row stride 70, not 58)
+    assert torch.equal(call(view), call(view.contiguous()))
+    if clamp:
+        return
+    # NaN and inf reach the outputs that the one-pass kernel gives them (the reference's too,
+    # except where a float32 weight at the edge of a tap's support rounds to 0 or MATLAB's
+    # mirrored taps read an edge pixel twice with weights of both signs)
+    bad = x.clone()
+    bad[0, 0, 0, 0], bad[0, 1, 20, 30], bad[0, 1, 20, 31] = float("nan"), float("inf"), -float("inf")
+    bad[1, 0, 40, 57], bad[1, 1, 10, 5], bad[1, 1, 30, 40] = float("inf"), -float("inf"), float("inf")
+    y = call(bad).cpu().double()
+    monkeypatch.setattr(kernels, "TWO_PASS", False)
+    one_pass = call(bad).cpu().double()
+    for test in (torch.isnan, torch.isposinf, torch.isneginf):
+        assert test(y).any() and torch.equal(test(y), test(one_pass)), test.__name__
+    expected = expect(bad).reshape(y.shape)
+    finite = expected.isfinite() & y.isfinite()
+    assert (y[finite] - expected[finite]).abs().max() <= 1e-5
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
+def test_two_pass_path_with_prologue_and_epilogue(dtype, gen, device, monkeypatch):
+    # the prologue goes into the row pass, the epilogue into the column pass
+    from torchvision.transforms import v2
+
+    from imgfilters import transforms as T
+    from imgfilters.kernels import resample as kernels
+    steps = [v2.ToDtype(torch.float32, scale=True), v2.Normalize([0.4, 0.5, 0.6], [0.2, 0.3, 0.25]),
+             T.Resize((11, 8), "bicubic"), v2.Normalize([0.5] * 3, [2.0] * 3)]
+    x = random_image((2, 3, 47, 39), dtype, gen, device)
+    fused = imgfilters.fuse(steps)
+    monkeypatch.setattr(kernels, "TWO_PASS", True)
+    with count_launches() as launches:
+        y = fused(x)
+    assert sum(launches.values()) == 2 and launches["resample_rows_kernel"] == 1, launches
+    unfused = v2.Compose(steps)(x)
+    assert (y - unfused).abs().max() <= 2e-5 * max(1.0, unfused.abs().max().item())
+    monkeypatch.setattr(kernels, "TWO_PASS", False)
+    assert (y - fused(x)).abs().max() <= 2e-5 * max(1.0, unfused.abs().max().item())
+
+
+def test_two_pass_path_only_where_the_intermediate_fits(gen, device, monkeypatch):
+    # the float32 intermediate (B, C, H, WO) never takes more memory than the input
+    from imgfilters.kernels import resample as kernels
+    monkeypatch.setattr(kernels, "TWO_PASS", True)
+    x = random_image((1, 2, 30, 40), torch.uint8, gen, device)
+    for size, two in (((7, 10), True), ((7, 11), False), ((50, 10), True)):
+        with count_launches() as launches:
+            y = imgfilters.resize(x, size, "bilinear", antialias=True)
+        assert bool(launches["resample_rows_kernel"]) == two, (size, launches)
+        expected = ref.resize(unit(x), size, "bilinear", True, intermediate_clamp=True)
+        assert_matches(y, expected.reshape(y.shape))
+
+
+@gpu
+def test_downscales_by_2_take_two_passes(gen, monkeypatch):
+    x = random_image((1, 3, 400, 640), torch.uint8, gen, "cuda")
+    for size, two in (((56, 56), True), ((300, 500), False), ((150, 170), False)):  # (the last: 4 WO > W)
+        with count_launches() as launches:
+            y = imgfilters.resize(x, size, "bilinear", antialias=True)
+        assert bool(launches["resample_rows_kernel"]) == two, (size, launches)
+        assert_matches(y, ref.resize(unit(x), size, "bilinear", True, intermediate_clamp=True).reshape(y.shape))
+    x = random_image((1, 3, 1500, 2600), torch.float32, gen, "cuda")  # a large output too
+    with count_launches() as launches:
+        y = imgfilters.resize(x, (700, 1250), "bicubic", antialias=True)
+    assert launches["resample_rows_kernel"] == 1, launches
+    assert_matches(y, ref.resize(unit(x), (700, 1250), "bicubic", True).reshape(y.shape))
+    x = random_image((1, 3, 400, 640), torch.float32, gen, "cuda")
+    imgfilters.resize(x, (40, 50), "bicubic", antialias=True)
+    compiles = count_compiles(monkeypatch)  # random sizes recompile neither pass
+    for shape, size in (((1, 3, 401, 650), (50, 61)), ((2, 1, 333, 517), (31, 47)), ((1, 2, 320, 256), (16, 32))):
+        x = random_image(shape, torch.float32, gen, "cuda")
+        with count_launches() as launches:
+            y = imgfilters.resize(x, size, "bicubic", antialias=True)
+        assert launches["resample_columns_kernel"] == 1, launches
+        assert_matches(y, ref.resize(unit(x), size, "bicubic", True).reshape(y.shape))
+    assert not compiles, compiles
