@@ -188,12 +188,26 @@ def _tap(k, first, count, rel, n_in, widen, MODE: tl.constexpr):
 
 
 @triton.jit
-def _weight_sum(first, count, rel, n_in, widen, TAPS, MODE: tl.constexpr):
+def _normaliser(first, count, rel, n_in, widen, TAPS, MODE: tl.constexpr):
+    """1 / the sum of each output's TAPS weights along one axis (0 for outputs past the
+    end, which have no taps: not 1 / 0)."""
     total = tl.zeros(first.shape, tl.float32)
     for k in range(0, TAPS):
         _, w = _tap(k, first, count, rel, n_in, widen, MODE)
         total += w
-    return total
+    return tl.where(total != 0.0, 1.0 / tl.where(total != 0.0, total, 1.0), 0.0)
+
+
+@triton.jit
+def _row_taps(line, row_ptr, first, count, rel, W, widen, TAPS, sxw, c, PRO: tl.constexpr, pro_args,
+              MODE: tl.constexpr, OFF64: tl.constexpr):
+    """``line`` plus the row pass's TAPS weighted, gathered pixels of the rows at
+    ``row_ptr`` (through the prologue), in tap order."""
+    for k in range(0, TAPS):
+        cx, wx = _tap(k, first, count, rel, W, widen, MODE)
+        v = pointwise.apply_chain(pixels.load(row_ptr + offset(cx, sxw, OFF64)), c, PRO, pro_args)
+        line += tl.where(wx != 0.0, wx * v, 0.0)  # (0 * NaN is NaN: a tap of weight 0 reads nothing)
+    return line
 
 
 # Sizes, tap counts and the strides other than the last are not specialised: Triton would
@@ -226,11 +240,9 @@ def resample_kernel(X, Y, C, H, W, HO, WO, scale_y, scale_x, scale_y_lo, scale_x
     cols = w0 + tl.arange(0, BW)[None, :]
     fy, ny, py = _axis(rows, H, HO, scale_y, scale_y_lo, support_y, MODE, ALIGN)
     fx, nx, px = _axis(cols, W, WO, scale_x, scale_x_lo, support_x, MODE, ALIGN)
-    if NORMALISE:  # (rows and columns past the output have no taps: 0, not 1 / 0)
-        total_y = _weight_sum(fy, ny, py, H, widen_y, TAPS_Y, MODE)
-        total_x = _weight_sum(fx, nx, px, W, widen_x, TAPS_X, MODE)
-        norm_y = tl.where(total_y != 0.0, 1.0 / tl.where(total_y != 0.0, total_y, 1.0), 0.0)
-        norm_x = tl.where(total_x != 0.0, 1.0 / tl.where(total_x != 0.0, total_x, 1.0), 0.0)
+    if NORMALISE:
+        norm_y = _normaliser(fy, ny, py, H, widen_y, TAPS_Y, MODE)
+        norm_x = _normaliser(fx, nx, px, W, widen_x, TAPS_X, MODE)
     base = X + b * sxb + c * sxc
     # The source rows (before border handling) that the tile's output rows read.
     live_rows = rows < HO
@@ -244,11 +256,8 @@ def resample_kernel(X, Y, C, H, W, HO, WO, scale_y, scale_x, scale_y_lo, scale_x
     for j0 in range(first_row, end_row, JC):
         src = j0 + tl.arange(0, JC)[:, None]
         row_ptr = base + offset(_source(src, H, MODE), sxh, OFF64)
-        line = tl.zeros((JC, BW), dtype=tl.float32)
-        for k in range(0, TAPS_X):
-            cx, wx = _tap(k, fx, nx, px, W, widen_x, MODE)
-            v = pointwise.apply_chain(pixels.load(row_ptr + offset(cx, sxw, OFF64)), c, PRO, pro_args)
-            line += tl.where(wx != 0.0, wx * v, 0.0)  # (0 * NaN is NaN: a tap of weight 0 reads nothing)
+        line = _row_taps(tl.zeros((JC, BW), dtype=tl.float32), row_ptr, fx, nx, px, W, widen_x, TAPS_X, sxw, c,
+                         PRO, pro_args, MODE, OFF64)
         if NORMALISE:
             line = line * norm_x
         if CLAMP_ROWS:  # the row pass of an integer image is an integer image in PIL and torch's CPU path
@@ -292,14 +301,10 @@ def resample_rows_kernel(X, T, C, H, W, WO, scale_x, scale_x_lo, support_x, wide
     fx, nx, px = _axis(cols, W, WO, scale_x, scale_x_lo, support_x, MODE, ALIGN)
     # (rows past the image read the last one: the loads stay inside, the store is masked)
     row_ptr = X + b * sxb + c * sxc + offset(tl.minimum(rows, H - 1), sxh, OFF64)
-    line = tl.zeros((BW, BR), dtype=tl.float32)
-    for k in range(0, TAPS_X):
-        cx, wx = _tap(k, fx, nx, px, W, widen_x, MODE)
-        v = pointwise.apply_chain(pixels.load(row_ptr + offset(cx, sxw, OFF64)), c, PRO, pro_args)
-        line += tl.where(wx != 0.0, wx * v, 0.0)  # (0 * NaN is NaN: a tap of weight 0 reads nothing)
-    if NORMALISE:  # (columns past the output have no taps: 0, not 1 / 0)
-        total_x = _weight_sum(fx, nx, px, W, widen_x, TAPS_X, MODE)
-        line = line * tl.where(total_x != 0.0, 1.0 / tl.where(total_x != 0.0, total_x, 1.0), 0.0)
+    line = _row_taps(tl.zeros((BW, BR), dtype=tl.float32), row_ptr, fx, nx, px, W, widen_x, TAPS_X, sxw, c, PRO,
+                     pro_args, MODE, OFF64)
+    if NORMALISE:
+        line = line * _normaliser(fx, nx, px, W, widen_x, TAPS_X, MODE)
     if CLAMP_ROWS:
         line = tl.minimum(tl.maximum(line, 0.0), 1.0)
     tl.store(T + b * stb + c * stc + offset(rows, sth, OFF64) + cols, line, (rows < H) & (cols < WO))
@@ -330,8 +335,7 @@ def resample_columns_kernel(T, Y, C, H, HO, WO, scale_y, scale_y_lo, support_y, 
             v = tl.load(base + offset(ry, sth, OFF64), live)
             acc += tl.where(wy != 0.0, wy * v, 0.0)
     if NORMALISE:
-        total_y = _weight_sum(fy, ny, py, H, widen_y, TAPS_Y, MODE)
-        acc = acc * tl.where(total_y != 0.0, 1.0 / tl.where(total_y != 0.0, total_y, 1.0), 0.0)
+        acc = acc * _normaliser(fy, ny, py, H, widen_y, TAPS_Y, MODE)
     acc = pointwise.apply_epilogue(acc, acc, c, EPI, epi_args)
     mask = (rows < HO) & (cols < WO)
     pixels.store(Y + b * syb + c * syc + offset(rows, syh, OFF64) + offset(cols, syw, OFF64), acc, mask)
@@ -766,8 +770,7 @@ def two_pass(x, HO, WO, scale_y, scale_x):
     by default where both axes shrink by TWO_PASS_SHRINK or more."""
     if TWO_PASS is False:
         return False
-    B, C, H, W = x.shape
-    if 4 * WO > W * x.element_size():
+    if 4 * WO > x.shape[-1] * x.element_size():
         return False
     if TWO_PASS:
         return True
