@@ -1,8 +1,9 @@
 """Resampling: ``resize`` (torchvision's), ``upsample`` (``F.interpolate``'s) and
 ``imresize`` (MATLAB's bicubic).
 
-One launch per call, every dtype read and written directly (uint8 in, uint8 out, no
-float copy). Ratios f / d per axis (f outputs per d source pixels, f 1, 2 or 4: x2, x4,
+One launch per call (two, through a float32 intermediate no larger than the input, for
+other downscales by 2 or more on both axes), every dtype read and written directly
+(uint8 in, uint8 out, no float copy). Ratios f / d per axis (f outputs per d source pixels, f 1, 2 or 4: x2, x4,
 4/3, 1/2, 1/4, 2/3, ...) take the constant-phase kernel with the float64 reference's
 weights as constant tables (``phase_tables``, once per mode and ratio); other sizes a
 kernel that computes its weights (``kernels.launch`` picks). Integer images are
