@@ -179,17 +179,17 @@ def plane_kernel(X, Y, K, C, H, W, HO, WO, OY, OX, skb,
                  RX: tl.constexpr, RY: tl.constexpr, SXW: tl.constexpr, SYW: tl.constexpr,
                  BORDER: tl.constexpr, OFF64: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr,
                  KHP: tl.constexpr, KWP: tl.constexpr):
-    """``filter2d_kernel``'s result for the interpreter, one program per plane (BH x BW
-    covering it): one (KHP, KWP, BH, BW) gather of the pixels under every tap, one product
-    summed over the taps. The interpreter's cost is per operation and per call of a
+    """``filter2d_kernel``'s result for the interpreter, one program per BH x BW tile (one
+    per plane where the tensor limit allows): one (KHP, KWP, BH, BW) gather of the pixels
+    under every tap, one product summed over the taps. The interpreter's cost is per operation and per call of a
     jitted helper (milliseconds each): the strip's per-row, per-tap steps cost it seconds
     a plane."""
     b, c, h0, w0 = tile_origin(tl.program_id(0), C, HO, WO, BH, BW)
     x_base = X + b * sxb + c * sxc
     k_base = K + b * skb
     scale = neighbourhood.linear_scale(X.dtype.element_ty, PRO)
-    out_rows = tl.arange(0, BH)[:, None]
-    out_cols = tl.arange(0, BW)[None, :]
+    out_rows = h0 + tl.arange(0, BH)[:, None]
+    out_cols = w0 + tl.arange(0, BW)[None, :]
     u = tl.arange(0, KHP)[:, None, None, None]  # the taps, padded to powers of two
     v = tl.arange(0, KWP)[None, :, None, None]
     r = out_rows[None, None, :, :] + (OY - RY) + u
@@ -247,10 +247,12 @@ def launch(x, y, k, oy=0, ox=0, border=0, border_value=0.0, pro=((), ()), epi=((
             y.stride(0), y.stride(1), y.stride(2), float(border_value), pro[0], pro[1], epi[0], epi[1])
     meta = dict(RX=rx, RY=ry, SXW=x.stride(3), SYW=y.stride(3), BORDER=border, OFF64=needs_int64(x, y))
     if interpreting() and tile is None:
-        bh, bw = pow2_at_least(HO, 1, 1 << 20), pow2_at_least(WO, 1, 1 << 20)
+        khp, kwp = pow2_at_least(2 * ry + 1, 1, 128), pow2_at_least(2 * rx + 1, 1, 128)
+        room = tl.TRITON_MAX_TENSOR_NUMEL // (khp * kwp)  # pixels a tile may hold under every tap
+        bw = pow2_at_least(WO, 1, room)
+        bh = pow2_at_least(HO, 1, room // bw)
         launch_kernel(plane_kernel, lambda m: (programs(B * C, HO, WO, bh, bw),), args, meta, x,
-                      tile_config(BH=bh, BW=bw, KHP=pow2_at_least(2 * ry + 1, 1, 128),
-                                  KWP=pow2_at_least(2 * rx + 1, 1, 128)))
+                      tile_config(BH=bh, BW=bw, KHP=khp, KWP=kwp))
         return
     # every column read (the last strip's beyond WO aside) lies within one width of the image
     near = ox - rx > -W and ox + WO - 1 + rx < 2 * W - 1

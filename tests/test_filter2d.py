@@ -43,6 +43,15 @@ def test_kernel_sizes_up_to_31_and_larger_than_the_image(ksize, gen, device):
     assert_matches(imgfilters.filter2d(x, k), reference(x, k))
 
 
+def test_wide_kernel_on_an_image_larger_than_one_interpreted_tile(gen, device):
+    # 21 x 21 taps (padded to 32 x 32) on 37 x 45 pixels: over Triton's tensor limit in one
+    # interpreted tile, so the interpreter's kernel tiles the plane (the GPU's strips anyway)
+    x = random_image((2, 1, 37, 45), torch.float32, gen, device)
+    k = torch.rand(2, 21, 21, generator=gen, dtype=torch.float64)
+    k /= k.sum((1, 2), keepdim=True)
+    assert_matches(imgfilters.filter2d(x, k), reference(x, k))
+
+
 def test_per_image_kernels_equal_a_loop_of_single_image_calls(gen, device):
     x = random_image((3, 2, 10, 13), torch.float32, gen, device)
     k = torch.randn(3, 7, 5, generator=gen).to(device)
