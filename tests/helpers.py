@@ -51,6 +51,40 @@ def count_compiles(monkeypatch):
     return counts
 
 
+# The issues' bound on a cold first call (compile and tuning included) on the H200.
+COLD_CALL_S = 5.0
+
+
+def cold_first_call(tmp_path, setup, first, again):
+    """Run ``first`` (a line of Python, after ``setup``) in a fresh process with an empty
+    Triton cache and tuning on, then ``again`` (a call that must not compile). Returns the
+    CPU seconds of ``first`` (the process's and its compiler subprocesses'), and the wall
+    seconds of both. The bound is checked on the CPU time: it is the wall time of an idle
+    machine, while the test suite's other workers can double the wall time of a compile."""
+    import subprocess
+    import sys
+    script = f"""
+import resource, time, torch, imgfilters
+{setup}
+def cpu():
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+torch.cuda.synchronize()
+t, c = time.perf_counter(), cpu()
+{first}
+torch.cuda.synchronize()
+wall, busy = time.perf_counter() - t, cpu() - c
+t = time.perf_counter()
+{again}
+torch.cuda.synchronize()
+print(busy, wall, time.perf_counter() - t)
+"""
+    env = dict(os.environ, TRITON_CACHE_DIR=str(tmp_path), IMGFILTERS_AUTOTUNE="1")
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return tuple(map(float, out.stdout.split()[-3:]))
+
+
 @contextlib.contextmanager
 def count_launches():
     """A Counter of the Triton kernels (by name) launched inside the block: in the
