@@ -5,10 +5,11 @@ Blind super-resolution training (Real-ESRGAN, Wang et al. 2021) makes each low-r
 input from its ground truth on the fly: blur with a random kernel, resize by a random
 scale, add Gaussian or Poisson noise, JPEG-compress, twice over, then a final sinc filter.
 BasicSR does this with kernels made per image on the CPU (numpy) and a grouped
-``F.conv2d`` per batch. Here the kernels are made for the whole batch at once on the
+``F.conv2d`` per batch. Here one launch samples and makes the whole batch's kernels on the
 device from a ``torch.Generator`` (same formulas: ``imgfilters.reference.degrade``), the
-blurs are one ``imgfilters.filter2d`` launch with per-image kernels, and everything
-stays on the images' device except the JPEG bytes (``torchvision.io``: nvjpeg on CUDA).
+blurs are one ``imgfilters.filter2d`` launch with per-image kernels, the JPEG round trip
+one launch of ``imgfilters.ops.jpeg`` (or, with ``codec="torchvision"``, a real encoder
+and decoder), and everything stays on the images' device.
 
 Images are ``(B, C, H, W)`` (or ``(C, H, W)``) tensors in unit scale: float32, float16,
 bfloat16, or uint8/uint16 (the steps run in float32; the result comes back in the input's
@@ -18,22 +19,25 @@ torch's global generators. Defaults are Real-ESRGAN's published training options
 (``options/train_realesrgan_x4plus.yml``).
 """
 import math
+import random
 import warnings
 
 import torch
 from torchvision.transforms import v2
 
 from imgfilters import _image
+from imgfilters.kernels import degrade as kernels
 from imgfilters.ops.filter2d import filter2d
+from imgfilters.ops.jpeg import round_trip as jpeg_round_trip
 from imgfilters.ops.resample import upsample
 from imgfilters.reference import degrade as reference
 
 __all__ = ["KERNEL_KINDS", "sample_kernel_params", "sample_sinc_params", "make_kernels", "random_kernels",
-           "add_gaussian_noise", "add_poisson_noise", "jpeg", "RandomKernelBlur", "RandomResize", "RandomNoise",
-           "RandomJPEG", "SincFilter", "RealESRGANDegradation"]
+           "add_gaussian_noise", "add_poisson_noise", "JPEG_CODECS", "jpeg", "RandomKernelBlur", "RandomResize",
+           "RandomNoise", "RandomJPEG", "SincFilter", "RealESRGANDegradation"]
 
 KERNEL_KINDS = reference.KINDS + ("sinc", "pulse")  # codes 0..7 of a parameter set's "kind"
-SINC, PULSE = 6, 7
+SINC, PULSE = reference.SINC, reference.PULSE
 KERNEL_SIZES = tuple(range(7, 22, 2))  # Real-ESRGAN: odd sizes 7 .. 21, padded to 21
 KERNEL_PROB = (0.45, 0.25, 0.12, 0.03, 0.12, 0.03)  # over reference.KINDS
 PAD_TO = 21
@@ -68,8 +72,47 @@ def _sizes(value):
     return sizes
 
 
-def _uniform(u, bounds):
-    return bounds[0] + u * (bounds[1] - bounds[0])
+_uniform = reference.uniform
+
+
+def _mixed_options(kernel_sizes, kernel_prob, sinc_prob, sigma, rotation, betag, betap):
+    """``sample_kernel_params``' options, validated, as ``reference.kernel_params`` takes them."""
+    sizes, prob = _sizes(kernel_sizes), _probabilities(kernel_prob, len(reference.KINDS), "kernel_prob")
+    return dict(kernel_sizes=sizes, kernel_prob=tuple(prob.tolist()),
+                sinc_prob=_image.check_number(sinc_prob, "sinc_prob", low=0.0, high=1.0),
+                sigma=_range(sigma, "sigma", low=1e-6), rotation=_range(rotation, "rotation"),
+                betag=_range(betag, "betag", low=1e-6), betap=_range(betap, "betap", low=1e-6))
+
+
+# A sampler: the uniforms it takes per image, its float64 definition, its launch.
+_MIXED = (9, reference.kernel_params, kernels.launch_mixed)
+_SINC = (3, reference.sinc_params, kernels.launch_sinc)
+
+
+def _sample(sampler, options, batch, generator, device, size=None):
+    """``batch`` parameter sets from one ``torch.rand`` of the sampler's uniforms, as the dict
+    ``sample_kernel_params`` returns; with ``size``, their ``make_kernels(params, size)``
+    instead, sampled and made in one launch on kernel devices."""
+    rows, define, launch = sampler
+    if device is None:
+        device = generator.device if generator is not None else "cpu"
+    u = torch.rand(rows, batch, generator=generator, device=device)
+    if not _image.uses_kernels(u):  # the float64 definitions, stored as the kernel stores them
+        params = {name: t.to(torch.float32) if t.is_floating_point() else t
+                  for name, t in define(u.double(), **options).items()}
+        return params if size is None else make_kernels(params, size)
+    params = torch.empty(len(reference.PARAMS), batch, device=u.device)
+    k = None if size is None else _empty_kernels(batch, size, u.device)
+    launch(u, params, k, **dict(options, kernel_sizes=_image.on(options["kernel_sizes"], u.device)))
+    if k is not None:
+        return k
+    return dict(zip(reference.PARAMS, (*params[:2].to(torch.int64), *params[2:])))
+
+
+def _empty_kernels(batch, size, device):
+    """``make_kernels``' output: (batch, n, n) float32, n = 2 * (size // 2) + 1."""
+    n = 2 * (size // 2) + 1
+    return torch.empty(batch, n, n, device=device)
 
 
 def sample_kernel_params(batch, *, generator=None, device=None, kernel_sizes=KERNEL_SIZES, kernel_prob=KERNEL_PROB,
@@ -86,84 +129,55 @@ def sample_kernel_params(batch, *, generator=None, device=None, kernel_sizes=KER
     sigma_y = sigma_x, theta = 0), theta from ``rotation``; beta uniform in
     ``(betag[0], 1)`` or ``(1, betag[1])`` with equal odds (``betap`` for plateaus); the
     sinc cutoff uniform in ``(pi/3, pi)`` for sizes below 13, else ``(pi/5, pi)``.
+
+    One ``torch.rand(9, batch)`` and ``reference.kernel_params`` of it: on CUDA (and in
+    Triton's interpreter) one launch of ``kernels/degrade.py`` in float32, elsewhere the
+    float64 definition, rounded to float32.
     """
-    sizes, prob = _sizes(kernel_sizes), _probabilities(kernel_prob, len(reference.KINDS), "kernel_prob")
-    sinc_prob = _image.check_number(sinc_prob, "sinc_prob", low=0.0, high=1.0)
-    sigma = _range(sigma, "sigma", low=1e-6)
-    rotation, betag, betap = _range(rotation, "rotation"), _range(betag, "betag", low=1e-6), _range(betap, "betap",
-                                                                                                  low=1e-6)
-    device = torch.device(device) if device is not None else (generator.device if generator is not None
-                                                              else torch.device("cpu"))
-    u = torch.rand(9, batch, generator=generator, device=device)
-    size_table = torch.tensor(sizes, device=device)
-    size = size_table[(u[0] * len(sizes)).long().clamp(max=len(sizes) - 1)]
-    cum = prob.cumsum(0)[:-1].to(device, torch.float32)
-    kind = (u[1][:, None] >= cum[None, :]).sum(1)
-    kind = torch.where(u[2] < sinc_prob, torch.full_like(kind, SINC), kind)
-    iso = (kind == 0) | (kind == 2) | (kind == 4)
-    sx = _uniform(u[3], sigma)
-    sy = torch.where(iso, sx, _uniform(u[4], sigma))
-    theta = torch.where(iso, torch.zeros_like(sx), _uniform(u[5], rotation))
-    low_half = u[6] < 0.5
-    beta_g = torch.where(low_half, _uniform(u[7], (betag[0], 1.0)), _uniform(u[7], (1.0, betag[1])))
-    beta_p = torch.where(low_half, _uniform(u[7], (betap[0], 1.0)), _uniform(u[7], (1.0, betap[1])))
-    beta = torch.where((kind == 2) | (kind == 3), beta_g, torch.where((kind == 4) | (kind == 5), beta_p,
-                                                                      torch.ones_like(sx)))
-    low_cut = torch.where(size < 13, math.pi / 3, math.pi / 5)
-    cutoff = low_cut + u[8] * (math.pi - low_cut)
-    return dict(kind=kind, size=size, sigma_x=sx, sigma_y=sy, theta=theta, beta=beta, cutoff=cutoff)
+    options = _mixed_options(kernel_sizes, kernel_prob, sinc_prob, sigma, rotation, betag, betap)
+    return _sample(_MIXED, options, batch, generator, device)
+
+
+# sample_kernel_params' options with their defaults (Real-ESRGAN's), for random_kernels' **options
+_MIXED_DEFAULTS = {name: value for name, value in sample_kernel_params.__kwdefaults__.items()
+                   if name not in ("generator", "device")}
 
 
 def sample_sinc_params(batch, *, generator=None, device=None, prob=0.8, cutoff=(math.pi / 3, math.pi),
                        kernel_sizes=KERNEL_SIZES):
     """Real-ESRGAN's final sinc filter per image: with probability ``prob`` a circular
     low-pass kernel (cutoff uniform in ``cutoff``, size from ``kernel_sizes``), else the
-    identity (``pulse``). Same dict as ``sample_kernel_params``."""
-    sizes = _sizes(kernel_sizes)
-    prob = _image.check_number(prob, "prob", low=0.0, high=1.0)
-    cutoff = _range(cutoff, "cutoff", low=1e-6)
-    device = torch.device(device) if device is not None else (generator.device if generator is not None
-                                                              else torch.device("cpu"))
-    u = torch.rand(3, batch, generator=generator, device=device)
-    size = torch.tensor(sizes, device=device)[(u[0] * len(sizes)).long().clamp(max=len(sizes) - 1)]
-    kind = torch.where(u[1] < prob, SINC, PULSE)
-    ones = torch.ones_like(u[0])
-    return dict(kind=kind, size=size, sigma_x=ones, sigma_y=ones, theta=0 * ones, beta=ones,
-                cutoff=_uniform(u[2], cutoff))
+    identity (``pulse``). Same dict as ``sample_kernel_params``, from one
+    ``torch.rand(3, batch)`` through ``reference.sinc_params``, in the same ways."""
+    return _sample(_SINC, _sinc_options(prob, cutoff, kernel_sizes), batch, generator, device)
+
+
+def _sinc_options(prob, cutoff, kernel_sizes):
+    """``sample_sinc_params``' options, validated, as ``reference.sinc_params`` takes them."""
+    return dict(kernel_sizes=_sizes(kernel_sizes), prob=_image.check_number(prob, "prob", low=0.0, high=1.0),
+                cutoff=_range(cutoff, "cutoff", low=1e-6))
 
 
 def make_kernels(params, size=PAD_TO):
-    """The ``(batch, size, size)`` float32 kernels of a parameter dict, on its device, in a
-    handful of batched torch operations: every kind evaluated on the size x size grid,
-    the image's kind selected, cells beyond its own kernel size zeroed (BasicSR's
-    padding to 21), normalised to sum 1."""
-    kind, k = params["kind"], params["size"]
-    dev = kind.device
-    ax = torch.arange(-(size // 2), size // 2 + 1, device=dev, dtype=torch.float32)
-    y, x = ax[:, None], ax[None, :]
-    col = lambda t: t.to(torch.float32)[:, None, None]
-    c, s = torch.cos(col(params["theta"])), torch.sin(col(params["theta"]))
-    u, v = c * x + s * y, -s * x + c * y
-    q = u * u / col(params["sigma_x"]) ** 2 + v * v / col(params["sigma_y"]) ** 2
-    qb = q ** col(params["beta"])
-    kk = kind[:, None, None]
-    w = torch.where((kk == 4) | (kk == 5), 1.0 / (qb + 1.0), torch.exp(-0.5 * qb))  # beta = 1 for Gaussians
-    r = torch.sqrt(x * x + y * y).expand(1, size, size)
-    cut = col(params["cutoff"])
-    safe = torch.where(r > 0, r, torch.ones_like(r))
-    sinc = torch.where(r > 0, cut * torch.special.bessel_j1(cut * safe) / (2 * math.pi * safe),
-                       cut * cut / (4 * math.pi))
-    w = torch.where(kk == SINC, sinc, w)
-    w = torch.where(kk == PULSE, (r == 0).to(torch.float32), w)
-    half = col(k // 2)
-    w = w * ((x.abs() <= half) & (y.abs() <= half))
-    return w / w.sum((1, 2), keepdim=True)
+    """The ``(batch, n, n)`` float32 kernels of a parameter dict on its device, n = 2 *
+    (size // 2) + 1 (``size`` when odd): each image's kernel of its own size centred in the
+    n x n grid with zeros around it (BasicSR pads every kernel to 21; a larger one is
+    cropped), normalised to sum 1 (``reference.kernels``). On CUDA (and in Triton's
+    interpreter) one launch in float32, elsewhere the float64 definition, rounded."""
+    p = torch.stack([params[name] for name in reference.PARAMS]).to(torch.float32)
+    if not _image.uses_kernels(p):
+        return reference.kernels(params, size).to(torch.float32)
+    k = _empty_kernels(p.shape[1], size, p.device)
+    kernels.launch_given(p, k)
+    return k
 
 
 def random_kernels(batch, *, generator=None, device=None, size=PAD_TO, **options):
-    """``make_kernels(sample_kernel_params(batch, ...), size)``: one Real-ESRGAN blur
-    kernel per image, ``(batch, size, size)`` float32 on the generator's device."""
-    return make_kernels(sample_kernel_params(batch, generator=generator, device=device, **options), size)
+    """``make_kernels(sample_kernel_params(batch, ...), size)``, the same kernels from the
+    same generator state, with the sampling and the kernels in one launch: one Real-ESRGAN
+    blur kernel per image, ``(batch, size, size)`` float32 on the generator's device."""
+    options = _mixed_options(**{**_MIXED_DEFAULTS, **options})
+    return _sample(_MIXED, options, batch, generator, device, size)
 
 
 # ---- noise and JPEG ------------------------------------------------------------------------
@@ -217,15 +231,30 @@ def add_poisson_noise(x, scale, gray, *, generator=None, clip=True):
     return out.clamp(0, 1) if clip else out
 
 
-def jpeg(x, quality):
+JPEG_CODECS = ("imgfilters", "torchvision")
+
+
+def jpeg(x, quality, codec="imgfilters"):
     """JPEG-compress and decode each image of a float (B, C, H, W) batch in [0, 1] (C = 1 or
-    3) at its integer ``quality`` (per image, 1..100), through ``torchvision.io`` (nvjpeg
-    for CUDA tensors, libjpeg on the CPU): one encode call per distinct quality, one
-    decode call. Returns float32 in [0, 1] on ``x``'s device."""
+    3) at its ``quality`` (per image, a (B,) tensor, or one number; rounded half up and
+    clamped to 1..100). Returns float32 in [0, 1], on 8-bit levels, on ``x``'s device.
+
+    ``codec``: ``"imgfilters"`` (default) runs ``imgfilters.ops.jpeg``: libjpeg's baseline
+    round trip (4:2:0 chroma, the standard's tables scaled by quality) in exact arithmetic,
+    one launch for the batch, the same result on every device. ``"torchvision"`` runs a real
+    encoder and decoder, ``torchvision.io`` (nvjpeg for CUDA tensors, libjpeg on the CPU):
+    one encode call per distinct quality, one decode call, and the bytes through the host.
+    The two differ by about a level on average, mostly where libjpeg's decoder smooths the
+    chroma (``imgfilters.reference.jpeg``)."""
+    if codec not in JPEG_CODECS:
+        raise ValueError(f"codec must be one of {JPEG_CODECS}, got {codec!r}")
+    if codec == "imgfilters":
+        return jpeg_round_trip(x.to(torch.float32), quality)
     from torchvision.io import decode_jpeg, encode_jpeg
     b = x.shape[0]
     u8 = (x.clamp(0, 1) * 255.0).round().to(torch.uint8)
-    q = [int(v) for v in quality.tolist()]  # one small transfer: the encoder takes a Python int
+    quality = torch.as_tensor(quality, dtype=torch.float64).expand(b)
+    q = [min(100, max(1, math.floor(v + 0.5))) for v in quality.tolist()]  # the encoder takes a Python int
     encoded = [None] * b
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torchvision >= 0.29 deprecates its codecs for TorchCodec
@@ -254,12 +283,17 @@ def _on_gpu_or_cpu(codec, images, **kwargs):
 # ---- transforms ----------------------------------------------------------------------------
 
 class _Degradation(v2.Transform):
-    """Shared: reproducible draws (``seed``), the batch as float (B, C, H, W)."""
+    """Shared: reproducible draws (``seed``), the batch as float (B, C, H, W).
+
+    Per-image draws come from torch generators on the images' device; batch-level choices
+    (a resize's way and mode, the noise's kind) from a Python ``random.Random`` on the host:
+    a torch draw there costs tens of microseconds, as much as a filter's launch."""
 
     def __init__(self, seed=None):
         super().__init__()
         self.seed = seed
         self._generators = {}
+        self._host = None if seed is None else random.Random(seed)
 
     def generator(self, device):
         """This transform's generator on ``device`` (None: torch's global one)."""
@@ -272,13 +306,14 @@ class _Degradation(v2.Transform):
             self._generators[device] = torch.Generator(device).manual_seed(self.seed)
         return self._generators[device]
 
-    def _choice(self, n, weights=None):
-        """A batch-level choice among n (host-side, from the CPU generator)."""
-        w = torch.ones(n, dtype=torch.float64) if weights is None else torch.as_tensor(weights, dtype=torch.float64)
-        return int(torch.multinomial(w, 1, generator=self.generator("cpu")).item())
+    def host_random(self):
+        """The host's source of batch-level choices: this transform's own (seeded), else a
+        ``random.Random`` seeded from torch's global CPU generator (one draw a call, so that
+        ``torch.manual_seed`` makes unseeded transforms reproducible too)."""
+        if self._host is not None:
+            return self._host
+        return random.Random(int(torch.randint(0, 2 ** 62, ()).item()))
 
-    def _uniform(self, bounds):
-        return _uniform(torch.rand((), generator=self.generator("cpu"), dtype=torch.float64).item(), bounds)
 
     def transform(self, inpt, params):
         if not isinstance(inpt, torch.Tensor) or _not_image(inpt):
@@ -290,11 +325,16 @@ class _Degradation(v2.Transform):
         batch = x if x.ndim == 4 else x[None]
         if batch.dtype != torch.float32:  # the pipeline runs in float32 (torch.poisson, the codecs)
             batch = _image.to_unit(batch, torch.float32, copy=False)
-        out = self.degrade(batch)
+        out = self.degrade(batch, self.host_random())
         out = out if x.ndim == 4 else out[0]
         if not inpt.is_floating_point():
             out = _image.from_unit(out, inpt.dtype)
         return _image.wrap(inpt, out.to(inpt.dtype))
+
+
+def _choice(rng, n, weights=None):
+    """A batch-level choice among n, with ``weights`` (default: equal odds)."""
+    return rng.choices(range(n), weights=weights)[0]
 
 
 def _not_image(t):
@@ -310,13 +350,11 @@ class RandomKernelBlur(_Degradation):
     def __init__(self, *, kernel_sizes=KERNEL_SIZES, kernel_prob=KERNEL_PROB, sinc_prob=0.1, sigma=(0.2, 3.0),
                  rotation=(-math.pi, math.pi), betag=(0.5, 4.0), betap=(1.0, 2.0), seed=None):
         super().__init__(seed)
-        self.options = dict(kernel_sizes=kernel_sizes, kernel_prob=kernel_prob, sinc_prob=sinc_prob, sigma=sigma,
-                            rotation=rotation, betag=betag, betap=betap)
-        sample_kernel_params(1, **self.options)  # validates now, not at the first call
+        # validated once (a call then costs one torch.rand and one launch: random_kernels')
+        self.sampling = _mixed_options(kernel_sizes, kernel_prob, sinc_prob, sigma, rotation, betag, betap)
 
-    def degrade(self, x):
-        k = random_kernels(x.shape[0], generator=self.generator(x.device), device=x.device, **self.options)
-        return filter2d(x, k)
+    def degrade(self, x, rng):
+        return filter2d(x, _sample(_MIXED, self.sampling, x.shape[0], self.generator(x.device), x.device, PAD_TO))
 
 
 class SincFilter(_Degradation):
@@ -325,12 +363,10 @@ class SincFilter(_Degradation):
 
     def __init__(self, prob=0.8, cutoff=(math.pi / 3, math.pi), *, kernel_sizes=KERNEL_SIZES, seed=None):
         super().__init__(seed)
-        self.options = dict(prob=prob, cutoff=cutoff, kernel_sizes=kernel_sizes)
-        sample_sinc_params(1, **self.options)
+        self.sampling = _sinc_options(prob, cutoff, kernel_sizes)  # (validated once)
 
-    def degrade(self, x):
-        params = sample_sinc_params(x.shape[0], generator=self.generator(x.device), device=x.device, **self.options)
-        return filter2d(x, make_kernels(params))
+    def degrade(self, x, rng):  # the kernels of sample_sinc_params, sampled and made in one launch
+        return filter2d(x, _sample(_SINC, self.sampling, x.shape[0], self.generator(x.device), x.device, PAD_TO))
 
 
 RESIZE_MODES = ("area", "bilinear", "bicubic")
@@ -352,11 +388,11 @@ class RandomResize(_Degradation):
             raise ValueError(f"modes must be a non-empty subset of {RESIZE_MODES}, got {modes!r}")
         self.modes, self.size_base = tuple(modes), size_base
 
-    def degrade(self, x):
-        way = self._choice(3, self.resize_prob)
-        scale = (self._uniform((1.0, self.resize_range[1])) if way == 0 else
-                 self._uniform((self.resize_range[0], 1.0)) if way == 1 else 1.0)
-        mode = self.modes[self._choice(len(self.modes))]
+    def degrade(self, x, rng):
+        way = _choice(rng, 3, self.resize_prob)
+        scale = (rng.uniform(1.0, self.resize_range[1]) if way == 0 else
+                 rng.uniform(self.resize_range[0], 1.0) if way == 1 else 1.0)
+        mode = self.modes[_choice(rng, len(self.modes))]
         if self.size_base is None:  # (every mode at scale 1 is the identity)
             return x if scale == 1.0 else upsample(x, scale, mode=mode)
         size = [max(1, int(self.size_base[0] * scale)), max(1, int(self.size_base[1] * scale))]
@@ -377,27 +413,31 @@ class RandomNoise(_Degradation):
         self.sigma_range = _range(sigma_range, "sigma_range", low=0.0)
         self.poisson_scale_range = _range(poisson_scale_range, "poisson_scale_range", low=0.0)
 
-    def degrade(self, x):
+    def degrade(self, x, rng):
         b, g = x.shape[0], self.generator(x.device)
         u = torch.rand(3, b, generator=g, device=x.device)
         gray = u[1] < self.gray_prob
-        if self._uniform((0.0, 1.0)) < self.gaussian_prob:  # one kind a batch, as Real-ESRGAN
+        if rng.random() < self.gaussian_prob:  # one kind a batch, as Real-ESRGAN
             return add_gaussian_noise(x, _uniform(u[0], self.sigma_range), gray, generator=g)
         return add_poisson_noise(x, _uniform(u[2], self.poisson_scale_range), gray, generator=g)
 
 
 class RandomJPEG(_Degradation):
-    """JPEG-compress each image at its own quality, uniform in ``quality`` and rounded
-    (``jpeg``: ``torchvision.io``'s codecs, nvjpeg on CUDA). Returns float32 (integer
-    inputs: their dtype)."""
+    """JPEG-compress each image at its own quality, uniform in ``quality`` and rounded,
+    with ``codec`` (``jpeg``'s: ``"imgfilters"``, one launch for the batch, or
+    ``"torchvision"``'s encoder and decoder). Returns float32 (integer inputs: their
+    dtype)."""
 
-    def __init__(self, quality=(30, 95), *, seed=None):
+    def __init__(self, quality=(30, 95), *, codec="imgfilters", seed=None):
         super().__init__(seed)
         self.quality = _range(quality, "quality", low=1, high=100)
+        if codec not in JPEG_CODECS:
+            raise ValueError(f"codec must be one of {JPEG_CODECS}, got {codec!r}")
+        self.codec = codec
 
-    def degrade(self, x):
+    def degrade(self, x, rng):
         q = _uniform(torch.rand(x.shape[0], generator=self.generator(x.device), device=x.device), self.quality)
-        return jpeg(x, q.round()).to(x.dtype)
+        return jpeg(x, q, self.codec)
 
 
 class RealESRGANDegradation(_Degradation):
@@ -413,9 +453,12 @@ class RealESRGANDegradation(_Degradation):
     (resize ways, modes, orders) are drawn once a batch, everything else per image, as in
     Real-ESRGAN's ``feed_data``. The ground truth's USM sharpening (Real-ESRGAN sharpens
     the ground truth it degrades) is left to the caller (``imgfilters.unsharp_mask``).
+    ``jpeg_codec``: ``RandomJPEG``'s ``codec`` for both JPEG steps (Real-ESRGAN trains
+    with BasicSR's DiffJPEG, a JPEG round trip in torch operations, as the default
+    ``"imgfilters"`` is one in a kernel).
     """
 
-    def __init__(self, scale=4, *, second_blur_prob=0.8, seed=None):
+    def __init__(self, scale=4, *, second_blur_prob=0.8, jpeg_codec="imgfilters", seed=None):
         super().__init__(seed)
         if isinstance(scale, bool) or not isinstance(scale, int) or scale < 1:
             raise ValueError(f"scale must be a positive integer, got {scale!r}")
@@ -427,8 +470,8 @@ class RealESRGANDegradation(_Degradation):
         self.noise1 = RandomNoise(seed=None if seed is None else seed + 3)
         self.noise2 = RandomNoise(sigma_range=(1.0, 25.0), poisson_scale_range=(0.05, 2.5),
                                   seed=None if seed is None else seed + 4)
-        self.jpeg1 = RandomJPEG(seed=None if seed is None else seed + 5)
-        self.jpeg2 = RandomJPEG(seed=None if seed is None else seed + 6)
+        self.jpeg1 = RandomJPEG(codec=jpeg_codec, seed=None if seed is None else seed + 5)
+        self.jpeg2 = RandomJPEG(codec=jpeg_codec, seed=None if seed is None else seed + 6)
         self.sinc = SincFilter(seed=None if seed is None else seed + 7)
         self.resize2 = RandomResize((0.3, 0.4, 0.3), (0.3, 1.2), seed=None if seed is None else seed + 8)
         self.resize_final = RandomResize((0.0, 0.0, 1.0), seed=None if seed is None else seed + 9)
@@ -439,18 +482,19 @@ class RealESRGANDegradation(_Degradation):
             raise TypeError(f"RealESRGANDegradation takes one image batch, got {type(gt).__name__}")
         return self.transform(gt, {}), gt
 
-    def degrade(self, gt):
+    def degrade(self, gt, rng):
         h, w = gt.shape[-2:]
         if h < self.scale or w < self.scale:
             raise ValueError(f"images of {h} x {w} are smaller than the scale {self.scale}")
         final = (h // self.scale, w // self.scale)
-        out = self.jpeg1.degrade(self.noise1.degrade(self.resize1.degrade(self.blur1.degrade(gt))))
-        if self._uniform((0.0, 1.0)) < self.second_blur_prob:
-            out = self.blur2.degrade(out)
+        out = self.resize1.degrade(self.blur1.degrade(gt, rng), rng)
+        out = self.jpeg1.degrade(self.noise1.degrade(out, rng), rng)
+        if rng.random() < self.second_blur_prob:
+            out = self.blur2.degrade(out, rng)
         self.resize2.size_base = self.resize_final.size_base = final
-        out = self.noise2.degrade(self.resize2.degrade(out))
-        if self._uniform((0.0, 1.0)) < 0.5:
-            out = self.jpeg2.degrade(self.sinc.degrade(self.resize_final.degrade(out)))
+        out = self.noise2.degrade(self.resize2.degrade(out, rng), rng)
+        if rng.random() < 0.5:
+            out = self.jpeg2.degrade(self.sinc.degrade(self.resize_final.degrade(out, rng), rng), rng)
         else:
-            out = self.sinc.degrade(self.resize_final.degrade(self.jpeg2.degrade(out)))
+            out = self.sinc.degrade(self.resize_final.degrade(self.jpeg2.degrade(out, rng), rng), rng)
         return ((out * 255.0).round().clamp(0, 255) / 255.0).to(gt.dtype)

@@ -80,8 +80,8 @@ def _level(v):
 
 @triton.jit
 def _unit(v):
-    """Decoded samples, clamped to 0..255, in unit scale: divided, as ``k / 255`` is
-    everywhere else (a product with 1 / 255 differs in the last bit)."""
+    """Decoded samples, clamped to 0..255, in unit scale: the float32 nearest ``k / 255``
+    (the reference's, rounded)."""
     return tl.math.div_rn(tl.minimum(tl.maximum(v, 0.0), 255.0), 255.0)
 
 

@@ -6,29 +6,16 @@ import numpy as np
 import pytest
 import scipy.special
 import torch
+import triton
+import triton.language as tl
 from torchvision.transforms import v2
 
 import imgfilters
 from imgfilters import degrade
+from imgfilters.kernels import degrade as kernels
 from imgfilters.reference import degrade as ref
 
 from helpers import random_image, sample
-
-
-def _reference_kernels(params, size=21):
-    out = []
-    for b in range(params["kind"].numel()):
-        kind, k = int(params["kind"][b]), int(params["size"][b])
-        if kind == degrade.SINC:
-            w = ref.circular_lowpass_kernel(float(params["cutoff"][b]), k)
-        elif kind == degrade.PULSE:
-            w = torch.zeros(k, k, dtype=torch.float64)
-            w[k // 2, k // 2] = 1
-        else:
-            w = ref.mixed_kernel(ref.KINDS[kind], k, float(params["sigma_x"][b]), float(params["sigma_y"][b]),
-                                 float(params["theta"][b]), float(params["beta"][b]))
-        out.append(ref.pad_to(w, size))
-    return torch.stack(out)
 
 
 # ---- the reference formulas ----------------------------------------------------------------
@@ -83,9 +70,10 @@ def test_every_kind_matches_the_reference(gen, device):
     params["beta"] = torch.where(params["kind"] < 2, 1.0, params["beta"])
     on_device = {key: t.to(device) for key, t in params.items()}
     k = degrade.make_kernels(on_device).cpu().double()
-    expected = _reference_kernels(params)
-    assert (k - expected).abs().max() <= 1e-6
+    assert (k - ref.kernels(params)).abs().max() <= 1e-6
     torch.testing.assert_close(k.sum((1, 2)), torch.ones(3 * n, dtype=torch.float64))
+    cropped = degrade.make_kernels(on_device, size=15).cpu().double()  # the 21 x 21 ones cut to 15 x 15
+    assert (cropped - ref.kernels(params, size=15)).abs().max() <= 1e-6
 
 
 def test_sampled_kernels_match_the_reference_and_are_reproducible(device):
@@ -93,9 +81,63 @@ def test_sampled_kernels_match_the_reference_and_are_reproducible(device):
     params = degrade.sample_kernel_params(48, generator=g)
     k = degrade.make_kernels(params)
     assert k.shape == (48, 21, 21) and k.device.type == torch.device(device).type
-    assert (k.cpu().double() - _reference_kernels({n: t.cpu() for n, t in params.items()})).abs().max() <= 1e-6
+    assert (k.cpu().double() - ref.kernels(params)).abs().max() <= 1e-6
     again = degrade.random_kernels(48, generator=torch.Generator(device).manual_seed(7))
     assert torch.equal(again, k)
+    assert degrade.random_kernels(0, device=device).shape == (0, 21, 21)
+
+
+# Options other than the defaults, so that each is seen to reach the kernel: (sampler, its
+# options, the reference's definition and uniforms per image, the options as it takes them,
+# the kinds it makes)
+SAMPLERS = {
+    "mixed": (degrade.sample_kernel_params,
+              dict(kernel_sizes=(3, 21, 9), kernel_prob=(1, 2, 3, 4, 5, 6), sinc_prob=0.3, sigma=(0.5, 2.0),
+                   rotation=(-1.0, 2.0), betag=(0.3, 3.0), betap=(0.7, 1.8)),
+              ref.kernel_params, 9, dict(kernel_prob=tuple(p / 21 for p in range(1, 7))), set(range(ref.SINC + 1))),
+    "sinc": (degrade.sample_sinc_params, dict(prob=0.5, cutoff=(0.5, 2.5), kernel_sizes=(5, 11, 17)),
+             ref.sinc_params, 3, {}, {ref.SINC, ref.PULSE}),
+}
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_sampled_parameters_are_the_reference_of_the_same_uniforms(sampler, device):
+    """The parameters sampled in float32 (the kernel) are the float64 definition's of the
+    one ``torch.rand(rows, batch)`` they are drawn from."""
+    sample, options, define, rows, reference_options, kinds = SAMPLERS[sampler]
+    got = sample(256, generator=torch.Generator(device).manual_seed(3), **options)  # (every kind, on any device)
+    u = torch.rand(rows, 256, generator=torch.Generator(device).manual_seed(3), device=device)
+    want = define(u.cpu().double(), **{**options, **reference_options})
+    assert set(want["kind"].tolist()) == kinds and set(want["size"].tolist()) == set(options["kernel_sizes"])
+    for name in ("kind", "size"):
+        assert got[name].dtype == torch.int64 and torch.equal(got[name].cpu(), want[name])
+    for name in ref.PARAMS[2:]:
+        assert got[name].dtype == torch.float32
+        torch.testing.assert_close(got[name].cpu().double(), want[name], rtol=1e-6, atol=1e-6)
+
+
+@triton.jit
+def _bessel_j1_kernel(X, Y, N: tl.constexpr):
+    i = tl.arange(0, N)
+    tl.store(Y + i, kernels.bessel_j1(tl.load(X + i)))
+
+
+def test_bessel_j1_matches_scipy(device):
+    """The sinc kernels' J1 (float64) over the arguments they take (cutoff * r up to
+    pi * 10 sqrt 2) and beyond."""
+    x = torch.linspace(0, 70, 4096, dtype=torch.float64, device=device)
+    y = torch.empty_like(x)
+    _bessel_j1_kernel[(1,)](x, y, N=4096)
+    assert np.abs(y.cpu().numpy() - scipy.special.j1(x.cpu().numpy())).max() <= 2e-8
+
+
+def test_fractional_beta_keeps_the_centre_finite(device):
+    """Q^beta at the centre (Q = 0) with beta < 1 is 0, not beta times log(0)."""
+    params = dict(kind=torch.tensor([3, 5]), size=torch.tensor([21, 9]), sigma_x=torch.tensor([1.5, 0.4]),
+                  sigma_y=torch.tensor([0.7, 2.0]), theta=torch.tensor([0.4, -1.0]), beta=torch.tensor([0.3, 0.6]),
+                  cutoff=torch.tensor([1.0, 1.0]))
+    k = degrade.make_kernels({n: t.to(device) for n, t in params.items()}).cpu().double()
+    assert torch.isfinite(k).all() and (k - ref.kernels(params)).abs().max() <= 1e-6
 
 
 def test_sampled_parameters_follow_real_esrgan_options():
@@ -183,19 +225,33 @@ def test_poisson_noise_variance(device):
     assert abs(ratio.item() - 1) < 0.03
 
 
-def test_random_jpeg_compresses_and_decodes(gen, device):
+@pytest.mark.parametrize("codec", degrade.JPEG_CODECS)
+def test_random_jpeg_compresses_and_decodes(codec, device):
     img = sample("astronaut")[:, 100:164, 200:280].float() / 255
     x = torch.stack([img, img.flip(-1)]).to(device)
-    y = degrade.RandomJPEG((40, 40), seed=0)(x)
+    y = degrade.RandomJPEG((40, 40), codec=codec, seed=0)(x)
     assert y.shape == x.shape and y.dtype == torch.float32 and y.device == x.device
+    assert ((y * 255).round() - y * 255).abs().max() < 1e-4  # decoded: 8-bit levels
     err = (y - x).abs()
     assert err.max() > 0.02 and err.mean() < 0.05  # changed, and still the picture
-    # the same quality: JPEG's own round trip, not an approximation (libjpeg or nvjpeg)
-    from torchvision.io import decode_jpeg, encode_jpeg
-    again = decode_jpeg(encode_jpeg((x[0].cpu() * 255).round().to(torch.uint8), quality=40)).float() / 255
-    assert (again - y[0].cpu()).abs().mean() < 0.01
-    q90 = (degrade.RandomJPEG((90, 90), seed=0)(x) - x).abs().mean()
+    if codec == "torchvision":  # JPEG's own round trip (libjpeg or nvjpeg)
+        from torchvision.io import decode_jpeg, encode_jpeg
+        again = decode_jpeg(encode_jpeg((x[0].cpu() * 255).round().to(torch.uint8), quality=40)).float() / 255
+        assert (again - y[0].cpu()).abs().mean() < 0.01
+    else:
+        assert torch.equal(y, degrade.jpeg(x, 40))
+    q90 = (degrade.RandomJPEG((90, 90), codec=codec, seed=0)(x) - x).abs().mean()
     assert q90 < err.mean()
+
+
+def test_the_imgfilters_codec_agrees_with_libjpeg_within_a_level_or_two(device):
+    # torchvision's codec on CPU tensors is libjpeg (on CUDA, nvjpeg: about 3 levels off
+    # libjpeg on this photo, H200)
+    img = sample("coffee")[:, :96, :128].float() / 255
+    x = torch.stack([img, img.flip(-1)])
+    quality = torch.tensor([35.0, 80.0])
+    ours = degrade.jpeg(x.to(device), quality.to(device)).cpu()
+    assert (ours - degrade.jpeg(x, quality, codec="torchvision")).abs().mean() * 255 < 1.5
 
 
 def test_real_esrgan_pipeline_sizes_and_determinism(gen, device):
@@ -229,6 +285,7 @@ def test_composes_with_v2_and_fuse(gen, device):
     (lambda: degrade.RandomNoise(gray_prob=1.5), "gray_prob"),
     (lambda: degrade.RandomJPEG((95, 30)), "low <= high"),
     (lambda: degrade.RandomJPEG((0, 50)), r"\[1, 100\]"),
+    (lambda: degrade.RandomJPEG(codec="pil"), "codec"),
     (lambda: degrade.SincFilter(prob=-0.1), "prob"),
     (lambda: degrade.RealESRGANDegradation(scale=0), "scale"),
 ])
