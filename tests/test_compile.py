@@ -139,6 +139,7 @@ def _opcheck_cases(gen, device="cpu"):
         "nl_means": (plain(1, 3, 8, 10), torch.tensor(0.1, dtype=torch.float64), torch.tensor([0.02]), 3, 1, "reflect",
                      0.0),
         "estimate_noise": (plain(2, 1, 30, 30),),
+        "jpeg": (plain(2, 3, 8, 10, layout=cl), torch.tensor([50.0, 70.0], device=device)),
         "resample": (img(1, 3, 8, 10, layout=cl), *resample),
         "pointwise": (u8, [pw.STEP_NAMES.index("scale"), pw.STEP_NAMES.index("normalize")], [2.0],
                       [torch.tensor([0.5]), torch.tensor([0.1, 0.2, 0.3])], torch.float32),
