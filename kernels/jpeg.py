@@ -17,11 +17,12 @@ block's integer sum (``K[x, 0] = 1``, and TF32's three-pass products keep intege
 2^11 exact), and the coefficients divide by their quantisers correctly rounded
 (``div_rn``): a DC coefficient exactly half a quantiser off rounds as in float64. Other
 coefficients carry float32's rounding; one within about 1e-4 of a tie may round the
-other way than the float64 reference (the tests mask those blocks).
+other way than the float64 reference (the tests mask those blocks). So may a float32
+input pixel whose product with 255, rounded, lands on a half level (the exact product
+being just below it: about one float32 value per level).
 """
 import math
 
-import torch
 import triton
 import triton.language as tl
 
@@ -56,11 +57,12 @@ def _cosines(N: tl.constexpr, TRANSPOSED: tl.constexpr):
 @triton.jit
 def _quantised(x, q_ptr, scale, R: tl.constexpr, C: tl.constexpr, PRECISION: tl.constexpr):
     """An (R, C) tile of 8-bit samples (float32), its 8 x 8 blocks through the DCT, the
-    quantisers (the base table at ``q_ptr``, 64 int32, scaled by libjpeg's ``scale``) and
+    quantisers (the base table at ``q_ptr``, 64 float32, scaled by libjpeg's ``scale``) and
     back: 8-bit samples again."""
     u = tl.arange(0, R)[:, None] % 8
     v = tl.arange(0, C)[None, :] % 8
-    q = tl.minimum(tl.maximum((tl.load(q_ptr + u * 8 + v) * scale + 50) // 100, 1), 255).to(tl.float32)
+    base = tl.load(q_ptr + u * 8 + v).to(tl.int32)  # (float32 integers: exact)
+    q = tl.minimum(tl.maximum((base * scale + 50) // 100, 1), 255).to(tl.float32)
     # a(u) a(v): 1/8 for the DC term (exactly), sqrt(1/32) on the first row and column, else 1/4
     aa = tl.where((u == 0) & (v == 0), 0.125, tl.where((u == 0) | (v == 0), math.sqrt(1 / 32), 0.25))
     s = tl.dot(tl.dot(_cosines(R, True), x - 128.0, input_precision=PRECISION), _cosines(C, False),
@@ -97,8 +99,8 @@ def _fixed(a, wa, b, wb, c, wc, add):
 def jpeg_kernel(X, Y, QUALITY, sq, TABLES, H, W, sxb, sxc, sxh, sxw, syb, syc, syh, syw,
                 COLOR: tl.constexpr, BW: tl.constexpr, OFF64: tl.constexpr, PRECISION: tl.constexpr):
     """Y[b] = the JPEG round trip of X[b] (C = 3 if COLOR else 1) at quality QUALITY[b * sq]
-    (float32; rounded half up, clamped to 1..100); TABLES: the luma then the chroma base
-    table, int32."""
+    (float32; rounded half up, clamped to 1..100, NaN to 1); TABLES: the luma then the
+    chroma base table, float32 (``reference.TABLES``)."""
     b, _, r0, c0 = tile_origin(tl.program_id(0), 1, H, W, 32, BW)
     rows = r0 + tl.arange(0, 32)[:, None]
     cols = c0 + tl.arange(0, BW)[None, :]
@@ -110,8 +112,8 @@ def jpeg_kernel(X, Y, QUALITY, sq, TABLES, H, W, sxb, sxc, sxh, sxw, syb, syc, s
     y_at = Y + b * syb + offset(rows, syh, OFF64) + offset(cols, syw, OFF64)
     if COLOR:
         r = _level(pixels.load(x_base + at))
-        g = _level(pixels.load(x_base + sxc + at))
-        bl = _level(pixels.load(x_base + 2 * sxc + at))
+        g = _level(pixels.load(x_base + sxc + at))  # (a pointer plus a stride at a time: no
+        bl = _level(pixels.load(x_base + sxc + sxc + at))  # int32 product that could wrap)
         luma = _quantised(_fixed(r, 19595.0, g, 38470.0, bl, 7471.0, 32768.0), TABLES, scale, 32, BW, PRECISION)
         # 4:2:0: each 2 x 2 sum plus libjpeg's bias, 1 and 2 on alternate chroma columns
         bias = 1.0 + (tl.arange(0, BW // 2) % 2).to(tl.float32)[None, :]
@@ -128,27 +130,16 @@ def jpeg_kernel(X, Y, QUALITY, sq, TABLES, H, W, sxb, sxc, sxh, sxw, syb, syc, s
         blue = luma + tl.floor((cb * 116130.0 + 32768.0) * (1.0 / 65536))
         pixels.store(y_at, _unit(red), mask)
         pixels.store(y_at + syc, _unit(green), mask)
-        pixels.store(y_at + 2 * syc, _unit(blue), mask)
+        pixels.store(y_at + syc + syc, _unit(blue), mask)
     else:
         grey = _quantised(_level(pixels.load(x_base + at)), TABLES, scale, 32, BW, PRECISION)
         pixels.store(y_at, _unit(grey), mask)
 
 
-_tables = {}  # device -> the (2, 64) int32 base tables there
-
-
-def base_tables(device, luma, chroma):
-    """The luma and chroma base tables as one (2, 64) int32 tensor on ``device`` (made once
-    per device)."""
-    t = _tables.get(device)
-    if t is None:
-        t = _tables[device] = torch.tensor([sum(luma, ()), sum(chroma, ())], dtype=torch.int32, device=device)
-    return t
-
-
 def launch(x, y, quality, tables):
     """The JPEG round trip of 4-D ``x`` (B, C, H, W), C 1 or 3, into ``y`` of its shape:
-    ``quality`` (B,) float32 (any stride) and ``tables`` (``base_tables``) on its device."""
+    ``quality`` (B,) float32 (any stride) and ``tables`` (``reference.TABLES``) on its
+    device."""
     B, C, H, W = x.shape
     bw = INTERPRETER_COLUMNS if interpreting() else COLUMNS
     bw = min(bw, max(32, 1 << (W - 1).bit_length()))

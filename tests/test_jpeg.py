@@ -73,20 +73,34 @@ def test_layouts_and_a_scalar_quality(gen, device):
     assert torch.equal(jpeg.round_trip(wide[..., ::2], 60), jpeg.round_trip(wide[..., ::2].contiguous(), 60))
 
 
+def test_strips_across_a_wide_image(gen, device):
+    # wider than one strip in the interpreter too (256 columns): the chroma's rounding bias
+    # and the strips' column offsets carry across
+    x = random_image((1, 3, 20, 300), torch.uint8, gen, device)
+    assert assert_matches_outside_ties(jpeg.round_trip(x, 45), x, torch.tensor([45.0])) > 0.5
+
+
 def test_quality_is_rounded_half_up_and_clamped(gen, device):
-    x = random_image((1, 1, 16, 16), torch.uint8, gen, device)
+    x = random_image((2, 1, 16, 16), torch.uint8, gen, device)
     assert torch.equal(jpeg.round_trip(x, 40.5), jpeg.round_trip(x, 41))
     assert torch.equal(jpeg.round_trip(x, -3), jpeg.round_trip(x, 1))
     assert torch.equal(jpeg.round_trip(x, 250), jpeg.round_trip(x, 100))
+    assert torch.equal(jpeg.round_trip(x, torch.tensor([70.0])), jpeg.round_trip(x, 70))  # one value for all
+    nan = jpeg.round_trip(x, torch.tensor([float("nan"), 90.0], device=device))
+    assert torch.equal(nan[:1], jpeg.round_trip(x[:1], 1))
 
 
-@pytest.mark.parametrize("shape,quality,match", [
-    ((1, 2, 8, 8), 50, "C = 1 or 3"),
-    ((3, 8, 8), 50, "C = 1 or 3"),
-    ((2, 3, 8, 8), [50.0, 60.0, 70.0], "one per image"),
+@pytest.mark.parametrize("shape,quality,error,match", [
+    ((1, 2, 8, 8), 50, ValueError, "C = 1 or 3"),
+    ((3, 8, 8), 50, ValueError, "C = 1 or 3"),
+    ((2, 3, 8, 8), torch.tensor([50.0, 60.0, 70.0]), ValueError, "one value per image"),
+    ((2, 3, 8, 8), float("nan"), ValueError, "finite"),
+    ((2, 3, 8, 8), True, TypeError, "real number"),
+    ((2, 3, 8, 8), "50", TypeError, "real number"),
+    ((2, 3, 8, 8), torch.tensor([True, False]), TypeError, "real numbers"),
 ])
-def test_bad_input_raises(shape, quality, match):
-    with pytest.raises(ValueError, match=match):
+def test_bad_input_raises(shape, quality, error, match):
+    with pytest.raises(error, match=match):
         jpeg.round_trip(torch.zeros(shape), quality)
 
 

@@ -40,6 +40,9 @@ LUMA_TABLE = ((16, 11, 10, 16, 24, 40, 51, 61), (12, 12, 14, 19, 26, 58, 60, 55)
 CHROMA_TABLE = ((17, 18, 24, 47, 99, 99, 99, 99), (18, 21, 26, 66, 99, 99, 99, 99),
                 (24, 26, 56, 99, 99, 99, 99, 99), (47, 66, 99, 99, 99, 99, 99, 99)) + ((99,) * 8,) * 4
 
+# both tables as the kernel takes them (``imgfilters._image.on``): luma then chroma, row by row
+TABLES = tuple(float(v) for table in (LUMA_TABLE, CHROMA_TABLE) for row in table for v in row)
+
 # libjpeg's colour conversions: 16-bit fixed-point weights, their offsets with the rounding
 # (Y: + 1/2; Cb, Cr: + 128 + 1/2 - 2^-16), and the decoder's (the weights on Cb - 128 and
 # Cr - 128, each term + 1/2)
@@ -50,9 +53,10 @@ ONE = 65536
 
 def quantisers(table, quality):
     """(B, 8, 8) float64 quantisers of the 8 x 8 ``table`` at each image's ``quality``
-    (B,), rounded half up and clamped to 1..100: libjpeg's scaling, ``5000 // q`` below 50
-    and ``200 - 2 q`` from 50, each entry ``(t * scale + 50) // 100`` clamped to 1..255."""
-    q = torch.floor(quality.to(torch.float64) + 0.5).clamp(1, 100).to(torch.int64)
+    (B,), rounded half up and clamped to 1..100 (NaN: 1): libjpeg's scaling, ``5000 // q``
+    below 50 and ``200 - 2 q`` from 50, each entry ``(t * scale + 50) // 100`` clamped to
+    1..255."""
+    q = torch.floor(quality.to(torch.float64).nan_to_num(1.0) + 0.5).clamp(1, 100).to(torch.int64)
     scale = torch.where(q < 50, 5000 // q, 200 - 2 * q)
     t = torch.tensor(table, dtype=torch.int64, device=q.device)
     return ((t * scale[:, None, None] + 50) // 100).clamp(1, 255).to(torch.float64)
