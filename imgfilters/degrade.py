@@ -28,7 +28,7 @@ from torchvision.transforms import v2
 from imgfilters import _image
 from imgfilters.kernels import degrade as kernels
 from imgfilters.ops.filter2d import filter2d
-from imgfilters.ops.jpeg import round_trip as jpeg_round_trip
+from imgfilters.ops.jpeg import qualities as jpeg_qualities, round_trip as jpeg_round_trip
 from imgfilters.ops.resample import upsample
 from imgfilters.reference import degrade as reference
 
@@ -70,9 +70,6 @@ def _sizes(value):
     if not sizes or any(k < 1 or k % 2 == 0 or k > PAD_TO for k in sizes):
         raise ValueError(f"kernel_sizes must be odd sizes from 1 to {PAD_TO}, got {value!r}")
     return sizes
-
-
-_uniform = reference.uniform
 
 
 def _mixed_options(kernel_sizes, kernel_prob, sinc_prob, sigma, rotation, betag, betap):
@@ -175,7 +172,12 @@ def make_kernels(params, size=PAD_TO):
 def random_kernels(batch, *, generator=None, device=None, size=PAD_TO, **options):
     """``make_kernels(sample_kernel_params(batch, ...), size)``, the same kernels from the
     same generator state, with the sampling and the kernels in one launch: one Real-ESRGAN
-    blur kernel per image, ``(batch, size, size)`` float32 on the generator's device."""
+    blur kernel per image, ``(batch, n, n)`` float32 on the generator's device, n = 2 *
+    (size // 2) + 1."""
+    unknown = set(options) - set(_MIXED_DEFAULTS)
+    if unknown:
+        raise TypeError(f"random_kernels got unknown options {sorted(unknown)}; it takes those of "
+                        f"sample_kernel_params: {', '.join(_MIXED_DEFAULTS)}")
     options = _mixed_options(**{**_MIXED_DEFAULTS, **options})
     return _sample(_MIXED, options, batch, generator, device, size)
 
@@ -235,25 +237,28 @@ JPEG_CODECS = ("imgfilters", "torchvision")
 
 
 def jpeg(x, quality, codec="imgfilters"):
-    """JPEG-compress and decode each image of a float (B, C, H, W) batch in [0, 1] (C = 1 or
-    3) at its ``quality`` (per image, a (B,) tensor, or one number; rounded half up and
-    clamped to 1..100). Returns float32 in [0, 1], on 8-bit levels, on ``x``'s device.
+    """JPEG-compress and decode each image of a (B, C, H, W) batch in unit scale (C = 1 or
+    3; any dtype, floats in [0, 1]) at its ``quality`` (one number, or a tensor of one value
+    or one per image; rounded half up and clamped to 1..100). Returns float32 in [0, 1], on
+    8-bit levels, on ``x``'s device.
 
     ``codec``: ``"imgfilters"`` (default) runs ``imgfilters.ops.jpeg``: libjpeg's baseline
-    round trip (4:2:0 chroma, the standard's tables scaled by quality) in exact arithmetic,
-    one launch for the batch, the same result on every device. ``"torchvision"`` runs a real
+    round trip (4:2:0 chroma, the standard's tables scaled by quality) with an exact DCT,
+    one launch for the batch (float32 on CUDA: a coefficient within about 1e-4 of a rounding
+    tie may round the other way than on the CPU's float64). ``"torchvision"`` runs a real
     encoder and decoder, ``torchvision.io`` (nvjpeg for CUDA tensors, libjpeg on the CPU):
     one encode call per distinct quality, one decode call, and the bytes through the host.
-    The two differ by about a level on average, mostly where libjpeg's decoder smooths the
-    chroma (``imgfilters.reference.jpeg``)."""
+    Against libjpeg the first differs by about a level on average, mostly where libjpeg's
+    decoder smooths the chroma (``imgfilters.reference.jpeg``)."""
     if codec not in JPEG_CODECS:
         raise ValueError(f"codec must be one of {JPEG_CODECS}, got {codec!r}")
+    x = _image.to_unit(x, torch.float32, copy=False)
     if codec == "imgfilters":
-        return jpeg_round_trip(x.to(torch.float32), quality)
+        return jpeg_round_trip(x, quality)
     from torchvision.io import decode_jpeg, encode_jpeg
     b = x.shape[0]
     u8 = (x.clamp(0, 1) * 255.0).round().to(torch.uint8)
-    quality = torch.as_tensor(quality, dtype=torch.float64).expand(b)
+    quality = jpeg_qualities(quality, b, x.device).nan_to_num(1.0)
     q = [min(100, max(1, math.floor(v + 0.5))) for v in quality.tolist()]  # the encoder takes a Python int
     encoded = [None] * b
     with warnings.catch_warnings():
@@ -287,7 +292,11 @@ class _Degradation(v2.Transform):
 
     Per-image draws come from torch generators on the images' device; batch-level choices
     (a resize's way and mode, the noise's kind) from a Python ``random.Random`` on the host:
-    a torch draw there costs tens of microseconds, as much as a filter's launch."""
+    a torch draw there costs tens of microseconds, as much as a filter's launch. A
+    transform's ``degrade(batch, rng)`` gets that ``random.Random`` when it ``chooses``
+    (else None)."""
+
+    chooses = False
 
     def __init__(self, seed=None):
         super().__init__()
@@ -314,7 +323,6 @@ class _Degradation(v2.Transform):
             return self._host
         return random.Random(int(torch.randint(0, 2 ** 62, ()).item()))
 
-
     def transform(self, inpt, params):
         if not isinstance(inpt, torch.Tensor) or _not_image(inpt):
             return inpt
@@ -325,14 +333,14 @@ class _Degradation(v2.Transform):
         batch = x if x.ndim == 4 else x[None]
         if batch.dtype != torch.float32:  # the pipeline runs in float32 (torch.poisson, the codecs)
             batch = _image.to_unit(batch, torch.float32, copy=False)
-        out = self.degrade(batch, self.host_random())
+        out = self.degrade(batch, self.host_random() if self.chooses else None)
         out = out if x.ndim == 4 else out[0]
         if not inpt.is_floating_point():
             out = _image.from_unit(out, inpt.dtype)
         return _image.wrap(inpt, out.to(inpt.dtype))
 
 
-def _choice(rng, n, weights=None):
+def _batch_choice(rng, n, weights=None):
     """A batch-level choice among n, with ``weights`` (default: equal odds)."""
     return rng.choices(range(n), weights=weights)[0]
 
@@ -379,6 +387,8 @@ class RandomResize(_Degradation):
     is ``F.interpolate``'s arithmetic). ``size_base``: an (h, w) the scale multiplies
     instead of the input's size (Real-ESRGAN's second resize scales the final size)."""
 
+    chooses = True
+
     def __init__(self, resize_prob=(0.2, 0.7, 0.1), resize_range=(0.15, 1.5), modes=RESIZE_MODES, *,
                  size_base=None, seed=None):
         super().__init__(seed)
@@ -389,10 +399,10 @@ class RandomResize(_Degradation):
         self.modes, self.size_base = tuple(modes), size_base
 
     def degrade(self, x, rng):
-        way = _choice(rng, 3, self.resize_prob)
+        way = _batch_choice(rng, 3, self.resize_prob)
         scale = (rng.uniform(1.0, self.resize_range[1]) if way == 0 else
                  rng.uniform(self.resize_range[0], 1.0) if way == 1 else 1.0)
-        mode = self.modes[_choice(rng, len(self.modes))]
+        mode = self.modes[_batch_choice(rng, len(self.modes))]
         if self.size_base is None:  # (every mode at scale 1 is the identity)
             return x if scale == 1.0 else upsample(x, scale, mode=mode)
         size = [max(1, int(self.size_base[0] * scale)), max(1, int(self.size_base[1] * scale))]
@@ -404,6 +414,8 @@ class RandomNoise(_Degradation):
     ``sigma_range``, 0..255 units) or Poisson noise (scale uniform in ``poisson_scale_range``),
     grey (the same for every channel) with probability ``gray_prob``; clipped to [0, 1].
     BasicSR's ``random_add_gaussian_noise_pt`` / ``random_add_poisson_noise_pt``."""
+
+    chooses = True
 
     def __init__(self, gaussian_prob=0.5, sigma_range=(1.0, 30.0), poisson_scale_range=(0.05, 3.0), gray_prob=0.4,
                  *, seed=None):
@@ -418,8 +430,8 @@ class RandomNoise(_Degradation):
         u = torch.rand(3, b, generator=g, device=x.device)
         gray = u[1] < self.gray_prob
         if rng.random() < self.gaussian_prob:  # one kind a batch, as Real-ESRGAN
-            return add_gaussian_noise(x, _uniform(u[0], self.sigma_range), gray, generator=g)
-        return add_poisson_noise(x, _uniform(u[2], self.poisson_scale_range), gray, generator=g)
+            return add_gaussian_noise(x, reference.uniform(u[0], self.sigma_range), gray, generator=g)
+        return add_poisson_noise(x, reference.uniform(u[2], self.poisson_scale_range), gray, generator=g)
 
 
 class RandomJPEG(_Degradation):
@@ -436,7 +448,7 @@ class RandomJPEG(_Degradation):
         self.codec = codec
 
     def degrade(self, x, rng):
-        q = _uniform(torch.rand(x.shape[0], generator=self.generator(x.device), device=x.device), self.quality)
+        q = reference.uniform(torch.rand(x.shape[0], generator=self.generator(x.device), device=x.device), self.quality)
         return jpeg(x, q, self.codec)
 
 
@@ -457,6 +469,8 @@ class RealESRGANDegradation(_Degradation):
     with BasicSR's DiffJPEG, a JPEG round trip in torch operations, as the default
     ``"imgfilters"`` is one in a kernel).
     """
+
+    chooses = True
 
     def __init__(self, scale=4, *, second_blur_prob=0.8, jpeg_codec="imgfilters", seed=None):
         super().__init__(seed)

@@ -143,7 +143,7 @@ def _kernels(params, R, BLOCK: tl.constexpr):
     sinc = tl.where(r2 > 0, cut * bessel_j1(cut * r) / (2 * math.pi * r), cut * cut / (4 * math.pi))
     w = tl.where(kind == SINC, sinc, w.to(tl.float64))
     w = tl.where(kind == PULSE, tl.where(r2 == 0, 1.0, 0.0), w)
-    half = (size[:, None, None] - 1.0) * 0.5
+    half = tl.floor(size[:, None, None] * 0.5)  # (k // 2, as the reference: an even size keeps k + 1 cells)
     w = tl.where((tl.abs(x) <= half) & (tl.abs(y) <= half) & (x <= R) & (y <= R), w, 0.0)
     return (w / tl.sum(tl.sum(w, 2), 1)[:, None, None]).to(tl.float32)
 

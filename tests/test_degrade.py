@@ -57,8 +57,8 @@ def test_reference_sinc_equals_basicsr_formula(k, cutoff):
 # ---- kernels made on the device vs the reference -------------------------------------------
 
 def test_every_kind_matches_the_reference(gen, device):
-    n = len(degrade.KERNEL_KINDS)
-    params = dict(kind=torch.arange(n).repeat(3), size=torch.tensor([7, 13, 21] * n).reshape(n, 3).T.reshape(-1),
+    n = len(degrade.KERNEL_KINDS)  # (an even size too: given parameters may hold one; it spans k + 1 cells)
+    params = dict(kind=torch.arange(n).repeat(3), size=torch.tensor([7, 12, 21] * n).reshape(n, 3).T.reshape(-1),
                   sigma_x=0.2 + 2.8 * torch.rand(3 * n, generator=gen),
                   sigma_y=0.2 + 2.8 * torch.rand(3 * n, generator=gen),
                   theta=(torch.rand(3 * n, generator=gen) - 0.5) * 2 * math.pi,
@@ -252,6 +252,18 @@ def test_the_imgfilters_codec_agrees_with_libjpeg_within_a_level_or_two(device):
     quality = torch.tensor([35.0, 80.0])
     ours = degrade.jpeg(x.to(device), quality.to(device)).cpu()
     assert (ours - degrade.jpeg(x, quality, codec="torchvision")).abs().mean() * 255 < 1.5
+
+
+def test_unseeded_transforms_follow_torch_manual_seed(gen, device):
+    gt = random_image((2, 1, 16, 20), torch.float32, gen, device)
+    t = degrade.RealESRGANDegradation(scale=2)
+    runs = []
+    for _ in range(2):
+        torch.manual_seed(3)
+        if device == "cuda":
+            torch.cuda.manual_seed(3)
+        runs.append(t(gt)[0])
+    assert torch.equal(runs[0], runs[1])
 
 
 def test_real_esrgan_pipeline_sizes_and_determinism(gen, device):
