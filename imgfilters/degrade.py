@@ -30,7 +30,7 @@ from imgfilters.kernels import degrade as kernels
 from imgfilters.ops.filter2d import filter2d
 from imgfilters.ops.jpeg import qualities as jpeg_qualities, round_trip as jpeg_round_trip
 from imgfilters.ops.resample import upsample
-from imgfilters.reference import degrade as reference
+from imgfilters.reference import degrade as reference, jpeg as reference_jpeg
 
 __all__ = ["KERNEL_KINDS", "sample_kernel_params", "sample_sinc_params", "make_kernels", "random_kernels",
            "add_gaussian_noise", "add_poisson_noise", "JPEG_CODECS", "jpeg", "RandomKernelBlur", "RandomResize",
@@ -236,6 +236,12 @@ def add_poisson_noise(x, scale, gray, *, generator=None, clip=True):
 JPEG_CODECS = ("imgfilters", "torchvision")
 
 
+def _check_codec(codec):
+    if codec not in JPEG_CODECS:
+        raise ValueError(f"codec must be one of {JPEG_CODECS}, got {codec!r}")
+    return codec
+
+
 def jpeg(x, quality, codec="imgfilters"):
     """JPEG-compress and decode each image of a (B, C, H, W) batch in unit scale (C = 1 or
     3; any dtype, floats in [0, 1]) at its ``quality`` (one number, or a tensor of one value
@@ -250,16 +256,14 @@ def jpeg(x, quality, codec="imgfilters"):
     one encode call per distinct quality, one decode call, and the bytes through the host.
     Against libjpeg the first differs by about a level on average, mostly where libjpeg's
     decoder smooths the chroma (``imgfilters.reference.jpeg``)."""
-    if codec not in JPEG_CODECS:
-        raise ValueError(f"codec must be one of {JPEG_CODECS}, got {codec!r}")
+    _check_codec(codec)
     x = _image.to_unit(x, torch.float32, copy=False)
     if codec == "imgfilters":
         return jpeg_round_trip(x, quality)
     from torchvision.io import decode_jpeg, encode_jpeg
     b = x.shape[0]
     u8 = (x.clamp(0, 1) * 255.0).round().to(torch.uint8)
-    quality = jpeg_qualities(quality, b, x.device).nan_to_num(1.0)
-    q = [min(100, max(1, math.floor(v + 0.5))) for v in quality.tolist()]  # the encoder takes a Python int
+    q = reference_jpeg.integer_qualities(jpeg_qualities(quality, b, x.device)).tolist()  # (the encoder takes ints)
     encoded = [None] * b
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torchvision >= 0.29 deprecates its codecs for TorchCodec
@@ -443,9 +447,7 @@ class RandomJPEG(_Degradation):
     def __init__(self, quality=(30, 95), *, codec="imgfilters", seed=None):
         super().__init__(seed)
         self.quality = _range(quality, "quality", low=1, high=100)
-        if codec not in JPEG_CODECS:
-            raise ValueError(f"codec must be one of {JPEG_CODECS}, got {codec!r}")
-        self.codec = codec
+        self.codec = _check_codec(codec)
 
     def degrade(self, x, rng):
         q = reference.uniform(torch.rand(x.shape[0], generator=self.generator(x.device), device=x.device), self.quality)

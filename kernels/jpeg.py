@@ -28,7 +28,7 @@ import triton.language as tl
 
 from .core import pixels
 from .core.launch import launch as launch_kernel, tile_config
-from .core.tiling import interpreting, needs_int64, offset, programs, tile_origin
+from .core.tiling import interpreting, needs_int64, offset, pow2_at_least, programs, tile_origin
 
 # A strip is 32 rows (two rows of minimum coded units) of COLUMNS columns on the GPU (its
 # chroma, COLUMNS / 2 wide, meets tl.dot's least size, 16), INTERPRETER_COLUMNS in the
@@ -141,8 +141,7 @@ def launch(x, y, quality, tables):
     ``quality`` (B,) float32 (any stride) and ``tables`` (``reference.TABLES``) on its
     device."""
     B, C, H, W = x.shape
-    bw = INTERPRETER_COLUMNS if interpreting() else COLUMNS
-    bw = min(bw, max(32, 1 << (W - 1).bit_length()))
+    bw = pow2_at_least(W, 32, INTERPRETER_COLUMNS if interpreting() else COLUMNS)
     args = (x, y, quality, quality.stride(0), tables, H, W, *x.stride(), *y.stride())
     # three TF32 passes: float32's precision on the tensor cores (the interpreter ignores it)
     meta = dict(COLOR=C == 3, BW=bw, OFF64=needs_int64(x, y), PRECISION="tf32x3")

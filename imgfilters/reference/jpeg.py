@@ -31,7 +31,7 @@ import math
 
 import torch
 
-__all__ = ["LUMA_TABLE", "CHROMA_TABLE", "quantisers", "round_trip"]
+__all__ = ["LUMA_TABLE", "CHROMA_TABLE", "integer_qualities", "quantisers", "round_trip"]
 
 LUMA_TABLE = ((16, 11, 10, 16, 24, 40, 51, 61), (12, 12, 14, 19, 26, 58, 60, 55),
               (14, 13, 16, 24, 40, 57, 69, 56), (14, 17, 22, 29, 51, 87, 80, 62),
@@ -51,12 +51,17 @@ DECODE_R_CR, DECODE_G_CB, DECODE_G_CR, DECODE_B_CB = 91881, -22554, -46802, 1161
 ONE = 65536
 
 
+def integer_qualities(quality):
+    """Qualities (a tensor) as the codecs take them: int64, rounded half up and clamped to
+    1..100 (NaN: 1)."""
+    return torch.floor(quality.to(torch.float64).nan_to_num(1.0) + 0.5).clamp(1, 100).to(torch.int64)
+
+
 def quantisers(table, quality):
     """(B, 8, 8) float64 quantisers of the 8 x 8 ``table`` at each image's ``quality``
-    (B,), rounded half up and clamped to 1..100 (NaN: 1): libjpeg's scaling, ``5000 // q``
-    below 50 and ``200 - 2 q`` from 50, each entry ``(t * scale + 50) // 100`` clamped to
-    1..255."""
-    q = torch.floor(quality.to(torch.float64).nan_to_num(1.0) + 0.5).clamp(1, 100).to(torch.int64)
+    (B,) (``integer_qualities``): libjpeg's scaling, ``5000 // q`` below 50 and
+    ``200 - 2 q`` from 50, each entry ``(t * scale + 50) // 100`` clamped to 1..255."""
+    q = integer_qualities(quality)
     scale = torch.where(q < 50, 5000 // q, 200 - 2 * q)
     t = torch.tensor(table, dtype=torch.int64, device=q.device)
     return ((t * scale[:, None, None] + 50) // 100).clamp(1, 255).to(torch.float64)
