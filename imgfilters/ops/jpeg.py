@@ -33,15 +33,10 @@ def qualities(quality, batch, device):
     for every image; checked: finite), or a tensor of one value or one per image (its
     values are not read here, which would wait for the device). The op rounds each half up
     and clamps it to 1..100 (NaN: 1)."""
-    if not isinstance(quality, torch.Tensor):
-        q = _image.on((_image.check_number(quality, "quality"),), device)  # (cached: no copy a call)
-    elif quality.is_complex() or quality.dtype == torch.bool:
-        raise TypeError(f"quality must hold real numbers, got dtype {quality.dtype}")
-    elif quality.numel() != 1 and (quality.ndim != 1 or quality.numel() != batch):
-        raise ValueError(f"quality as a tensor must be 1-D with one value per image ({batch}), "
-                         f"got shape {tuple(quality.shape)}")
-    else:
-        q = quality.detach().to(device, torch.float32)
+    if isinstance(quality, torch.Tensor):  # (its dtype and shape checked as every per-image parameter's)
+        q = _image.per_image(quality, "quality", batch).to(device, torch.float32)
+    else:  # (any finite number: the op clamps it; cached on the device, no copy a call)
+        q = _image.on((_image.check_number(quality, "quality"),), device)
     return q.reshape(-1).expand(batch)
 
 
