@@ -404,6 +404,35 @@ def test_upsample_positions_stay_exact_on_wide_images(gen, device):
     assert_matches(y, upsample_reference(low, guide, 0.05, 1.0, 1))
 
 
+@gpu
+@pytest.mark.parametrize("name", SAMPLE_NAMES)
+def test_every_upsample_tile_matches_the_reference_on_photos(name):
+    from imgfilters.kernels import bilateral as kb
+    from imgfilters.ops.bilateral import _coefficients
+    guide = sample(name)[None].cuda()[..., :150, :270]  # partial tiles; x4, then a ratio of 150 / 41
+    coeff = lambda s: _coefficients(torch.tensor([s], dtype=torch.float64), "cuda")  # noqa: E731
+    for low in (torch.nn.functional.avg_pool2d(_image.to_unit(guide)[:, :2].float(), 4, ceil_mode=True),
+                torch.rand(1, 5, 41, 70, device="cuda")):  # (five channels: two groups of values)
+        for tile in kb.UPSAMPLE_TILES:
+            for radius, window, dist, border in [(2, "square", "l2", 0), (3, "disk", "l1", 3)]:
+                y = torch.empty(*low.shape[:2], 150, 270, device="cuda")
+                kb.launch_upsample(low, guide, y, coeff(0.1), coeff(1.0), radius, window == "disk", dist == "l1",
+                                   border, 0.25, tile=triton.Config({k: v for k, v in tile.items() if k != "num_warps"},
+                                                                    num_warps=tile["num_warps"]))
+                expected = upsample_reference(low, guide, 0.1, 1.0, radius, window, dist, BORDERS[border], 0.25)
+                assert_matches(y, expected)
+
+
+@gpu
+def test_upsample_compiles_and_runs_from_a_cold_cache(tmp_path):
+    cpu, wall, again = cold_first_call(
+        tmp_path, "low = torch.rand(1, 1, 270, 480, device='cuda'); g = torch.rand(1, 3, 1080, 1920, device='cuda')",
+        "imgfilters.joint_bilateral_upsample(low, g, 0.1, radius=2)",
+        "imgfilters.joint_bilateral_upsample(low, g, 0.2, radius=2)")
+    assert cpu <= COLD_CALL_S, (cpu, wall)
+    assert again <= 0.1
+
+
 def test_upsample_keeps_layout_and_tv_tensors(gen, device):
     from torchvision import tv_tensors
     low = random_image((2, 3, 5, 6), torch.uint8, gen, device).to(memory_format=torch.channels_last)

@@ -252,8 +252,9 @@ def _upsample_backward(grad, low, guide, sigma_color, sigma_space, radius, windo
     d_glow = torch.zeros(B, CG, h, w, **f32)
     d_guide = torch.empty(B, CG, H, W, **f32)
     go = grad.reshape(B, C, H, W).float().contiguous()
-    kernels.launch_upsample(low4, g4, go, *p.kernel_args(low.device, window, color_distance),
-                            _image.check_border(border), border_value, backward=(go, d_low, d_glow, d_guide))
+    kernels.launch_upsample_backward(low4, g4, go, d_low, d_glow, d_guide,
+                                     *p.kernel_args(low.device, window, color_distance), _image.check_border(border),
+                                     border_value)
     # the guide's bilinear resampling to the samples is linear: its adjoint is torch's own
     # backward kernel of F.interpolate(guide, (h, w), mode="bilinear")
     through_samples = torch.ops.aten.upsample_bilinear2d_backward(d_glow, [h, w], [B, CG, H, W], False, None, None)
