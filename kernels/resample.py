@@ -55,7 +55,7 @@ import triton
 import triton.language as tl
 
 from .core import borders, pixels, pointwise, products
-from .core.launch import launch as launch_kernel, tile_config
+from .core.launch import Meta, launch as launch_kernel, tile_config
 from .core.tiling import interpreting, needs_int64, next_pow2, offset, pow2_at_least, programs, tile_origin
 
 # Mode codes: constexpr for the kernels (compiled kernels read only constexpr globals);
@@ -814,10 +814,17 @@ def _float32_pair(value):
     return hi, float(np.float32(value - hi))
 
 
-def _strip(steps, lanes, rows_per_step=1):
-    """(lanes, steps, warps) of a row-slide program: in the interpreter one strip of every
-    step per plane where it fits."""
-    return (pow2_at_least(lanes, 16, 128), steps, 1) if interpreting() else STRIPS[rows_per_step]
+def _strip(x, steps, lanes, rows_per_step=1):
+    """(lanes, steps, warps) of a row-slide program on ``x``: in the interpreter one strip
+    of every step per plane where it fits."""
+    return (pow2_at_least(lanes, 16, 128), steps, 1) if not x.is_cuda and interpreting() else STRIPS[rows_per_step]
+
+
+# The launches' constexprs, kept per pair of ``PhasePlan`` (by identity: the plans are made
+# once per mode and ratio and kept for good, ``phase_tables``), so that a call neither
+# rebuilds nor rehashes their weight tables (``launch.Meta``).
+_phase_metas = {}
+_adjoint_metas = {}
 
 
 class PhasePlan(NamedTuple):
@@ -842,11 +849,14 @@ def _launch_phases(x, y, phases, clamp_rows, pro, epi):
     HO, WO = y.shape[-2:]
     py, px = phases
     n_steps, n_lanes = HO // py.F, WO // px.F
-    bw, seg, warps = _strip(n_steps, n_lanes, py.D)
+    bw, seg, warps = _strip(x, n_steps, n_lanes, py.D)
     args = (x, y, C, H, W, HO, WO, *x.stride(), *y.stride(), pro[0], pro[1], epi[0], epi[1])
-    meta = dict(TY=py.table, TX=px.table, NZX=px.nonzero, MIXX=px.mixed, FY=py.F, FX=px.F, DY=py.D, DX=px.D,
-                DXP=next_pow2(px.D), MY=py.M, MX=px.M, EY=py.E, EX=px.E, CLAMP_ROWS=bool(clamp_rows),
-                OFF64=needs_int64(x, y))
+    key = (id(py), id(px), bool(clamp_rows), needs_int64(x, y))
+    meta = _phase_metas.get(key)
+    if meta is None:
+        meta = _phase_metas[key] = Meta(
+            TY=py.table, TX=px.table, NZX=px.nonzero, MIXX=px.mixed, FY=py.F, FX=px.F, DY=py.D, DX=px.D,
+            DXP=next_pow2(px.D), MY=py.M, MX=px.M, EY=py.E, EX=px.E, CLAMP_ROWS=key[2], OFF64=key[3])
     launch_kernel(phases_kernel, lambda m: (programs(B * C, n_steps, n_lanes, seg, bw),), args, meta, x,
                   tile_config(BW=bw, SEG=seg, num_warps=warps))
 
@@ -857,8 +867,12 @@ def launch_adjoint(g, y, phases):
     ADJOINT_FACTORS, torch's clamping modes (ADJOINT_MODES), H and W at least 2."""
     B, C, H, W = y.shape
     py, px = phases
-    bw, seg, warps = _strip(H, W)
-    meta = dict(WY=adjoint_weights(py), WX=adjoint_weights(px), FY=py.F, FX=px.F, OFF64=needs_int64(g, y))
+    bw, seg, warps = _strip(g, H, W)
+    key = (id(py), id(px), needs_int64(g, y))
+    meta = _adjoint_metas.get(key)
+    if meta is None:
+        meta = _adjoint_metas[key] = Meta(WY=adjoint_weights(py), WX=adjoint_weights(px), FY=py.F, FX=px.F,
+                                          OFF64=key[2])
     launch_kernel(upsample_phases_adjoint_kernel, lambda m: (programs(B * C, H, W, seg, bw),),
                   (g, y, C, H, W, *g.shape[-2:], *g.stride(), *y.stride()), meta, g,
                   tile_config(BW=bw, SEG=seg, num_warps=warps))

@@ -63,8 +63,8 @@ def resize(img, size, interpolation="bilinear", max_size=None, antialias=True):
     return _resample(img, *_resize_plan(img, size, interpolation, max_size, antialias))
 
 
+@_image.plan_by_shape
 def _resize_plan(img, size, interpolation="bilinear", max_size=None, antialias=True):
-    _image.check_image(img)
     mode = _mode(interpolation, RESIZE_MODES, "interpolation")
     H, W = img.shape[-2:]
     out = reference.resized_size(H, W, _size_arg(size, max_size), max_size)
@@ -87,8 +87,8 @@ def upsample(img, scale_factor=None, size=None, mode="bicubic", align_corners=Fa
     return _resample(img, *_upsample_plan(img, scale_factor, size, mode, align_corners))
 
 
+@_image.plan_by_shape
 def _upsample_plan(img, scale_factor=None, size=None, mode="bicubic", align_corners=False):
-    _image.check_image(img)
     mode = _mode(mode, UPSAMPLE_MODES, "mode")
     if align_corners and mode not in ("bilinear", "bicubic"):
         raise ValueError("align_corners can only be set with the bilinear and bicubic modes")
@@ -105,8 +105,8 @@ def imresize(img, scale=None, size=None, antialias=True):
     return _resample(img, *_imresize_plan(img, scale, size, antialias))
 
 
+@_image.plan_by_shape
 def _imresize_plan(img, scale=None, size=None, antialias=True):
-    _image.check_image(img)
     out, scales = _scaled_size(img, scale, "scale", size, math.ceil)
     return _plan(img, out, "matlab", bool(antialias), False, scales)
 

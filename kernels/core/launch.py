@@ -24,7 +24,7 @@ from triton.knobs import HookChain
 
 from .tiling import interpreting
 
-__all__ = ["launch", "Tuning", "autotuning", "tile_config"]
+__all__ = ["launch", "Meta", "Tuning", "autotuning", "tile_config"]
 
 # The tuning candidates are timed briefly: a new variant's first call waits for them.
 _TUNE_WARMUP_MS, _TUNE_REP_MS = 5, 20
@@ -39,6 +39,28 @@ def autotuning() -> bool:
     instead of timing every candidate on the first call of each tuning key (the tests
     set this on the GPU, where tuning each of hundreds of variants would take minutes)."""
     return os.environ.get("IMGFILTERS_AUTOTUNE", "1") != "0"
+
+
+class Meta(dict):
+    """Constexpr meta-parameters that many launches share, for a family to build once and
+    keep (never to modify): their part of the launch key is made and hashed once, not on
+    every launch (a kernel's constant weight tables take microseconds to hash)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.key = _Hashed(self.items())
+
+
+class _Hashed(tuple):
+    """A tuple whose hash is computed once."""
+
+    def __new__(cls, items):
+        t = super().__new__(cls, items)
+        t.hash = tuple.__hash__(t)
+        return t
+
+    def __hash__(self):
+        return self.hash
 
 
 def tile_config(num_warps=4, num_stages=1, **meta):
@@ -78,7 +100,7 @@ def launch(kernel, grid, args, meta, x, config=None, tuning=None):
     """Launch ``kernel`` on ``x``'s device with positional ``args`` and constexpr ``meta``,
     in the tile ``config`` (a ``triton.Config``) or, when that is None, the one ``tuning``
     picks. ``grid(params)`` -> the launch grid, from the meta-parameters and the tile's."""
-    if interpreting():  # the interpreter runs each launch; nothing to cache or tune
+    if not x.is_cuda and interpreting():  # the interpreter runs each launch; nothing to cache or tune
         config = config or tuning.candidates(meta)[0]
         kernel[grid({**meta, **config.kwargs})](*args, **meta, **_options(config))
         return
@@ -129,7 +151,8 @@ def _launch_key(kernel, args, meta, config, device):
     argument is not)."""
     tile = None if config is None else (tuple(config.kwargs.items()), config.num_warps, config.num_stages)
     # (most arguments are sizes and strides: ints are their own key, without a call)
-    return kernel, device, tile, tuple(meta.items()), tuple(a if type(a) is int else _spec(a) for a in args)
+    fixed = meta.key if type(meta) is Meta else tuple(meta.items())
+    return kernel, device, tile, fixed, tuple([a if type(a) is int else _spec(a) for a in args])
 
 
 def _spec(a):
