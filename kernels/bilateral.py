@@ -713,6 +713,7 @@ def _rows_within(tiles, vectors_per_row):
 
 
 def upsample_tiles(meta):
+    """The joint upsampling's candidate tiles for a launch's ``meta``."""
     return _rows_within(UPSAMPLE_TILES, meta["CV"] + 2 + meta["CG"])
 
 

@@ -820,11 +820,20 @@ def _strip(x, steps, lanes, rows_per_step=1):
     return (pow2_at_least(lanes, 16, 128), steps, 1) if not x.is_cuda and interpreting() else STRIPS[rows_per_step]
 
 
-# The launches' constexprs, kept per pair of ``PhasePlan`` (by identity: the plans are made
-# once per mode and ratio and kept for good, ``phase_tables``), so that a call neither
-# rebuilds nor rehashes their weight tables (``launch.Meta``).
-_phase_metas = {}
-_adjoint_metas = {}
+# The launches' constexprs per kernel, pair of ``PhasePlan`` and flags, so that a call
+# neither rebuilds nor rehashes the plans' weight tables (``launch.Meta``).
+_plan_metas = {}
+
+
+def _plan_meta(kernel, py, px, flags, make):
+    """``make()``, the ``Meta`` of ``kernel`` for the plans ``py``, ``px`` and the hashable
+    ``flags``, made once. The plans are keyed by identity (hashing them is what this
+    avoids) and kept with their entry, so that their ids stay theirs."""
+    key = (kernel, id(py), id(px), flags)
+    hit = _plan_metas.get(key)
+    if hit is None:
+        hit = _plan_metas[key] = (make(), py, px)
+    return hit[0]
 
 
 class PhasePlan(NamedTuple):
@@ -851,12 +860,10 @@ def _launch_phases(x, y, phases, clamp_rows, pro, epi):
     n_steps, n_lanes = HO // py.F, WO // px.F
     bw, seg, warps = _strip(x, n_steps, n_lanes, py.D)
     args = (x, y, C, H, W, HO, WO, *x.stride(), *y.stride(), pro[0], pro[1], epi[0], epi[1])
-    key = (id(py), id(px), bool(clamp_rows), needs_int64(x, y))
-    meta = _phase_metas.get(key)
-    if meta is None:
-        meta = _phase_metas[key] = Meta(
-            TY=py.table, TX=px.table, NZX=px.nonzero, MIXX=px.mixed, FY=py.F, FX=px.F, DY=py.D, DX=px.D,
-            DXP=next_pow2(px.D), MY=py.M, MX=px.M, EY=py.E, EX=px.E, CLAMP_ROWS=key[2], OFF64=key[3])
+    clamp, off64 = bool(clamp_rows), needs_int64(x, y)
+    meta = _plan_meta(phases_kernel, py, px, (clamp, off64), lambda: Meta(
+        TY=py.table, TX=px.table, NZX=px.nonzero, MIXX=px.mixed, FY=py.F, FX=px.F, DY=py.D, DX=px.D,
+        DXP=next_pow2(px.D), MY=py.M, MX=px.M, EY=py.E, EX=px.E, CLAMP_ROWS=clamp, OFF64=off64))
     launch_kernel(phases_kernel, lambda m: (programs(B * C, n_steps, n_lanes, seg, bw),), args, meta, x,
                   tile_config(BW=bw, SEG=seg, num_warps=warps))
 
@@ -868,11 +875,9 @@ def launch_adjoint(g, y, phases):
     B, C, H, W = y.shape
     py, px = phases
     bw, seg, warps = _strip(g, H, W)
-    key = (id(py), id(px), needs_int64(g, y))
-    meta = _adjoint_metas.get(key)
-    if meta is None:
-        meta = _adjoint_metas[key] = Meta(WY=adjoint_weights(py), WX=adjoint_weights(px), FY=py.F, FX=px.F,
-                                          OFF64=key[2])
+    off64 = needs_int64(g, y)
+    meta = _plan_meta(upsample_phases_adjoint_kernel, py, px, off64, lambda: Meta(
+        WY=adjoint_weights(py), WX=adjoint_weights(px), FY=py.F, FX=px.F, OFF64=off64))
     launch_kernel(upsample_phases_adjoint_kernel, lambda m: (programs(B * C, H, W, seg, bw),),
                   (g, y, C, H, W, *g.shape[-2:], *g.stride(), *y.stride()), meta, g,
                   tile_config(BW=bw, SEG=seg, num_warps=warps))
