@@ -177,36 +177,45 @@ def _values_and_guide(x_base, g_base, r, cols, gscale, H, W, sx, sg, border_valu
 
 
 @triton.jit
-def _store_row(Y, DEN, b, x_base, r, ok, cols, num, den, k: tl.constexpr, H, W, sx, sy, border_value,
+def _store_row(Y, b, x_base, r, ok, cols, num, den, k: tl.constexpr, H, W, sx, sy, border_value,
                PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args, C: tl.constexpr, BORDER: tl.constexpr,
-               NEAR: tl.constexpr, STORE_DEN: tl.constexpr):
-    """Output row r from slot k's sums (``ok`` masks the columns and rows written)."""
+               NEAR: tl.constexpr, ADJOINT: tl.constexpr):
+    """Output row r from slot k's sums (``ok`` masks the columns and rows written); under
+    ADJOINT the backward's terms instead (``bilateral_kernel``)."""
     inv = 1.0 / den[k]
-    if len(EPI) > 0:
-        x_in = _row(x_base, r, cols, H, W, sx[0], sx[1], sx[2], border_value, C, PRO, pro_args, BORDER, NEAR)
     y_row = Y + b * sy[0] + r * sy[2] + cols * sy[3]
-    for c in tl.static_range(C):
-        y = num[k * C + c] * inv
+    if ADJOINT:
+        neg_beta = tl.zeros_like(inv)
+        for c in tl.static_range(C):
+            a = tl.load(y_row + c * sy[1], ok) * inv
+            neg_beta -= a * (num[k * C + c] * inv)
+            tl.store(y_row + c * sy[1], a, ok)
+        tl.store(y_row + C * sy[1], neg_beta, ok)
+    else:
         if len(EPI) > 0:
-            y = pointwise.apply_epilogue(y, x_in[c], c, EPI, epi_args)
-        pixels.store(y_row + c * sy[1], y, ok)
-    if STORE_DEN:
-        tl.store(DEN + (b * H + r) * W + cols, den[k], ok)
+            x_in = _row(x_base, r, cols, H, W, sx[0], sx[1], sx[2], border_value, C, PRO, pro_args, BORDER, NEAR)
+        for c in tl.static_range(C):
+            y = num[k * C + c] * inv
+            if len(EPI) > 0:
+                y = pointwise.apply_epilogue(y, x_in[c], c, EPI, epi_args)
+            pixels.store(y_row + c * sy[1], y, ok)
 
 
 @triton.jit
-def bilateral_kernel(X, G, Y, DEN, COLOR, SPACE, H, W,
+def bilateral_kernel(X, G, Y, COLOR, SPACE, H, W,
                      sxb, sxc, sxh, sxw, sgb, sgc, sgh, sgw, syb, syc, syh, syw, border_value,
                      PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
                      C: tl.constexpr, CG: tl.constexpr, R: tl.constexpr, DISK: tl.constexpr, L1: tl.constexpr,
                      JOINT: tl.constexpr, BORDER: tl.constexpr, NEAR: tl.constexpr, OFF64: tl.constexpr,
-                     STORE_DEN: tl.constexpr, SIZE_CLASS, SLIDE: tl.constexpr, K: tl.constexpr,
+                     ADJOINT: tl.constexpr, SIZE_CLASS, SLIDE: tl.constexpr, K: tl.constexpr,
                      BW: tl.constexpr):
     """Y = sum_q w X~[q] / sum_q w with w = exp2(SPACE[b] |p-q|^2 + COLOR[b] D^2), D the
     l1 or l2 distance of the guide vectors (G if JOINT, else PRO(X); CG channels, C when
     not JOINT). COLOR and SPACE hold per-image coefficients already multiplied by
-    -log2(e) / 2 / sigma^2. With STORE_DEN the weight sums go to DEN (B, 1, H, W) float32,
-    for the backward pass. NEAR: the window is smaller than the image (cheaper borders).
+    -log2(e) / 2 / sigma^2. NEAR: the window is smaller than the image (cheaper borders).
+    ADJOINT (the backward's first pass): Y is float32 (B, C + 1, H, W) and holds dL/dY in
+    its first C channels; they become A = dL/dY / DEN, DEN being the weight sums, and
+    channel C receives -(A . Y): the per-pixel terms of ``bilateral_backward_kernel``.
 
     Every vector is one row of one channel, BW columns (one per thread); the guide is
     prescaled by sqrt(-COLOR[b]), so a tap's weight is one exp2 of (spatial term -
@@ -255,8 +264,8 @@ def bilateral_kernel(X, G, Y, DEN, COLOR, SPACE, H, W,
                 for j in tl.static_range(2 * R + 1):
                     num, den = _window_tap(num, den, j, dx, j - R, v, g, centre, space, C, CG, R, DISK, L1)
             done = r - R
-            _store_row(Y, DEN, b, x_base, done, col_ok & (done >= h0), cols, num, den, 2 * R, H, W, sx[1:], sy,
-                       border_value, PRO, pro_args, EPI, epi_args, C, BORDER, NEAR, STORE_DEN)
+            _store_row(Y, b, x_base, done, col_ok & (done >= h0), cols, num, den, 2 * R, H, W, sx[1:], sy,
+                       border_value, PRO, pro_args, EPI, epi_args, C, BORDER, NEAR, ADJOINT)
             v, g = _values_and_guide(x_base, g_base, r + R + 1, cols, gscale, H, W, sx[1:], sg, border_value,
                                      PRO, pro_args, C, CG, JOINT, BORDER, NEAR)
             num, centre, den = v + num[:2 * R * C], g + centre[:2 * R * CG], one + den[:2 * R]
@@ -278,108 +287,203 @@ def bilateral_kernel(X, G, Y, DEN, COLOR, SPACE, H, W,
                     if dy * dy <= R * R:
                         num, den = _window_tap(num, den, k, dx, dy, v, g, centre, space, C, CG, R, DISK, L1)
         for k in tl.static_range(K):
-            _store_row(Y, DEN, b, x_base, h0 + k, col_ok & (h0 + k < H), cols, num, den, k, H, W, sx[1:], sy,
-                       border_value, PRO, pro_args, EPI, epi_args, C, BORDER, NEAR, STORE_DEN)
+            _store_row(Y, b, x_base, h0 + k, col_ok & (h0 + k < H), cols, num, den, k, H, W, sx[1:], sy,
+                       border_value, PRO, pro_args, EPI, epi_args, C, BORDER, NEAR, ADJOINT)
 
 
 @triton.jit
-def _adjoint_terms(GO, OUT, DEN, b, ch, C, rows, cols, H, W, mask):
-    """A = dL/dY / DEN and beta = A . Y at in-image pixels (rows, cols) (zero where not
-    ``mask``); GO and OUT are contiguous float32 (B, C, H, W), DEN (B, 1, H, W)."""
-    pix = rows[:, None].to(tl.int64) * W + cols[None, :]
-    cm = (ch < C)[:, None, None] & mask[None, :, :]
-    offs = (b * C + ch)[:, None, None].to(tl.int64) * H * W + pix[None, :, :]
-    den = tl.load(DEN + b * H * W + pix, mask, other=1.0)
-    a = tl.load(GO + offs, cm, other=0.0) / den[None, :, :]
-    beta = tl.sum(a * tl.load(OUT + offs, cm, other=0.0), axis=0)
-    return a, beta
+def _adjoint_row(AB, b, r, cols, H, W, C: tl.constexpr, OFF64: tl.constexpr):
+    """Row r of ``bilateral_kernel``'s ADJOINT output AB (contiguous) at ``cols``: the C
+    vectors of A and -beta, zero outside the image (no output there)."""
+    inside = borders.inside(r, H) & borders.inside(cols, W)
+    n = _wide((H, W), OFF64)
+    plane = n[0] * n[1]
+    row = AB + b * (C + 1) * plane + offset(tl.minimum(tl.maximum(r, 0), H - 1), W, OFF64)
+    ptrs = row + tl.minimum(tl.maximum(cols, 0), W - 1)
+    a = ()
+    for c in tl.static_range(C):
+        a = a + (tl.load(ptrs + c * plane, inside, other=0.0),)
+    return a, tl.load(ptrs + C * plane, inside, other=0.0)
 
 
 @triton.jit
-def bilateral_backward_kernel(X, G, GO, OUT, DEN, ZV, ZG, COLOR, SPACE, C, CG, H, W,
-                              sxb, sxc, sxh, sxw, sgb, sgc, sgh, sgw, border_value,
-                              R: tl.constexpr, DISK: tl.constexpr, L1: tl.constexpr, JOINT: tl.constexpr,
-                              BORDER: tl.constexpr, OFF64: tl.constexpr, CP: tl.constexpr, CGP: tl.constexpr,
-                              BH: tl.constexpr, BW: tl.constexpr):
-    """Gradients on the border-extended grid (H + 2R) x (W + 2R), by gathering (no atomics):
+def _pair(zv, zg, k: tl.constexpr, dx, dy, xp, gp, ap, nbp, xt, gt, at, nbt, space, color, natural,
+          C: tl.constexpr, CG: tl.constexpr, R: tl.constexpr, DISK: tl.constexpr, L1: tl.constexpr,
+          JOINT: tl.constexpr):
+    """Add the pair (t, p), t being slot k's extended position and p = t + (dx, dy) the
+    loaded one, into slot k's gradient sums (``bilateral_backward_kernel``); skipped (a
+    uniform branch) outside a disk window and at the centre, whose value term A_t the sums
+    start with and whose guide term is 0."""
+    if DISK:
+        take = (dx * dx + dy * dy <= R * R) & ((dx != 0) | (dy != 0))
+    else:
+        take = (dx != 0) | (dy != 0)
+    if take:
+        d = ()
+        for c in tl.static_range(CG):
+            d = d + (gt[k * CG + c] - gp[c],)
+        if L1:
+            s = tl.abs(d[0])
+            for c in tl.static_range(1, CG):
+                s += tl.abs(d[c])
+            d2 = s * s
+        else:
+            d2 = d[0] * d[0]
+            for c in tl.static_range(1, CG):
+                d2 += d[c] * d[c]
+        w = tl.exp2(space * (dx * dx) + space * (dy * dy) + color * d2)
+        e = nbt[k] + nbp
+        for c in tl.static_range(C):
+            e += at[k * C + c] * xp[c]
+            e += ap[c] * xt[k * C + c]
+        # dL/dD^2 of the pair; w first, so that an underflowed weight gives 0, never 0 * inf
+        f = ((e + e) * w) * natural
+        if L1:
+            f = f * s
+        for c in tl.static_range(C):
+            zv = zv[:k * C + c] + (zv[k * C + c] + w * ap[c],) + zv[k * C + c + 1:]
+        for c in tl.static_range(CG):
+            if L1:
+                term = tl.where(d[c] > 0, f, tl.where(d[c] < 0, -f, 0.0))  # sign(0) = 0, as torch's abs
+            else:
+                term = f * d[c]
+            if JOINT:
+                zg = zg[:k * CG + c] + (zg[k * CG + c] + term,) + zg[k * CG + c + 1:]
+            else:
+                zv = zv[:k * C + c] + (zv[k * C + c] + term,) + zv[k * C + c + 1:]
+    return zv, zg
 
-    for every extended position t and window offset d, with p = t - d and q = t + d,
-        ZV[t] += w(p, t) A_p                                  (value path, p in the image)
-        ZG[t] += -e(p, t) dD2/dg_p(g_p - g_t) + e(t, q) dD2/dg_t(g_t - g_q)   (guide path)
-    where A_p = dL/dY_p / DEN_p, e(a, b) = (A_a . X~_b - A_a . Y_a) w(a, b) k, k the natural
-    colour coefficient; the window is symmetric, so these are exactly the transposes of the
-    forward's sums. Folding ZV (and ZG) back over the border gives the image (and guide)
-    gradients. ZV and ZG are contiguous float32."""
+
+@triton.jit
+def _extended_position(x_base, g_base, AB, b, r, cols, H, W, sx, sg, border_value, C: tl.constexpr,
+                       CG: tl.constexpr, JOINT: tl.constexpr, BORDER: tl.constexpr, NEAR: tl.constexpr,
+                       OFF64: tl.constexpr):
+    """Everything the gradient needs of row r at ``cols``: values, guide (the values unless
+    JOINT), A and -beta."""
+    x = _row(x_base, r, cols, H, W, sx[0], sx[1], sx[2], border_value, C, (), (), BORDER, NEAR)
+    if JOINT:
+        g = _row(g_base, r, cols, H, W, sg[0], sg[1], sg[2], border_value, CG, (), (), BORDER, NEAR)
+    else:
+        g = x
+    a, nb = _adjoint_row(AB, b, r, cols, H, W, C, OFF64)
+    return x, g, a, nb
+
+
+@triton.jit
+def _fold_row(D, b, r, cols, ok, z, k: tl.constexpr, N: tl.constexpr, H, W, R: tl.constexpr,
+              BORDER: tl.constexpr, NEAR: tl.constexpr, OFF64: tl.constexpr):
+    """Add slot k's N gradient vectors, at the extended grid's row r and ``cols``, into the
+    pixels of D (contiguous (B, N, H, W), zeroed) that the border reads those positions
+    from. Pixels within R + 1 of an edge receive several positions, from other programs
+    too: atomic adds; every other pixel receives exactly this one: a plain store. The
+    constant border's positions read no pixel: dropped."""
+    if NEAR:
+        rr = borders.remap_near(r, H, BORDER)
+        cc = borders.remap_near(cols, W, BORDER)
+    else:
+        rr = borders.remap(r, H, BORDER)
+        cc = borders.remap(cols, W, BORDER)
+    n = _wide((H, W), OFF64)
+    plane = n[0] * n[1]
+    ptrs = D + b * N * plane + offset(rr, W, OFF64) + cc
+    if BORDER == borders.CONSTANT:
+        ok = ok & borders.inside(r, H) & borders.inside(cols, W)
+        for c in tl.static_range(N):
+            tl.store(ptrs + c * plane, z[k * N + c], ok)
+    else:
+        band = (rr <= R) | (rr >= H - 1 - R) | (cc <= R) | (cc >= W - 1 - R)
+        for c in tl.static_range(N):
+            tl.store(ptrs + c * plane, z[k * N + c], ok & ~band)
+            tl.atomic_add(ptrs + c * plane, z[k * N + c], ok & band, sem="relaxed")
+
+
+@triton.jit
+def bilateral_backward_kernel(X, G, AB, DX, DG, COLOR, SPACE, H, W, sxb, sxc, sxh, sxw, sgb, sgc, sgh, sgw,
+                              border_value, C: tl.constexpr, CG: tl.constexpr, R: tl.constexpr,
+                              DISK: tl.constexpr, L1: tl.constexpr, JOINT: tl.constexpr, BORDER: tl.constexpr,
+                              NEAR: tl.constexpr, OFF64: tl.constexpr, SLIDE: tl.constexpr, K: tl.constexpr,
+                              BW: tl.constexpr):
+    """The gradient of ``bilateral_kernel``: DX += dL/dX and, when JOINT, DG += dL/dG
+    (contiguous float32 (B, C or CG, H, W), zeroed), from AB, the ADJOINT pass's A = dL/dY
+    / DEN and -beta = -(A . Y) (``_adjoint_row``).
+
+    The forward's output at p is Y_p = sum_q w(p, q) X_q / DEN_p. Gathered at each position
+    t of the border-extended grid (H + 2R) x (W + 2R), over the window's offsets d with
+    p = t + d: the value path DX[t] += w(p, t) A_p (p in the image), and the guide path
+    DG[t] += (e(t, p) + e(p, t)) dD^2(g_t - g_p)/dg_t, where e(a, b) = k w(a, b) (A_a . X_b
+    - A_a . Y_a), k the natural colour coefficient. The window and the distances are
+    symmetric, so w(t, p) = w(p, t): one exp2 a pair serves both paths and both
+    directions, and A and beta are zero outside the image. The border fold goes into the
+    store (``_fold_row``). Without a guide (JOINT false) both paths go into DX.
+
+    The positions are rows of BW columns, as the forward's outputs, with the same two
+    ways of reusing a loaded row: SLIDE, 2R + 1 rotating slots of pending positions down
+    a strip of K rows; otherwise blocks of K rows. A slot keeps its sums, values, guide, A
+    and -beta: C + 1 vectors more than the forward's."""
+    pid = tl.program_id(0)
     HE = H + 2 * R
-    WE = W + 2 * R
-    b, _, h0, w0 = tile_origin(tl.program_id(0), 1, HE, WE, BH, BW)
+    tiles_w = tl.cdiv(W + 2 * R, BW)
+    tiles = tiles_w * tl.cdiv(HE, K)
+    b = (pid // tiles).to(tl.int64)
+    t = pid % tiles
+    h0 = (t // tiles_w) * K - R  # this program's first row and columns, in image coordinates
+    cols = (t % tiles_w) * BW - R + tl.arange(0, BW)
+    col_ok = cols < W + R
+    sx = _wide((sxc, sxh, sxw), OFF64)
+    sg = _wide((sgc, sgh, sgw), OFF64)
     color = tl.load(COLOR + b)
     space = tl.load(SPACE + b)
-    k = color / LOG2E
+    natural = color / LOG2E
     x_base = X + b * sxb
     g_base = G + b * sgb
-    ch = tl.arange(0, CP)
-    chg = tl.arange(0, CGP)
-    t_rows = h0 - R + tl.arange(0, BH)
-    t_cols = w0 - R + tl.arange(0, BW)
-    t_row_ok = borders.inside(t_rows, H)
-    t_in = t_row_ok[:, None] & borders.inside(t_cols, W)[None, :]
-    tr = borders.remap(t_rows, H, BORDER)
-    v_t = _vectors(x_base, ch, C, sxc, tr, t_row_ok, t_cols, H, W, sxh, sxw, border_value, BORDER, OFF64)
+    fresh = ()  # a slot's new guide sums: none without a guide
     if JOINT:
-        g_t = _vectors(g_base, chg, CG, sgc, tr, t_row_ok, t_cols, H, W, sgh, sgw, border_value, BORDER, OFF64)
+        for _ in tl.static_range(CG):
+            fresh = fresh + (tl.zeros((BW,), dtype=tl.float32),)
+    if SLIDE:
+        # slot j holds position row r + R - j while input row r is added (dy = j - R); the
+        # slots of rows above h0 are scratch (never stored), so they start as row h0
+        x, g, a, nb = _extended_position(x_base, g_base, AB, b, h0, cols, H, W, sx, sg, border_value, C, CG,
+                                         JOINT, BORDER, NEAR, OFF64)
+        xt, gt, at, nbt, zv, zg = x, g, a, (nb,), a, fresh
+        for _ in tl.static_range(2 * R):
+            xt, gt, at, nbt, zv, zg = xt + x, gt + g, at + a, nbt + (nb,), zv + a, zg + fresh
+        h1 = tl.minimum(h0 + K, H + R)
+        for r in range(h0 - R, h1 + R):
+            for dx in range(-R, R + 1):
+                xp, gp, ap, nbp = _extended_position(x_base, g_base, AB, b, r, cols + dx, H, W, sx, sg,
+                                                     border_value, C, CG, JOINT, BORDER, NEAR, OFF64)
+                for j in tl.static_range(2 * R + 1):
+                    zv, zg = _pair(zv, zg, j, dx, j - R, xp, gp, ap, nbp, xt, gt, at, nbt, space, color, natural,
+                                   C, CG, R, DISK, L1, JOINT)
+            done = r - R
+            _fold_row(DX, b, done, cols, col_ok & (done >= h0), zv, 2 * R, C, H, W, R, BORDER, NEAR, OFF64)
+            if JOINT:
+                _fold_row(DG, b, done, cols, col_ok & (done >= h0), zg, 2 * R, CG, H, W, R, BORDER, NEAR, OFF64)
+            x, g, a, nb = _extended_position(x_base, g_base, AB, b, r + R + 1, cols, H, W, sx, sg, border_value,
+                                             C, CG, JOINT, BORDER, NEAR, OFF64)
+            xt, gt, at, nbt = x + xt[:2 * R * C], g + gt[:2 * R * CG], a + at[:2 * R * C], (nb,) + nbt[:2 * R]
+            zv, zg = a + zv[:2 * R * C], fresh + zg[:len(fresh) * 2 * R]
     else:
-        g_t = v_t
-    a_t, beta_t = _adjoint_terms(GO, OUT, DEN, b, ch, C, tl.minimum(tl.maximum(t_rows, 0), H - 1),
-                                 tl.minimum(tl.maximum(t_cols, 0), W - 1), H, W, t_in)
-
-    zv = tl.zeros((CP, BH, BW), dtype=tl.float32)
-    zg = tl.zeros((CGP, BH, BW), dtype=tl.float32)
-    for dy in range(-R, R + 1):
-        p_rows = t_rows - dy
-        p_row_ok = borders.inside(p_rows, H)
-        pr = tl.minimum(tl.maximum(p_rows, 0), H - 1)
-        q_rows = t_rows + dy
-        qr = borders.remap(q_rows, H, BORDER)
-        q_row_ok = borders.inside(q_rows, H)
+        xt, gt, at, nbt, zv, zg = (), (), (), (), (), ()
+        for k in tl.static_range(K):
+            x, g, a, nb = _extended_position(x_base, g_base, AB, b, h0 + k, cols, H, W, sx, sg, border_value, C,
+                                             CG, JOINT, BORDER, NEAR, OFF64)
+            xt, gt, at, nbt, zv, zg = xt + x, gt + g, at + a, nbt + (nb,), zv + a, zg + fresh
         for dx in range(-R, R + 1):
-            if (not DISK) or (dx * dx + dy * dy <= R * R):
-                spatial = space * (dx * dx + dy * dy)
-                # value path and the neighbour side of the guide path: centres p = t - d
-                p_cols = t_cols - dx
-                p_in = p_row_ok[:, None] & borders.inside(p_cols, W)[None, :]
-                pc = tl.minimum(tl.maximum(p_cols, 0), W - 1)
-                if JOINT:
-                    g_p = _vectors(g_base, chg, CG, sgc, pr, p_row_ok, pc, H, W, sgh, sgw, 0.0, 0, OFF64)
-                else:
-                    g_p = _vectors(x_base, ch, C, sxc, pr, p_row_ok, pc, H, W, sxh, sxw, 0.0, 0, OFF64)
-                a_p, beta_p = _adjoint_terms(GO, OUT, DEN, b, ch, C, pr, pc, H, W, p_in)
-                diff = g_p - g_t
-                w = tl.where(p_in, tl.exp2(spatial + color * _distance2(diff, L1)), 0.0)
-                zv += w[None, :, :] * a_p
-                e = (tl.sum(a_p * v_t, axis=0) - beta_p) * w * k
-                zg -= e[None, :, :] * _distance2_grad(diff, L1)
-                # the centre side of the guide path: neighbours q = t + d of an in-image t
-                q_cols = t_cols + dx
-                v_q = _vectors(x_base, ch, C, sxc, qr, q_row_ok, q_cols, H, W, sxh, sxw, border_value, BORDER,
-                               OFF64)
-                if JOINT:
-                    g_q = _vectors(g_base, chg, CG, sgc, qr, q_row_ok, q_cols, H, W, sgh, sgw, border_value,
-                                   BORDER, OFF64)
-                else:
-                    g_q = v_q
-                diff = g_t - g_q
-                w = tl.where(t_in, tl.exp2(spatial + color * _distance2(diff, L1)), 0.0)
-                e = (tl.sum(a_t * v_q, axis=0) - beta_t) * w * k
-                zg += e[None, :, :] * _distance2_grad(diff, L1)
-
-    e_pix = (h0 + tl.arange(0, BH))[:, None].to(tl.int64) * WE + (w0 + tl.arange(0, BW))[None, :]
-    e_ok = ((h0 + tl.arange(0, BH)) < HE)[:, None] & ((w0 + tl.arange(0, BW)) < WE)[None, :]
-    tl.store(ZV + (b * C + ch)[:, None, None].to(tl.int64) * HE * WE + e_pix[None, :, :], zv,
-             (ch < C)[:, None, None] & e_ok[None, :, :])
-    n_g = CG if JOINT else C
-    tl.store(ZG + (b * n_g + chg)[:, None, None].to(tl.int64) * HE * WE + e_pix[None, :, :], zg,
-             (chg < n_g)[:, None, None] & e_ok[None, :, :])
+            for i in range(K + 2 * R):
+                xp, gp, ap, nbp = _extended_position(x_base, g_base, AB, b, h0 - R + i, cols + dx, H, W, sx, sg,
+                                                     border_value, C, CG, JOINT, BORDER, NEAR, OFF64)
+                for k in tl.static_range(K):
+                    dy = i - R - k
+                    if dy * dy <= R * R:
+                        zv, zg = _pair(zv, zg, k, dx, dy, xp, gp, ap, nbp, xt, gt, at, nbt, space, color, natural,
+                                       C, CG, R, DISK, L1, JOINT)
+        for k in tl.static_range(K):
+            ok = col_ok & (h0 + k < H + R)
+            _fold_row(DX, b, h0 + k, cols, ok, zv, k, C, H, W, R, BORDER, NEAR, OFF64)
+            if JOINT:
+                _fold_row(DG, b, h0 + k, cols, ok, zg, k, CG, H, W, R, BORDER, NEAR, OFF64)
 
 
 @triton.jit
@@ -727,54 +831,62 @@ def _guide_batch_stride(guide, batch):
     return guide.stride(0) if guide.shape[0] == batch else 0
 
 
-def _common(x, guide, joint, radius, disk, l1, border):
-    """Arguments shared by the backward launches."""
-    B, C, H, W = x.shape
-    CG = guide.shape[1]
-    sgb = _guide_batch_stride(guide, B)
-    meta = dict(R=radius, DISK=disk, L1=l1, JOINT=joint, BORDER=border, OFF64=needs_int64(x, guide),
-                CP=next_pow2(C), CGP=next_pow2(CG) if joint else 1)
-    return (C, CG, H, W, *x.stride(), sgb, *guide.stride()[1:]), meta
-
-
 def launch(x, guide, y, color, space, radius, disk, l1, joint, border=0, border_value=0.0,
-           pro=((), ()), epi=((), ()), den=None, tile=None):
+           pro=((), ()), epi=((), ()), adjoint=False, tile=None):
     """Filter 4-D ``x`` (B, C, H, W) into ``y`` with the guide ``guide`` (batch B or 1;
     ignored unless ``joint``). ``color``/``space`` are float32 per-image coefficients
-    (-log2(e) / (2 sigma^2)) on the device; ``den``, a float32 (B, 1, H, W) tensor,
-    receives the weight sums when given. ``tile``, a ``triton.Config`` of SLIDE, K, BW
-    and num_warps, bypasses the tile choice."""
+    (-log2(e) / (2 sigma^2)) on the device. With ``adjoint``, ``y`` is the backward's
+    float32 (B, C + 1, H, W) buffer holding the output gradient in its first C channels
+    (``bilateral_kernel``'s ADJOINT). ``tile``, a ``triton.Config`` of SLIDE, K, BW and
+    num_warps, bypasses the tile choice."""
     B, C, H, W = x.shape
-    sgb = _guide_batch_stride(guide, B)
-    args = (x, guide, y, y if den is None else den, color, space, H, W, *x.stride(), sgb, *guide.stride()[1:],
+    args = (x, guide, y, color, space, H, W, *x.stride(), _guide_batch_stride(guide, B), *guide.stride()[1:],
             *y.stride(), float(border_value), pro[0], pro[1], epi[0], epi[1])
     meta = dict(C=C, CG=guide.shape[1] if joint else C, R=radius, DISK=disk, L1=l1, JOINT=joint, BORDER=border,
-                NEAR=radius < min(H, W), OFF64=needs_int64(x, guide, y), STORE_DEN=den is not None,
-                SIZE_CLASS=size_class(H, W))
+                NEAR=radius < min(H, W), OFF64=needs_int64(x, guide, y), ADJOINT=adjoint, SIZE_CLASS=size_class(H, W))
     grid = lambda m: (B * cdiv(H, m["K"]) * cdiv(W, m["BW"]),)
     if tile is None and interpreting():  # one column strip per image: the interpreter's cost is per operation
         slide = forward_tiles(meta)[0].kwargs["SLIDE"]
         tile = triton.Config(dict(SLIDE=slide, K=H if slide else min(H, 16), BW=pow2_at_least(W, 16, 128)))
+    elif tile is None and adjoint:  # it rewrites y in place, so it cannot be timed over and over: the default
+        tile = forward_tiles(meta)[0]
     launch_kernel(bilateral_kernel, grid, args, meta, x, tile, forward_tuning)
 
 
-def launch_backward(x, guide, grad, out, den, zv, zg, color, space, radius, disk, l1, joint, border=0,
-                    border_value=0.0):
-    """Gradients of ``launch`` on the extended grid: ``zv`` (B, C, H+2R, W+2R) for the
-    values, ``zg`` (B, C or CG, H+2R, W+2R) for the guide; ``grad``/``out``/``den`` are
-    contiguous float32 (the output gradient, the float32 output and the weight sums)."""
+# Backward tiles, fixed: the backward runs once per training step, and tuning would compile
+# every candidate on the first call. A position keeps 3C + 1 vectors (2CG more with a
+# guide): SLIDE where 2R + 1 of them fit SLIDE_VECTORS, else rows of as many as ROW_VECTORS
+# holds.
+BACKWARD_SLIDE_TILE = dict(SLIDE=True, K=64, BW=128, num_warps=4)
+BACKWARD_ROW_TILE = dict(SLIDE=False, K=8, BW=128, num_warps=4)
+
+
+def backward_tile(C, CG, radius, joint):
+    """The backward's tile for these channels and radius."""
+    position = 3 * C + 1 + (2 * CG if joint else 0)
+    if (2 * radius + 1) * position <= SLIDE_VECTORS:
+        return dict(BACKWARD_SLIDE_TILE)
+    return dict(BACKWARD_ROW_TILE, K=max(1, min(BACKWARD_ROW_TILE["K"], ROW_VECTORS // position)))
+
+
+def launch_backward(x, guide, ab, dx, dg, color, space, radius, disk, l1, joint, border=0, border_value=0.0,
+                    tile=None):
+    """Add the gradients of ``launch`` into ``dx`` (B, C, H, W) and, when ``joint``, ``dg``
+    (B, CG, H, W), both contiguous float32 and zeroed, from ``ab``, ``launch``'s adjoint
+    buffer. ``tile``, a dict of SLIDE, K, BW and num_warps, bypasses the tile choice."""
     B, C, H, W = x.shape
-    sizes, meta = _common(x, guide, joint, radius, disk, l1, border)
-    if not joint:
-        meta["CGP"] = meta["CP"]
-    args = (x, guide, grad, out, den, zv, zg, color, space, *sizes, float(border_value))
-    he, we = H + 2 * radius, W + 2 * radius
-    # No tuning: the backward is run once per step, and 16 x 32 keeps the many live
-    # (C, BH, BW) blocks of the two gather paths in registers for C <= 4.
-    fixed = (tile_config(BH=pow2_at_least(he, 1, 128), BW=pow2_at_least(we, 1, 128)) if interpreting()
-             else tile_config(BH=8 if max(meta["CP"], meta["CGP"]) > 4 else 16, BW=32))
-    launch_kernel(bilateral_backward_kernel, lambda m: (programs(B, he, we, m["BH"], m["BW"]),), args, meta, x,
-                  fixed)
+    CG = guide.shape[1] if joint else C
+    HE, WE = H + 2 * radius, W + 2 * radius
+    if tile is None:
+        tile = backward_tile(C, CG, radius, joint)
+        if interpreting():  # one column strip per image: the interpreter's cost is per operation
+            tile.update(K=HE if tile["SLIDE"] else min(HE, 16), BW=pow2_at_least(WE, 16, 128))
+    args = (x, guide, ab, dx, dg if joint else dx, color, space, H, W, *x.stride(), _guide_batch_stride(guide, B),
+            *guide.stride()[1:], float(border_value))
+    meta = dict(C=C, CG=CG, R=radius, DISK=disk, L1=l1, JOINT=joint, BORDER=border, NEAR=2 * radius < min(H, W),
+                OFF64=needs_int64(x, guide, ab))
+    launch_kernel(bilateral_backward_kernel, lambda m: (B * cdiv(HE, m["K"]) * cdiv(WE, m["BW"]),), args, meta, x,
+                  tile_config(**tile))
 
 
 def _upsample_meta(low, guide, radius, disk, l1, border, *tensors):

@@ -194,6 +194,69 @@ def test_gradient_only_for_the_guide(gen, device):
     assert gg.dtype == torch.float16 and torch.isfinite(gg).all() and gg.abs().sum() > 0
 
 
+def gradients_with_tile(monkeypatch, tile, x, guide, sigma_color, radius, window, dist, border, value=0.0):
+    """The image's (and the guide's) gradient through the public op, the backward kernel
+    forced to ``tile``, and the float64 reference's, for the same random output gradient."""
+    import functools
+    from imgfilters.kernels import bilateral as kb
+    inputs = [x.requires_grad_()] + ([] if guide is None else [guide.requires_grad_()])
+    args = (sigma_color, 1.5)
+    options = dict(radius=radius, window=window, color_distance=dist, border=border, border_value=value)
+    y = imgfilters.bilateral(x, *args, **options) if guide is None else imgfilters.joint_bilateral(x, guide, *args,
+                                                                                                   **options)
+    g = torch.randn(y.shape, generator=torch.Generator().manual_seed(5)).to(x.device)
+    with monkeypatch.context() as m:
+        m.setattr(kb, "launch_backward", functools.partial(kb.launch_backward, tile=tile))
+        ours = torch.autograd.grad(y, inputs, g)
+    doubles = [t.detach().cpu().double().requires_grad_() for t in inputs]
+    yr = ref.bilateral(doubles[0], doubles[-1].expand(x.shape[0], -1, -1, -1), sigma_color, 1.5, radius, window,
+                       dist, border, value)
+    return ours, torch.autograd.grad(yr, doubles, g.cpu().double())
+
+
+def test_backward_both_variants_over_several_strips(gen, device, monkeypatch):
+    # the interpreter's default is one strip per image: small tiles here, so that several
+    # programs fold their border positions into the same pixels
+    x = random_image((1, 2, 9, 10), torch.float32, gen, device)
+    guide = random_image((1, 3, 9, 10), torch.float32, gen, device)
+    for tile, g, window, dist, border in [(dict(SLIDE=True, K=5, BW=8, num_warps=1), None, "square", "l2", "reflect"),
+                                          (dict(SLIDE=False, K=3, BW=8, num_warps=1), guide, "disk", "l1",
+                                           "symmetric")]:
+        ours, expected = gradients_with_tile(monkeypatch, tile, x.clone(), None if g is None else g.clone(), 0.3, 2,
+                                             window, dist, border)
+        for got, want in zip(ours, expected):
+            assert_gradient_matches(got, want)
+
+
+@gpu
+@pytest.mark.parametrize("name", SAMPLE_NAMES)
+def test_backward_tiles_match_the_reference_on_photos(name, monkeypatch):
+    from imgfilters.kernels import bilateral as kb
+    x = _image.to_unit(sample(name)[None].cuda()[..., :96, :150]).float()  # partial strips and tiles
+    guide = x.mean(1, keepdim=True)
+    for radius, g, window, dist in [(2, None, "square", "l2"), (4, None, "disk", "l1"), (7, None, "square", "l2"),
+                                    (3, guide, "square", "l2")]:
+        tile = kb.backward_tile(3, 1 if g is not None else 3, radius, g is not None)
+        ours, expected = gradients_with_tile(monkeypatch, tile, x.clone(), None if g is None else g.clone(), 0.1,
+                                             radius, window, dist, "reflect")
+        for got, want in zip(ours, expected):
+            assert_gradient_matches(got, want)
+
+
+@gpu
+def test_tuned_backward_of_half_images_matches_the_reference(gen, monkeypatch):
+    # the backward's first pass rewrites its buffer in place: it must not be tuned (timed
+    # over and over), which float16 images would do, their buffer's dtype being new
+    monkeypatch.setenv("IMGFILTERS_AUTOTUNE", "1")
+    x = random_image((1, 3, 64, 80), torch.float16, gen, "cuda").requires_grad_()
+    y = imgfilters.bilateral(x, 0.1, 1.5, radius=3)
+    g = torch.randn(y.shape, generator=gen).to("cuda", torch.float16)
+    (gx,) = torch.autograd.grad(y, x, g)
+    xd = x.detach().cpu().double().requires_grad_()
+    (gr,) = torch.autograd.grad(ref.bilateral(xd, xd, 0.1, 1.5, 3), xd, g.cpu().double())
+    assert (gx.cpu().double() - gr).abs().max() <= 2e-3 * gr.abs().max()  # (float16 gradients)
+
+
 @pytest.mark.parametrize("call,error,match", [
     (lambda x: imgfilters.bilateral(x, 0.0), ValueError, "sigma_color"),
     (lambda x: imgfilters.bilateral(x, float("nan")), ValueError, "sigma_color"),

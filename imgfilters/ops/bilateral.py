@@ -23,7 +23,6 @@ from imgfilters import _image
 from imgfilters.kernels import bilateral as kernels
 from imgfilters.ops import library, pointwise
 from imgfilters.reference import bilateral as reference
-from imgfilters.reference.borders import fold
 
 __all__ = ["bilateral", "joint_bilateral", "joint_bilateral_upsample"]
 
@@ -203,9 +202,10 @@ def _filter(img, guide, sigma_color, sigma_space, radius, window, color_distance
 
 
 def _backward(grad, img, guide, sigma_color, sigma_space, radius, window, color_distance, border, border_value):
-    """Recompute the output and the weight sums (one launch), gather the transposed sums
-    on the border-extended grid (one launch, no atomics, no per-tap storage), fold the
-    border back onto the pixels. Returns (d img, d guide as the guide)."""
+    """Two launches, no per-tap storage: the forward sums recomputed into the per-pixel
+    terms A = grad / DEN and -(A . Y), then the gradients gathered on the border-extended
+    grid and folded back onto the pixels as they are stored. Returns (d img, d guide as
+    the guide)."""
     joint = guide is not None
     x4 = _image.as_planes(img)
     g4 = _image.as_planes(guide) if joint else x4
@@ -214,19 +214,13 @@ def _backward(grad, img, guide, sigma_color, sigma_space, radius, window, color_
     args = p.kernel_args(img.device, window, color_distance)
     code = _image.check_border(border)
     f32 = dict(dtype=torch.float32, device=img.device)
-    out = torch.empty(B, C, H, W, **f32)
-    den = torch.empty(B, 1, H, W, **f32)
-    kernels.launch(x4, g4, out, *args, joint, code, border_value, den=den)
-    extended = (H + 2 * p.radius, W + 2 * p.radius)
-    zv = torch.empty(B, C, *extended, **f32)
-    zg = torch.empty(B, g4.shape[1], *extended, **f32)
-    g = _image.as_planes(grad).float().contiguous()
-    kernels.launch_backward(x4, g4, g, out, den, zv, zg, *args, joint, code, border_value)
-    d_value = fold(zv, H, W, p.radius, p.radius, border)
-    d_guide = fold(zg, H, W, p.radius, p.radius, border)
-    if not joint:
-        return (d_value + d_guide).reshape(img.shape), None
-    return d_value.reshape(img.shape), _as_guide(d_guide, guide)
+    ab = torch.empty(B, C + 1, H, W, **f32)
+    ab[:, :C].copy_(_image.as_planes(grad))
+    kernels.launch(x4, g4, ab, *args, joint, code, border_value, adjoint=True)
+    d_img = torch.zeros(B, C, H, W, **f32)
+    d_guide = torch.zeros(B, g4.shape[1], H, W, **f32) if joint else None
+    kernels.launch_backward(x4, g4, ab, d_img, d_guide, *args, joint, code, border_value)
+    return d_img.reshape(img.shape), _as_guide(d_guide, guide) if joint else None
 
 
 def _as_guide(d_guide, guide):
