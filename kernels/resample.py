@@ -386,21 +386,48 @@ GROW_FACTORS = (1, 2, 4)
 # a power of two): wider kernels (Lanczos shrinking by 4: 28, a 35 s compile offline and
 # 224 registers) take the general kernel.
 MAX_REACH, MAX_SLOTS = 3, 20
-# GPU tiles by the source rows a step reads (DY): lanes per strip, steps per program, warps
-# (H200, PERFORMANCE.md).
-STRIPS = {1: (128, 32, 4), 2: (256, 32, 8), 3: (64, 16, 2), 4: (64, 16, 2)}
+# GPU strips by the source rows a step reads (DY): threads per strip, steps per program,
+# warps, source bytes a thread loads a row (its lanes: ``_lanes_per_thread``), and whether
+# each step loads the next one's rows before its sums (PRE). Swept on the H200 (eager ms,
+# PERFORMANCE.md): x2 uint8 0.031 at 64 x 16 x 2 with four lanes a thread (one: 0.036-0.040);
+# x2 float32 0.045-0.046 at 64 x 16 x 2 or 128 x 32 x 4; PRE took 4K -> 1080p antialiased
+# from 0.061 to 0.055 (128 x 16 x 4) and imresize x1/4 from 0.083-0.095 to 0.060 (64 x 16 x 2).
+STRIPS = {1: (64, 16, 2, 4, False), 2: (128, 16, 4, 4, True), 3: (64, 16, 2, 4, False), 4: (64, 16, 2, 4, True)}
 
 
 @triton.jit
-def _interleaved(ph, FX: tl.constexpr):
-    """FX phase vectors of BW values -> a (BW, FX) block, phase fastest: an output row in
-    memory order, each thread holding FX neighbouring values, so its store is contiguous."""
-    if FX == 1:
-        return ph[0][:, None]
-    elif FX == 2:
-        return tl.join(ph[0], ph[1])
-    else:
-        return tl.reshape(tl.join(tl.join(ph[0], ph[2]), tl.join(ph[1], ph[3])), (ph[0].shape[0], 4))
+def _interleaved(ph):
+    """N vectors of BW values (N a power of two) -> a (BW, N) block, vector o in column o:
+    an output row in memory order, each thread holding N neighbouring values, so that its
+    store is one contiguous (vector) store. Joining vectors o and o + N / 2 and repeating
+    on the halves interleaves them into that order without a permutation (a 1-D reshape
+    went through shared memory and scalar stores)."""
+    level = (ph[0][:, None],) if len(ph) == 1 else ph
+    for _ in tl.static_range(4):  # (log2 N <= 4 levels)
+        if len(level) > 1:
+            joined = ()
+            for o in tl.static_range(len(level) // 2):
+                j = tl.join(level[o], level[o + len(level) // 2])
+                joined = joined + (tl.reshape(j, (j.shape[0], j.numel // j.shape[0])),)
+            level = joined
+    return level[0]
+
+
+@triton.jit
+def _columns_of(block, S: tl.constexpr):
+    """A (BW, S) block -> its S columns as (BW, 1) blocks, in order (the inverse of
+    ``_interleaved``: splitting off even and odd columns and keeping the evens first)."""
+    level = (block,)
+    for _ in tl.static_range(4):  # (log2 S <= 4 levels)
+        if len(level) < S:
+            evens = ()
+            odds = ()
+            for t in tl.static_range(len(level)):
+                a, b = tl.split(tl.reshape(level[t], (block.shape[0], level[t].shape[1] // 2, 2)))
+                evens = evens + (a,)
+                odds = odds + (b,)
+            level = evens + odds
+    return level
 
 
 @triton.jit
@@ -427,48 +454,70 @@ def _lane_weights(lanes, n_lanes, T: tl.constexpr, p: tl.constexpr, b: tl.conste
 
 
 @triton.jit
-def _row_phases(row_ptr, offs, wx, c, PRO: tl.constexpr, pro_args, NZ: tl.constexpr, MIXED: tl.constexpr,
-                F: tl.constexpr, D: tl.constexpr, DP: tl.constexpr, BLOCKS: tl.constexpr, CLAMP: tl.constexpr):
-    """One source row's F horizontal phases (a tuple of (BW,) vectors): each block of D
-    source columns per lane is read once, contiguously (a block no phase weighs is dead
-    code the compiler drops); phase p is the per-lane weighted sum over the blocks. A
-    weight that is 0 in some lanes (``MIXED``) reads nothing there: 0 * NaN is NaN; nor
-    do the slots that pad a block of D to DP (they reread its last pixel)."""
-    v = ()
-    for b in tl.static_range(BLOCKS):
-        vb = pointwise.apply_chain(pixels.load(row_ptr + offs[b]), c, PRO, pro_args)
+def _load_rows(base, r0, n: tl.constexpr, H, sxh, offs, OFF64: tl.constexpr):
+    """Source rows r0 .. r0 + n - 1 (clamped into the image: their weights are 0 or fold) as
+    loaded, one tuple of blocks each (``offs``: ``phases_kernel``'s)."""
+    rows = ()
+    for q in tl.static_range(n):
+        row_ptr = base + offset(tl.minimum(tl.maximum(r0 + q, 0), H - 1), sxh, OFF64)
+        blocks = ()
+        for i in tl.static_range(len(offs)):
+            blocks = blocks + (tl.load(row_ptr + offs[i]),)
+        rows = rows + (blocks,)
+    return rows
+
+
+@triton.jit
+def _row_phases(raw, wx, c, PRO: tl.constexpr, pro_args, NZ: tl.constexpr, MIXED: tl.constexpr,
+                F: tl.constexpr, D: tl.constexpr, DP: tl.constexpr, M: tl.constexpr, S: tl.constexpr,
+                CLAMP: tl.constexpr):
+    """One source row's horizontal phases, a tuple of S F (BW,) vectors (slot s, phase p at
+    s F + p), from its blocks as loaded (``_load_rows``: M blocks of D source columns before
+    each thread's S lanes, their S blocks in one load, M after). Slot s's phase p is the
+    per-lane weighted sum over blocks s .. s + 2 M (a block no phase weighs is dead code the
+    compiler drops). A weight that is 0 in some lanes (``MIXED``) reads nothing there: 0 *
+    NaN is NaN; nor do the slots that pad a block of D to DP (they reread its last pixel)."""
+    BX: tl.constexpr = 2 * M + 1
+    blocks = ()
+    for i in tl.static_range(BX):
+        vb = pointwise.apply_chain(pixels.to_float(raw[i]), c, PRO, pro_args)
         if DP != D:
             vb = tl.where(tl.arange(0, DP)[None, :] < D, vb, 0.0)
-        v = v + (vb,)
+        if i == M:
+            blocks = blocks + _columns_of(vb, S)
+        else:
+            blocks = blocks + (vb,)
     out = ()
-    for p in tl.static_range(F):
-        acc = tl.zeros(v[0].shape, tl.float32)
-        for b in tl.static_range(BLOCKS):
-            if NZ[p][b]:
-                if MIXED[p][b]:
-                    acc += tl.where(wx[p * BLOCKS + b] != 0.0, wx[p * BLOCKS + b] * v[b], 0.0)
-                else:
-                    acc += wx[p * BLOCKS + b] * v[b]
-        h = tl.sum(acc, axis=1)
-        if CLAMP:
-            h = tl.minimum(tl.maximum(h, 0.0), 1.0)
-        out = out + (h,)
+    for s in tl.static_range(S):
+        for p in tl.static_range(F):
+            acc = tl.zeros(blocks[0].shape, tl.float32)
+            for i in tl.static_range(BX):
+                w = wx[(s * F + p) * BX + i]
+                if NZ[p][i]:
+                    if MIXED[p][i]:
+                        acc += tl.where(w != 0.0, w * blocks[s + i], 0.0)
+                    else:
+                        acc += w * blocks[s + i]
+            h = tl.sum(acc, axis=1)
+            if CLAMP:
+                h = tl.minimum(tl.maximum(h, 0.0), 1.0)
+            out = out + (h,)
     return out
 
 
 @triton.jit
-def _column(full, T: tl.constexpr, r: tl.constexpr, p: tl.constexpr, ROWS: tl.constexpr):
-    """Output phase p of the combination of the window's rows with the constants T[r]
-    (zero weights skipped when compiling)."""
+def _column(full, T: tl.constexpr, r: tl.constexpr, o: tl.constexpr, ROWS: tl.constexpr):
+    """Column o of the combination of the window's rows with the constants T[r] (zero
+    weights skipped when compiling)."""
     acc = tl.zeros(full[0][0].shape, tl.float32)
     for i in tl.static_range(ROWS):
         if T[r][i] != 0.0:
-            acc += T[r][i] * full[i][p]
+            acc += T[r][i] * full[i][o]
     return acc
 
 
 @triton.jit
-def _edge_column(full, k, n_steps, T: tl.constexpr, q: tl.constexpr, p: tl.constexpr, E: tl.constexpr,
+def _edge_column(full, k, n_steps, T: tl.constexpr, q: tl.constexpr, o: tl.constexpr, E: tl.constexpr,
                  F: tl.constexpr, ROWS: tl.constexpr):
     """``_column`` for step k within E of either edge: its row of T, chosen at run time;
     a weight of 0 reads nothing."""
@@ -478,7 +527,7 @@ def _edge_column(full, k, n_steps, T: tl.constexpr, q: tl.constexpr, p: tl.const
         for e in tl.static_range(E):
             w = tl.where(k == e, T[(1 + e) * F + q][i], w)
             w = tl.where(k == n_steps - 1 - e, T[(1 + E + e) * F + q][i], w)
-        acc += tl.where(w != 0.0, w * full[i][p], 0.0)
+        acc += tl.where(w != 0.0, w * full[i][o], 0.0)
     return acc
 
 
@@ -488,92 +537,111 @@ def phases_kernel(X, Y, C, H, W, HO, WO, sxb, sxc, sxh, sxw, syb, syc, syh, syw,
                   TY: tl.constexpr, TX: tl.constexpr, NZX: tl.constexpr, MIXX: tl.constexpr,
                   FY: tl.constexpr, FX: tl.constexpr, DY: tl.constexpr, DX: tl.constexpr, DXP: tl.constexpr,
                   MY: tl.constexpr, MX: tl.constexpr, EY: tl.constexpr, EX: tl.constexpr,
-                  CLAMP_ROWS: tl.constexpr, OFF64: tl.constexpr, BW: tl.constexpr, SEG: tl.constexpr):
+                  CLAMP_ROWS: tl.constexpr, OFF64: tl.constexpr, BW: tl.constexpr, SEG: tl.constexpr,
+                  S: tl.constexpr, PRE: tl.constexpr):
     """Y (HO x WO) resampled from X (H x W) by a ratio per axis: F outputs per D source
     pixels (n_out / n_in = F / D in lowest terms). Then the weights are constants per
     output phase (``TY``, ``TX``: ``phase_tables``, the float64 reference's, with their own
     rows for the EY / EX lanes and steps nearest each edge, where taps fold or truncate).
 
     A lane is a block of D source columns and its F output columns; a step a block of D
-    source rows and its F output rows. A program owns BW lanes of SEG steps of one plane
-    and marches down its steps ("row slide"): each step reads the DY new source rows it
-    needs, each once, as 2 MX + 1 contiguous blocks of DX columns per lane (DXP loaded:
-    the power of two; their offsets clamped once per program, so no index math in the
-    loop), turns each into its FX horizontal phases, and keeps the last 2 MY + 1 blocks of
-    rows in a loop-carried window; it then writes its FY output rows, FX * BW contiguous
-    values each."""
+    source rows and its F output rows. A program owns S BW lanes (S neighbouring lanes a
+    thread) of SEG steps of one plane and marches down its steps ("row slide"): each step
+    reads the DY new source rows it needs, each once, as contiguous blocks of DX columns
+    per lane (DXP loaded: the power of two; their offsets clamped once per program, so no
+    index math in the loop), turns each into its FX horizontal phases, and keeps the last
+    2 MY + 1 blocks of rows in a loop-carried window; it then writes its FY output rows,
+    FX S BW contiguous values each.
+
+    A thread's S lanes (DX = 1, the lane count a multiple of S) read their S source pixels
+    a row as one load and the MX blocks on each side as their own (clamped) loads, and
+    write S FX contiguous outputs a row as one store: a uint8 thread of one lane loaded
+    five bytes and stored two a row for its four outputs, and the instructions per output
+    (address, conversion, store) bounded the kernel. With PRE a step loads the next step's
+    rows before its sums, so that their latency overlaps the sums and the stores instead of
+    stalling each step (the rows cost registers until they are used)."""
+    tl.static_assert(S == 1 or DX == 1, "several lanes a thread read single source pixels")
     BX: tl.constexpr = 2 * MX + 1
     ROWS: tl.constexpr = (2 * MY + 1) * DY
     n_steps = HO // FY
     n_lanes = WO // FX
-    b, c, k0, j0 = tile_origin(tl.program_id(0), C, n_steps, n_lanes, SEG, BW)
+    b, c, k0, j0 = tile_origin(tl.program_id(0), C, n_steps, n_lanes, SEG, S * BW)
     base = X + b * sxb + c * sxc
-    lanes = j0 + tl.arange(0, BW)
-    offs = ()
-    wx = ()
-    for i in tl.static_range(BX):
-        # a block past the edge reads the edge block (its weights are 0, or the edge pixel's
-        # own where D = 1): clamping the start keeps the block contiguous, so it is one load
-        start = tl.minimum(tl.maximum(DX * (lanes + (i - MX)), 0), W - DX)
+    first = j0 + S * tl.arange(0, BW)  # each thread's first lane
+    # Block offsets: blocks past the edge read the edge block (their weights are 0, or the
+    # edge pixel's own where D = 1): clamping the start keeps a block contiguous, so it is one
+    # load; the thread's own S blocks (the middle) are clamped as one (lanes past the last
+    # read the last thread's).
+    if DXP == DX:
+        slots = tl.arange(0, DXP)[None, :]
+    else:  # (the padded slots reread the last pixel; a clamped arange would make the loads scalar)
         slots = tl.minimum(tl.arange(0, DXP), DX - 1)[None, :]
-        offs = offs + (offset(start[:, None] + slots, sxw, OFF64),)
-    for p in tl.static_range(FX):
-        for i in tl.static_range(BX):
-            wx = wx + (_lane_weights(lanes, n_lanes, TX, p, i, EX, FX, DX, DXP),)
-    out_cols = FX * lanes[:, None] + tl.arange(0, FX)[None, :]
+    offs = ()
+    for i in tl.static_range(BX):
+        if i == MX:
+            start = tl.minimum(DX * first, W - S * DX)
+            offs = offs + (offset(start[:, None] + tl.arange(0, S)[None, :] + slots, sxw, OFF64),)
+        else:  # block i's lane, relative to the first: -MX .. -1, then S .. S + MX - 1
+            if i < MX:
+                lane = first + (i - MX)
+            else:
+                lane = first + (i - MX + S - 1)
+            start = tl.minimum(tl.maximum(DX * lane, 0), W - DX)
+            offs = offs + (offset(start[:, None] + slots, sxw, OFF64),)
+    wx = ()
+    for s in tl.static_range(S):
+        for p in tl.static_range(FX):
+            for i in tl.static_range(BX):
+                wx = wx + (_lane_weights(first + s, n_lanes, TX, p, i, EX, FX, DX, DXP),)
+    out_cols = FX * first[:, None] + tl.arange(0, S * FX)[None, :]
     out_offs = offset(out_cols, syw, OFF64)
     out_mask = out_cols < WO
     out_base = Y + b * syb + c * syc
     # the window: source rows DY (k + m) + q for m = -MY .. MY - 1 (the newest block is read
-    # by each step); rows past the image are clamped into it (their weights are 0 or fold)
+    # by each step)
+    above = _load_rows(base, DY * (k0 - MY), ROWS - DY, H, sxh, offs, OFF64)
     win = ()
     for i in tl.static_range(ROWS - DY):
-        r = tl.minimum(tl.maximum(DY * (k0 - MY) + i, 0), H - 1)
-        win = win + (_row_phases(base + offset(r, sxh, OFF64), offs, wx, c, PRO, pro_args, NZX, MIXX, FX, DX, DXP,
-                                 BX, CLAMP_ROWS),)
+        win = win + (_row_phases(above[i], wx, c, PRO, pro_args, NZX, MIXX, FX, DX, DXP, MX, S, CLAMP_ROWS),)
+    if PRE:
+        new = _load_rows(base, DY * (k0 + MY), DY, H, sxh, offs, OFF64)
     for k in range(k0, tl.minimum(k0 + SEG, n_steps)):
+        if not PRE:
+            new = _load_rows(base, DY * (k + MY), DY, H, sxh, offs, OFF64)
         full = win
         for q in tl.static_range(DY):
-            r = tl.minimum(DY * (k + MY) + q, H - 1)
-            full = full + (_row_phases(base + offset(r, sxh, OFF64), offs, wx, c, PRO, pro_args, NZX, MIXX, FX,
-                                       DX, DXP, BX, CLAMP_ROWS),)
+            full = full + (_row_phases(new[q], wx, c, PRO, pro_args, NZX, MIXX, FX, DX, DXP, MX, S, CLAMP_ROWS),)
+        if PRE:  # (past the last step: rows clamped into the image, read and unused)
+            new = _load_rows(base, DY * (k + 1 + MY), DY, H, sxh, offs, OFF64)
         edge = (k < EY) | (k >= n_steps - EY)
         for q in tl.static_range(FY):
-            y = _interleaved(_inner_row(full, TY, q, FX, ROWS), FX)
+            y = _interleaved(_inner_row(full, TY, q, S * FX, ROWS))
             if EY > 0:
                 if edge:  # (a uniform branch: the steps nearest the top and bottom weigh their own way)
-                    y = _interleaved(_edge_row(full, k, n_steps, TY, q, EY, FY, FX, ROWS), FX)
+                    y = _interleaved(_edge_row(full, k, n_steps, TY, q, EY, FY, S * FX, ROWS))
             y = pointwise.apply_epilogue(y, y, c, EPI, epi_args)
             pixels.store(out_base + offset(FY * k + q, syh, OFF64) + out_offs, y, out_mask)
         win = full[DY:]
 
 
 @triton.jit
-def _inner_row(full, T: tl.constexpr, q: tl.constexpr, FX: tl.constexpr, ROWS: tl.constexpr):
-    """Output row phase q's FX column phases, inside (constant weights T[q])."""
-    if FX == 1:
-        return (_column(full, T, q, 0, ROWS),)
-    elif FX == 2:
-        return (_column(full, T, q, 0, ROWS), _column(full, T, q, 1, ROWS))
-    else:
-        return (_column(full, T, q, 0, ROWS), _column(full, T, q, 1, ROWS), _column(full, T, q, 2, ROWS),
-                _column(full, T, q, 3, ROWS))
+def _inner_row(full, T: tl.constexpr, q: tl.constexpr, N: tl.constexpr, ROWS: tl.constexpr):
+    """Output row phase q's N columns (a thread's lanes times their phases), inside
+    (constant weights T[q])."""
+    out = ()
+    for o in tl.static_range(N):
+        out = out + (_column(full, T, q, o, ROWS),)
+    return out
 
 
 @triton.jit
 def _edge_row(full, k, n_steps, T: tl.constexpr, q: tl.constexpr, E: tl.constexpr, FY: tl.constexpr,
-              FX: tl.constexpr, ROWS: tl.constexpr):
+              N: tl.constexpr, ROWS: tl.constexpr):
     """``_inner_row`` for a step within E of either edge."""
-    if FX == 1:
-        return (_edge_column(full, k, n_steps, T, q, 0, E, FY, ROWS),)
-    elif FX == 2:
-        return (_edge_column(full, k, n_steps, T, q, 0, E, FY, ROWS),
-                _edge_column(full, k, n_steps, T, q, 1, E, FY, ROWS))
-    else:
-        return (_edge_column(full, k, n_steps, T, q, 0, E, FY, ROWS),
-                _edge_column(full, k, n_steps, T, q, 1, E, FY, ROWS),
-                _edge_column(full, k, n_steps, T, q, 2, E, FY, ROWS),
-                _edge_column(full, k, n_steps, T, q, 3, E, FY, ROWS))
+    out = ()
+    for o in tl.static_range(N):
+        out = out + (_edge_column(full, k, n_steps, T, q, o, E, FY, ROWS),)
+    return out
 
 
 # ---- the gradient of integer-factor upsampling --------------------------------------------
@@ -587,6 +655,8 @@ ADJOINT_MODES = frozenset(m.value for m in (NEAREST, NEAREST_EXACT, LINEAR, CUBI
 # The adjoint's factors: 1 and 2 (at 4 its (BW, 4) gradient blocks spill: 255 registers and
 # 10 s compiles with Triton 3.6; those gradients take the matrix products).
 ADJOINT_FACTORS = (1, 2)
+# The adjoint's GPU strip: source columns, source rows per program, warps (H200).
+ADJOINT_STRIP = (128, 32, 4)
 # Source offsets a phase reads: -2 .. 2 around the source pixel o // f.
 REACH: tl.constexpr = tl.constexpr(2)
 
@@ -814,10 +884,23 @@ def _float32_pair(value):
     return hi, float(np.float32(value - hi))
 
 
-def _strip(x, steps, lanes, rows_per_step=1):
-    """(lanes, steps, warps) of a row-slide program on ``x``: in the interpreter one strip
-    of every step per plane where it fits."""
-    return (pow2_at_least(lanes, 16, 128), steps, 1) if not x.is_cuda and interpreting() else STRIPS[rows_per_step]
+def _strip(x, steps, lanes, strip):
+    """The GPU tile ``strip`` of a row-slide program on ``x`` ((threads, steps, warps, ...)),
+    in the interpreter with one strip of every step per plane where it fits (the rest of
+    the tile as on the GPU)."""
+    if not x.is_cuda and interpreting():
+        return (pow2_at_least(lanes, 16, 128), steps, 1, *strip[3:])
+    return strip
+
+
+def _lanes_per_thread(x, px, n_lanes, load_bytes):
+    """S, the lanes a thread of ``phases_kernel`` takes: as many single source pixels (DX
+    = 1) as fill ``load_bytes`` of ``x``'s, halved until S divides the lane count (a
+    thread's lanes are then all inside or all past the end); else 1."""
+    s = max(1, load_bytes // x.element_size()) if px.D == 1 else 1
+    while n_lanes % s:
+        s //= 2
+    return s
 
 
 # The launches' constexprs per kernel, pair of ``PhasePlan`` and flags, so that a call
@@ -858,14 +941,15 @@ def _launch_phases(x, y, phases, clamp_rows, pro, epi):
     HO, WO = y.shape[-2:]
     py, px = phases
     n_steps, n_lanes = HO // py.F, WO // px.F
-    bw, seg, warps = _strip(x, n_steps, n_lanes, py.D)
+    bw, seg, warps, load_bytes, pre = _strip(x, n_steps, n_lanes, STRIPS[py.D])
+    s = _lanes_per_thread(x, px, n_lanes, load_bytes)
     args = (x, y, C, H, W, HO, WO, *x.stride(), *y.stride(), pro[0], pro[1], epi[0], epi[1])
     clamp, off64 = bool(clamp_rows), needs_int64(x, y)
     meta = _plan_meta(phases_kernel, py, px, (clamp, off64), lambda: Meta(
         TY=py.table, TX=px.table, NZX=px.nonzero, MIXX=px.mixed, FY=py.F, FX=px.F, DY=py.D, DX=px.D,
         DXP=next_pow2(px.D), MY=py.M, MX=px.M, EY=py.E, EX=px.E, CLAMP_ROWS=clamp, OFF64=off64))
-    launch_kernel(phases_kernel, lambda m: (programs(B * C, n_steps, n_lanes, seg, bw),), args, meta, x,
-                  tile_config(BW=bw, SEG=seg, num_warps=warps))
+    launch_kernel(phases_kernel, lambda m: (programs(B * C, n_steps, n_lanes, seg, s * bw),), args, meta, x,
+                  tile_config(BW=bw, SEG=seg, S=s, PRE=pre, num_warps=warps))
 
 
 def launch_adjoint(g, y, phases):
@@ -874,7 +958,7 @@ def launch_adjoint(g, y, phases):
     ADJOINT_FACTORS, torch's clamping modes (ADJOINT_MODES), H and W at least 2."""
     B, C, H, W = y.shape
     py, px = phases
-    bw, seg, warps = _strip(g, H, W)
+    bw, seg, warps = _strip(g, H, W, ADJOINT_STRIP)
     off64 = needs_int64(g, y)
     meta = _plan_meta(upsample_phases_adjoint_kernel, py, px, off64, lambda: Meta(
         WY=adjoint_weights(py), WX=adjoint_weights(px), FY=py.F, FX=px.F, OFF64=off64))

@@ -55,7 +55,7 @@ def test_integer_factors_over_several_segments_and_strips(mode, gen, device, mon
     # the row slide with small programs (the interpreter's default is one per plane): each
     # segment starts mid-image, where its window of rows above must be read, not assumed
     from imgfilters.kernels import resample as kernels
-    monkeypatch.setattr(kernels, "_strip", lambda *a: (16, 5, 1))
+    monkeypatch.setattr(kernels, "_strip", lambda x, steps, lanes, strip: (16, 5, 1, *strip[3:]))
     x = random_image((1, 2, 13, 37), torch.float32, gen, device).requires_grad_()
     y = imgfilters.upsample(x, scale_factor=2, mode=mode)
     assert_matches(y, F.interpolate(x.detach().cpu().double(), scale_factor=2, mode=mode))
@@ -64,6 +64,36 @@ def test_integer_factors_over_several_segments_and_strips(mode, gen, device, mon
     x64 = x.detach().cpu().double().requires_grad_()
     (theirs,) = torch.autograd.grad(F.interpolate(x64, scale_factor=2, mode=mode), x64, g.cpu().double())
     assert (ours.cpu().double() - theirs).abs().max() <= 1e-5
+
+
+@pytest.mark.parametrize("load_bytes,pre", [(4, False), (8, True), (16, False)])
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
+def test_phase_kernel_lanes_per_thread_and_prefetch(load_bytes, pre, dtype, gen, device, monkeypatch):
+    # several lanes a thread (as many source pixels as fill load_bytes, one load and one
+    # store a row, where the lanes divide by them) and the next step's rows loaded ahead,
+    # over strips of 4 threads (the last one partly past the end) and segments of 5 steps
+    from imgfilters.kernels import resample as kernels
+    monkeypatch.setattr(kernels, "_strip", lambda x, steps, lanes, strip: (4, 5, 1, load_bytes, pre))
+    launched, launch_phases = [], kernels._launch_phases
+    monkeypatch.setattr(kernels, "_launch_phases", lambda *a: launched.append(launch_phases(*a)))
+    clamp = dtype in _image.MAX_VALUE
+    cases = [((16, 40), lambda img: imgfilters.resize(img, (32, 80), "bicubic", antialias=False),  # noqa: E731
+              lambda img: ref.resize(img, (32, 80), "bicubic", False, intermediate_clamp=clamp)),  # noqa: E731
+             ((16, 40), lambda img: imgfilters.resize(img, (32, 80), "lanczos"),  # noqa: E731  (edge lanes, mixed)
+              lambda img: ref.resize(img, (32, 80), "lanczos", True, intermediate_clamp=clamp)),  # noqa: E731
+             ((48, 40), lambda img: imgfilters.imresize(img, 0.25),  # noqa: E731  (4 rows a step)
+              lambda img: ref.resize(img, (12, 10), "matlab", True, scale=(4.0, 4.0), intermediate_clamp=clamp))]
+    for size, call, expect in cases:
+        x = random_image((1, 2, *size), dtype, gen, device)
+        y = call(x)
+        assert_matches(y, expect(unit(x)).reshape(y.shape))
+        if not clamp:
+            bad = x.clone()
+            bad[0, 0, 0, 0], bad[0, 1, 9, 21], bad[0, 1, 9, 22] = float("nan"), float("inf"), -float("inf")
+            y, expected = call(bad).cpu().double(), expect(unit(bad)).reshape(y.shape)
+            for test in (torch.isnan, torch.isposinf, torch.isneginf):
+                assert torch.equal(test(y), test(expected)), test.__name__
+    assert len(launched) == len(cases) * (1 if clamp else 2)
 
 
 @pytest.mark.parametrize("mode,aa,factor", [
