@@ -235,7 +235,10 @@ def new_image(img, shape=None, dtype=None):
 def in_layout(img, out, shape=None):
     """``out`` reshaped to ``img``'s shape (or ``shape``) in ``new_image``'s layout."""
     shape = img.shape if shape is None else shape
-    return out.reshape(_planes(shape)).contiguous(memory_format=_layout(img)).view(shape)
+    layout = _layout(img)
+    if out.shape == shape and out.is_contiguous(memory_format=layout):  # (a view costs microseconds of host time)
+        return out
+    return out.reshape(_planes(shape)).contiguous(memory_format=layout).view(shape)
 
 
 def wrap(img, out):

@@ -20,6 +20,7 @@ which no op schema can carry: an implementation that takes a keyword-only ``fusi
 registers without it, and ``op.fused(fusion, *args)`` calls it directly (eagerly, without
 gradients, on the kernel path). The other ops have no ``fused``: they are not fusable.
 """
+import functools
 import inspect
 from typing import Tuple
 
@@ -131,7 +132,8 @@ def _register_autograd(custom, impl, signature, name, grads, backward, linear):
             out = _reference_vjp(impl, grad, args, slots)
         out = (out,) if isinstance(out, torch.Tensor) else out
         # as the fake allocates them: each gradient in its input's dtype and layout
-        out = tuple(_image.in_layout(args[i], g.to(args[i].dtype)) for i, g in zip(slots, out))
+        out = tuple(_image.in_layout(args[i], g if g.dtype == args[i].dtype else g.to(args[i].dtype))
+                    for i, g in zip(slots, out))
         return out[0] if len(out) == 1 else out
 
     def backward_fake(grad, *args):
@@ -148,9 +150,11 @@ def _register_autograd(custom, impl, signature, name, grads, backward, linear):
     backward_op.register_fake(backward_fake)
     overload = getattr(torch.ops.imgfilters, f"{name}_backward").default
 
-    def setup_context(ctx, inputs, output):  # all of the forward's arguments, for the backward op
-        if linear:  # (its values do not matter: a zero-stride view of one element)
-            inputs = (inputs[0].new_empty(()).expand(inputs[0].shape), *inputs[1:])
+    def setup_context(ctx, inputs, output, stand_in=lambda img: img.new_empty(()).expand(img.shape)):
+        """All of the forward's arguments, kept for the backward op; for a linear op a
+        stand-in for the image (its values do not matter: a zero-stride view of one element)."""
+        if linear:
+            inputs = (stand_in(inputs[0]), *inputs[1:])
         ctx.tensors = [i for i, a in enumerate(inputs) if isinstance(a, torch.Tensor)]
         ctx.save_for_backward(*(inputs[i] for i in ctx.tensors))
         ctx.others = [None if isinstance(a, torch.Tensor) else a for a in inputs]
@@ -175,7 +179,7 @@ def _register_autograd(custom, impl, signature, name, grads, backward, linear):
         @staticmethod
         def forward(ctx, *args):
             out = impl(*args)
-            setup_context(ctx, args, out)
+            setup_context(ctx, args, out, stand_in=lambda img: _stand_in(img.shape, img.dtype, img.device))
             return out
 
         @staticmethod
@@ -183,6 +187,13 @@ def _register_autograd(custom, impl, signature, name, grads, backward, linear):
             return backward_formula(ctx, grad)
 
     return Eager
+
+
+@functools.lru_cache(maxsize=64)
+def _stand_in(shape, dtype, device):
+    """A linear op's image for its backward in eager calls, shared between calls of one
+    shape (a new view costs microseconds of host time); traced calls make their own."""
+    return torch.empty((), dtype=dtype, device=device).expand(shape)
 
 
 def _reference_vjp(impl, grad, args, slots):

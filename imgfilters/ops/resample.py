@@ -344,19 +344,29 @@ def adjoint(grad, in_size, size, mode, antialias, align_corners, scale):
     ``kernels.ADJOINT_FACTORS`` (1 or 2, the phase modes, no align_corners) and the input
     is at least 2 x 2; otherwise ``Wh^T g Ww`` with the reference's weight matrices
     (float32 on the device; both are at most out x in)."""
-    code = _code(mode, antialias)
-    factors = [kernels.adjoint_factor(code, n, m, s, align_corners) for n, m, s in zip(in_size, size, scale)]
-    if None not in factors and min(in_size) >= 2:  # integer factors: the constant-phase kernel's adjoint, one launch
+    phases = _adjoint_phases(tuple(in_size), tuple(size), mode, antialias, align_corners, tuple(scale))
+    if phases is not None:  # integer factors: the constant-phase kernel's adjoint, one launch
         g4 = _image.as_planes(grad)
         out = torch.empty((*g4.shape[:2], *in_size), dtype=torch.float32, device=grad.device)
-        kernels.launch_adjoint(g4, out, [phase_tables(mode, antialias, f, 1) for f in factors])
-        return out.reshape(*grad.shape[:-2], *in_size)
+        kernels.launch_adjoint(g4, out, phases)
+        return out if grad.ndim == 4 else out.reshape(*grad.shape[:-2], *in_size)
     f32 = dict(dtype=torch.float32, device=grad.device)
     aa = antialias or mode == "lanczos"
     wh, ww = (reference.weights(n, m, mode, antialias=aa, align_corners=align_corners, scale=s).to(**f32)
               for n, m, s in zip(in_size, size, scale))
     g = grad.float().reshape(-1, *size)
     return torch.einsum("oh,bop,pw->bhw", wh, g, ww).reshape(*grad.shape[:-2], *in_size)
+
+
+@functools.lru_cache(maxsize=4096)
+def _adjoint_phases(in_size, size, mode, antialias, align_corners, scale):
+    """The ``PhasePlan`` pair of ``launch_adjoint`` for the transposed resampling of an
+    ``in_size`` to ``size`` call, None where it does not apply (``adjoint``)."""
+    code = _code(mode, antialias)
+    factors = [kernels.adjoint_factor(code, n, m, s, align_corners) for n, m, s in zip(in_size, size, scale)]
+    if None in factors or min(in_size) < 2:
+        return None
+    return tuple(phase_tables(mode, antialias, f, 1) for f in factors)
 
 
 @library.op("resample", lambda img, size, *args: _image.new_image(img, _output_shape(img, size)), grads=("img",),
