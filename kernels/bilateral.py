@@ -374,9 +374,7 @@ def _fold_row(D, b, r, cols, ok, z, k: tl.constexpr, N: tl.constexpr, H, W, R: t
               BORDER: tl.constexpr, NEAR: tl.constexpr, OFF64: tl.constexpr):
     """Add slot k's N gradient vectors, at the extended grid's row r and ``cols``, into the
     pixels of D (contiguous (B, N, H, W), zeroed) that the border reads those positions
-    from. Pixels within R + 1 of an edge receive several positions, from other programs
-    too: atomic adds; every other pixel receives exactly this one: a plain store. The
-    constant border's positions read no pixel: dropped."""
+    from (``borders.fold_add``): pixels within R + 1 of an edge receive several."""
     if NEAR:
         rr = borders.remap_near(r, H, BORDER)
         cc = borders.remap_near(cols, W, BORDER)
@@ -386,15 +384,10 @@ def _fold_row(D, b, r, cols, ok, z, k: tl.constexpr, N: tl.constexpr, H, W, R: t
     n = _wide((H, W), OFF64)
     plane = n[0] * n[1]
     ptrs = D + b * N * plane + offset(rr, W, OFF64) + cc
-    if BORDER == borders.CONSTANT:
-        ok = ok & borders.inside(r, H) & borders.inside(cols, W)
-        for c in tl.static_range(N):
-            tl.store(ptrs + c * plane, z[k * N + c], ok)
-    else:
-        band = (rr <= R) | (rr >= H - 1 - R) | (cc <= R) | (cc >= W - 1 - R)
-        for c in tl.static_range(N):
-            tl.store(ptrs + c * plane, z[k * N + c], ok & ~band)
-            tl.atomic_add(ptrs + c * plane, z[k * N + c], ok & band, sem="relaxed")
+    inside = borders.inside(r, H) & borders.inside(cols, W)
+    band = (rr <= R) | (rr >= H - 1 - R) | (cc <= R) | (cc >= W - 1 - R)
+    for c in tl.static_range(N):
+        borders.fold_add(ptrs + c * plane, z[k * N + c], ok, inside, band, BORDER)
 
 
 @triton.jit

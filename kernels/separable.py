@@ -338,18 +338,11 @@ def _march(x_base, y_base, TX, tx, ty, tap_sum, scale, c, h0, r0, n_rows, H, W, 
 def _fold_store(y_base, p, H, syh, out_off, y, ok, col_band, RY: tl.constexpr, FOLD: tl.constexpr,
                 OFF64: tl.constexpr):
     """Add the extended grid's row ``p`` into the pixels the border ``FOLD`` reads it from
-    (``out_off``: the columns' folded offsets). Pixels within RY + 1 rows or ``col_band``
-    columns of an edge also receive margin rows and columns, from other programs too:
-    atomic adds into a zeroed Y; every other pixel receives exactly this one value: a
-    plain store. A constant border reads no pixel for its margins: they are dropped."""
+    (``out_off``: the columns' folded offsets; ``borders.fold_add``): pixels within RY + 1
+    rows or ``col_band`` columns of an edge also receive margin rows and columns."""
     t = borders.remap(p, H, FOLD)
-    ptr = y_base + offset(t, syh, OFF64) + out_off
-    if FOLD == borders.CONSTANT:
-        tl.store(ptr, y, ok & (p >= 0) & (p < H))
-    else:
-        band = col_band | (t <= RY) | (t >= H - 1 - RY)
-        tl.store(ptr, y, ok & ~band)
-        tl.atomic_add(ptr, y, ok & band, sem="relaxed")  # (the default acq_rel adds a fence to each)
+    borders.fold_add(y_base + offset(t, syh, OFF64) + out_off, y, ok, borders.inside(p, H),
+                     col_band | (t <= RY) | (t >= H - 1 - RY), FOLD)
 
 
 @triton.jit

@@ -75,3 +75,18 @@ def remap_near(i, n, BORDER: tl.constexpr):
 def inside(i, n):
     """True where an index lies in the image (used by the constant border)."""
     return (i >= 0) & (i < n)
+
+
+@triton.jit
+def fold_add(ptr, value, ok, inside, band, BORDER: tl.constexpr):
+    """Add ``value``, the gradient at a position of the border-extended grid, into the
+    pixel ``ptr`` that BORDER reads that position from (the adjoint of the extension,
+    into a zeroed output). Pixels in ``band``, near an edge, receive several positions,
+    from other programs too: relaxed atomic adds (the default acq_rel adds a fence to
+    each); every other pixel receives exactly this one: a plain store. A constant border
+    reads no pixel for positions outside the image (not ``inside``): they are dropped."""
+    if BORDER == CONSTANT:
+        tl.store(ptr, value, ok & inside)
+    else:
+        tl.store(ptr, value, ok & ~band)
+        tl.atomic_add(ptr, value, ok & band, sem="relaxed")
