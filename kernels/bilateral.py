@@ -133,36 +133,6 @@ def _exponent(spatial, g, centre, L1: tl.constexpr):
 
 
 @triton.jit
-def _tap(num, den, k: tl.constexpr, v, g, centre, spatial, C: tl.constexpr, CG: tl.constexpr, L1: tl.constexpr):
-    """Add the tap with values ``v``, prescaled guide ``g`` and spatial exponent
-    ``spatial`` into output slot k's sums: num[k*C + c] and den[k]."""
-    w = tl.exp2(_exponent(spatial, g, centre[k * CG:k * CG + CG], L1))
-    for c in tl.static_range(C):
-        num = num[:k * C + c] + (num[k * C + c] + w * v[c],) + num[k * C + c + 1:]
-    return num, den[:k] + (den[k] + w,) + den[k + 1:]
-
-
-@triton.jit
-def _window_tap(num, den, k: tl.constexpr, dx, dy, v, g, centre, space, C: tl.constexpr, CG: tl.constexpr,
-                R: tl.constexpr, DISK: tl.constexpr, L1: tl.constexpr):
-    """``_tap`` for offset (dx, dy), skipped (a uniform branch) outside a disk window and
-    at the centre: the sums start with the centre's values and weight, exactly 1. (The
-    compiler fuses the guide's prescaling into each tap's difference, one FFMA, so that
-    a pixel minus itself is the prescaling's rounding error, not 0: with a tiny
-    sigma_color even the centre's weight would underflow, and 0 / 0 follow.) The spatial
-    term is the sum of its parts so that space * dx^2 is formed once per dx and space *
-    dy^2, a constant dy's, once per program."""
-    spatial = space * (dx * dx) + space * (dy * dy)
-    if DISK:
-        take = (dx * dx + dy * dy <= R * R) & ((dx != 0) | (dy != 0))
-    else:
-        take = (dx != 0) | (dy != 0)
-    if take:
-        num, den = _tap(num, den, k, v, g, centre, spatial, C, CG, L1)
-    return num, den
-
-
-@triton.jit
 def _values_and_guide(x_base, g_base, r, cols, gscale, H, W, sx, sg, border_value, PRO: tl.constexpr, pro_args,
                       C: tl.constexpr, CG: tl.constexpr, JOINT: tl.constexpr, BORDER: tl.constexpr,
                       NEAR: tl.constexpr):
@@ -174,6 +144,63 @@ def _values_and_guide(x_base, g_base, r, cols, gscale, H, W, sx, sg, border_valu
     else:
         g = v
     return v, _scaled(g, gscale)
+
+
+@triton.jit
+def _column_taps(num, den, r, run_dx, DX: tl.constexpr, cols, x_base, g_base, gscale, centre, space, H, W, sx, sg,
+                 border_value, PRO: tl.constexpr, pro_args, C: tl.constexpr, CG: tl.constexpr, R: tl.constexpr,
+                 DISK: tl.constexpr, L1: tl.constexpr, JOINT: tl.constexpr, BORDER: tl.constexpr,
+                 NEAR: tl.constexpr):
+    """SLIDE: input row r at column offset dx (the compile-time DX, or ``run_dx`` where DX
+    is None), loaded once and added to each slot j of the sums (num[j C + c], den[j]),
+    whose output row lies dy = j - R rows away. A compile-time dx costs nothing for the
+    skipped taps (outside a disk, the centre) and makes the spatial terms loop-invariant.
+    The sums are rebuilt slot by slot, not updated in place: slicing the whole tuple at
+    every tap costs compile time."""
+    if DX is None:
+        dx = run_dx
+    else:
+        dx = DX
+    v, g = _values_and_guide(x_base, g_base, r, cols + dx, gscale, H, W, sx, sg, border_value, PRO, pro_args,
+                             C, CG, JOINT, BORDER, NEAR)
+    out_num = ()
+    out_den = ()
+    for j in tl.static_range(2 * R + 1):
+        num_j, den_j = _slot_tap(num[j * C:j * C + C], den[j], _takes(dx, j - R, R, DISK),
+                                 space * (dx * dx) + space * ((j - R) * (j - R)), v, g, centre[j * CG:j * CG + CG],
+                                 L1)
+        out_num = out_num + num_j
+        out_den = out_den + (den_j,)
+    return out_num, out_den
+
+
+@triton.jit
+def _takes(dx, dy, R: tl.constexpr, DISK: tl.constexpr):
+    """Whether offset (dx, dy) is a tap: inside the window (a disk's, or any within R of
+    a square's) and not the centre: the sums start with the centre's values and weight,
+    exactly 1. (The compiler fuses the guide's prescaling into each tap's difference, one
+    FFMA, so that a pixel minus itself is the prescaling's rounding error, not 0: with a
+    tiny sigma_color even the centre's weight would underflow, and 0 / 0 follow.)
+    Compile-time where dx and dy are."""
+    if DISK:
+        return (dx * dx + dy * dy <= R * R) & ((dx != 0) | (dy != 0))
+    else:
+        return (dy * dy <= R * R) & ((dx != 0) | (dy != 0))
+
+
+@triton.jit
+def _slot_tap(num, den, take, spatial, v, g, centre, L1: tl.constexpr):
+    """One slot's sums (its C value sums and its weight sum) with the tap of values ``v``
+    and prescaled guide ``g`` added where ``take`` (a compile-time or a uniform run-time
+    condition: skipped taps touch nothing, so a non-finite value outside a disk stays out)."""
+    if take:
+        w = tl.exp2(_exponent(spatial, g, centre, L1))
+        added = ()
+        for c in tl.static_range(len(num)):
+            added = added + (num[c] + w * v[c],)
+        num = added
+        den = den + w
+    return num, den
 
 
 @triton.jit
@@ -207,8 +234,8 @@ def bilateral_kernel(X, G, Y, COLOR, SPACE, H, W,
                      PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
                      C: tl.constexpr, CG: tl.constexpr, R: tl.constexpr, DISK: tl.constexpr, L1: tl.constexpr,
                      JOINT: tl.constexpr, BORDER: tl.constexpr, NEAR: tl.constexpr, OFF64: tl.constexpr,
-                     ADJOINT: tl.constexpr, SIZE_CLASS, SLIDE: tl.constexpr, K: tl.constexpr,
-                     BW: tl.constexpr):
+                     ADJOINT: tl.constexpr, UNROLL_DX: tl.constexpr, SIZE_CLASS, SLIDE: tl.constexpr,
+                     K: tl.constexpr, BW: tl.constexpr):
     """Y = sum_q w X~[q] / sum_q w with w = exp2(SPACE[b] |p-q|^2 + COLOR[b] D^2), D the
     l1 or l2 distance of the guide vectors (G if JOINT, else PRO(X); CG channels, C when
     not JOINT). COLOR and SPACE hold per-image coefficients already multiplied by
@@ -224,8 +251,9 @@ def bilateral_kernel(X, G, Y, COLOR, SPACE, H, W,
     - SLIDE: the program's column strip marches down K output rows. The 2R + 1 output
       rows that the current input row reaches are slots of a rotating tuple; for each
       column offset dx the row is loaded once and added to all of them (2R + 1 taps,
-      all known at compile time). When the row is done, the oldest slot is complete:
-      it is stored, and the next output row enters.
+      all known at compile time; dx too under UNROLL_DX, a run-time loop otherwise).
+      When the row is done, the oldest slot is complete: it is stored, and the next
+      output row enters.
     - otherwise (wide windows or many channels, whose 2R + 1 slots would not fit the
       registers): the program owns K output rows; for each dx it loads each of their
       K + 2R input rows once and adds it to the output rows within R of it."""
@@ -258,11 +286,16 @@ def bilateral_kernel(X, G, Y, COLOR, SPACE, H, W,
             num, centre, den = num + v, centre + g, den + one
         h1 = tl.minimum(h0 + K, H)
         for r in range(h0 - R, h1 + R):
-            for dx in range(-R, R + 1):
-                v, g = _values_and_guide(x_base, g_base, r, cols + dx, gscale, H, W, sx[1:], sg, border_value,
-                                         PRO, pro_args, C, CG, JOINT, BORDER, NEAR)
-                for j in tl.static_range(2 * R + 1):
-                    num, den = _window_tap(num, den, j, dx, j - R, v, g, centre, space, C, CG, R, DISK, L1)
+            if UNROLL_DX:
+                for dx in tl.static_range(-R, R + 1):
+                    num, den = _column_taps(num, den, r, 0, dx, cols, x_base, g_base, gscale, centre, space, H, W,
+                                            sx[1:], sg, border_value, PRO, pro_args, C, CG, R, DISK, L1, JOINT,
+                                            BORDER, NEAR)
+            else:
+                for dx in range(-R, R + 1):
+                    num, den = _column_taps(num, den, r, dx, None, cols, x_base, g_base, gscale, centre, space, H, W,
+                                            sx[1:], sg, border_value, PRO, pro_args, C, CG, R, DISK, L1, JOINT,
+                                            BORDER, NEAR)
             done = r - R
             _store_row(Y, b, x_base, done, col_ok & (done >= h0), cols, num, den, 2 * R, H, W, sx[1:], sy,
                        border_value, PRO, pro_args, EPI, epi_args, C, BORDER, NEAR, ADJOINT)
@@ -282,10 +315,15 @@ def bilateral_kernel(X, G, Y, COLOR, SPACE, H, W,
                 r = h0 - R + i
                 v, g = _values_and_guide(x_base, g_base, r, cols + dx, gscale, H, W, sx[1:], sg, border_value,
                                          PRO, pro_args, C, CG, JOINT, BORDER, NEAR)
-                for k in tl.static_range(K):
-                    dy = i - R - k
-                    if dy * dy <= R * R:
-                        num, den = _window_tap(num, den, k, dx, dy, v, g, centre, space, C, CG, R, DISK, L1)
+                out_num = ()
+                out_den = ()
+                for k in tl.static_range(K):  # output row k lies dy = i - R - k rows away
+                    num_k, den_k = _slot_tap(num[k * C:k * C + C], den[k], _takes(dx, i - R - k, R, DISK),
+                                             space * (dx * dx) + space * ((i - R - k) * (i - R - k)), v, g,
+                                             centre[k * CG:k * CG + CG], L1)
+                    out_num = out_num + num_k
+                    out_den = out_den + (den_k,)
+                num, den = out_num, out_den
         for k in tl.static_range(K):
             _store_row(Y, b, x_base, h0 + k, col_ok & (h0 + k < H), cols, num, den, k, H, W, sx[1:], sy,
                        border_value, PRO, pro_args, EPI, epi_args, C, BORDER, NEAR, ADJOINT)
@@ -781,13 +819,25 @@ SLIDE_TILES = [dict(SLIDE=True, K=128, BW=128, num_warps=4), dict(SLIDE=True, K=
 ROW_TILES = [dict(SLIDE=False, K=8, BW=128, num_warps=4), dict(SLIDE=False, K=8, BW=256, num_warps=8)]
 SLIDE_VECTORS = 128
 ROW_VECTORS = 96
+# SLIDE unrolls its column offsets up to this many taps (9 x 9): compile-time taps (-20 %
+# instructions at 9 x 9, -38 % for a disk), but a body 2R + 1 times longer to compile
+# (about 2 s at radius 4 on the H200's host). Two tiles, tuned up to radius
+# UNROLLED_TUNED_RADIUS (4K 5 x 5: 72 x 128 0.165 ms, 128 x 256 0.198); beyond it the
+# first alone, so that a new variant's first call stays under 5 s (4K 9 x 9: 0.403 and
+# 0.423 ms; 16 x 1080p: 1.67 and 1.54).
+UNROLLED_TAPS = 81
+UNROLLED_TILES = [dict(SLIDE=True, K=128, BW=256, num_warps=8), dict(SLIDE=True, K=72, BW=128, num_warps=4)]
+UNROLLED_TUNED_RADIUS = 3
 
 
 def forward_tiles(meta):
     """The forward's candidate tiles for a launch's ``meta``: SLIDE when the 2R + 1 slots
     fit."""
     if (2 * meta["R"] + 1) * (meta["C"] + 1 + meta["CG"]) <= SLIDE_VECTORS:
-        return [tile_config(**t) for t in SLIDE_TILES]
+        if not meta["UNROLL_DX"]:
+            return [tile_config(**t) for t in SLIDE_TILES]
+        tiles = UNROLLED_TILES if meta["R"] <= UNROLLED_TUNED_RADIUS else UNROLLED_TILES[:1]
+        return [tile_config(**t) for t in tiles]
     return _rows_within(ROW_TILES, meta["C"] + 1 + meta["CG"])
 
 
@@ -836,7 +886,8 @@ def launch(x, guide, y, color, space, radius, disk, l1, joint, border=0, border_
     args = (x, guide, y, color, space, H, W, *x.stride(), _guide_batch_stride(guide, B), *guide.stride()[1:],
             *y.stride(), float(border_value), pro[0], pro[1], epi[0], epi[1])
     meta = dict(C=C, CG=guide.shape[1] if joint else C, R=radius, DISK=disk, L1=l1, JOINT=joint, BORDER=border,
-                NEAR=radius < min(H, W), OFF64=needs_int64(x, guide, y), ADJOINT=adjoint, SIZE_CLASS=size_class(H, W))
+                NEAR=radius < min(H, W), OFF64=needs_int64(x, guide, y), ADJOINT=adjoint,
+                UNROLL_DX=(2 * radius + 1) ** 2 <= UNROLLED_TAPS, SIZE_CLASS=size_class(H, W))
     grid = lambda m: (B * cdiv(H, m["K"]) * cdiv(W, m["BW"]),)
     if tile is None and interpreting():  # one column strip per image: the interpreter's cost is per operation
         slide = forward_tiles(meta)[0].kwargs["SLIDE"]

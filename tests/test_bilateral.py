@@ -302,11 +302,14 @@ def launch_tile(x, tile, sigma_color, sigma_space, radius, window, dist, border=
 
 def test_both_variants_over_several_strips_and_segments(gen, device):
     # the interpreter's default is one strip per image: small tiles here, with partial ones
+    # (radius 2: the column offsets unrolled; radius 5: a run-time loop over them)
     x = random_image((2, 2, 13, 21), torch.float32, gen, device)
-    for tile, window, dist, border in [(dict(SLIDE=True, K=5, BW=8, num_warps=1), "square", "l2", "reflect"),
-                                       (dict(SLIDE=False, K=3, BW=8, num_warps=1), "disk", "l1", "constant")]:
-        y = launch_tile(x, tile, 0.2, 1.5, 2, window, dist, border, 0.3)
-        assert_matches(y, reference(x, None, 0.2, 1.5, 2, window, dist, border, 0.3))
+    for tile, radius, window, dist, border in [
+            (dict(SLIDE=True, K=5, BW=8, num_warps=1), 2, "square", "l2", "reflect"),
+            (dict(SLIDE=True, K=5, BW=8, num_warps=1), 5, "disk", "l1", "reflect"),
+            (dict(SLIDE=False, K=3, BW=8, num_warps=1), 2, "disk", "l1", "constant")]:
+        y = launch_tile(x, tile, 0.2, 1.5, radius, window, dist, border, 0.3)
+        assert_matches(y, reference(x, None, 0.2, 1.5, radius, window, dist, border, 0.3))
 
 
 @gpu
@@ -315,9 +318,11 @@ def test_every_tile_and_both_variants_match_the_reference_on_photos(name):
     from imgfilters.kernels import bilateral as kb
     x = sample(name)[None].cuda()[..., :150, :270]  # odd sizes: partial strips and tiles
     x4 = _image.to_unit(x)
-    for tile in kb.SLIDE_TILES + kb.ROW_TILES:  # rows for any window; slide where its slots fit
-        for radius, window, dist in [(2, "square", "l2"), (7, "disk", "l1")] + ([] if tile["SLIDE"] else
-                                                                                 [(12, "square", "l2")]):
+    # rows for any window; slide where its slots fit, its column offsets unrolled up to
+    # radius 4 (UNROLLED_TAPS) and a run-time loop beyond
+    for tile in kb.SLIDE_TILES + kb.UNROLLED_TILES + kb.ROW_TILES:
+        for radius, window, dist in [(2, "square", "l2"), (4, "disk", "l1"), (7, "disk", "l1")] + (
+                [] if tile["SLIDE"] else [(12, "square", "l2")]):
             y = launch_tile(x, tile, 0.1, 2.0, radius, window, dist)
             assert_matches(y, ref.bilateral(x4, x4, 0.1, 2.0, radius, window, dist))
 
