@@ -276,6 +276,44 @@ def test_reference_gradient_is_interpolates():
     assert torch.allclose(a, b)
 
 
+# (mode, source height and width, gradient layout): widths down to 2 (the first and the last
+# column in one thread) and that no S divides; "strided" and "channels-last" (two planes of
+# one image) gradients have a column stride of 2 (no vector loads), and their cases run
+# with int64 offsets
+ADJOINT_CASES = [("bicubic", (2, 2), "contiguous"), ("bicubic", (4, 5), "strided"),
+                 ("bicubic", (3, 19), "channels-last"), ("bilinear", (5, 6), "contiguous"),
+                 ("nearest", (4, 9), "strided"), ("area", (3, 3), "contiguous")]
+
+
+@pytest.mark.parametrize("factor", [(2, 2), (1, 2), (2, 1), (1, 1)])
+@pytest.mark.parametrize("columns", [1, 4])
+def test_adjoint_kernel_columns_per_thread_borders_and_strides(factor, columns, gen, device, monkeypatch):
+    # the integer-factor gradient kernel with `columns` source columns a thread, over strips
+    # of 2 threads (programs of the first, middle and last columns, the last partly past
+    # the end) and segments of 3 rows, against F.interpolate's float64 gradient
+    from imgfilters.kernels import resample as kernels
+    from imgfilters.ops import resample as ops
+    monkeypatch.setattr(kernels, "_strip", lambda x, steps, lanes, strip: (2, 3, 1, columns))
+    launched, launch_adjoint = [], kernels.launch_adjoint
+    monkeypatch.setattr(kernels, "launch_adjoint", lambda *a: launched.append(launch_adjoint(*a)))
+    fy, fx = factor
+    for mode, (h, w), layout in ADJOINT_CASES:
+        wide = layout != "contiguous"
+        monkeypatch.setattr(kernels, "needs_int64", lambda *t, wide=wide: wide)
+        size = (fy * h, fx * w)
+        if layout == "contiguous":
+            g = torch.randn(1, 1, *size, generator=gen)
+        elif layout == "strided":
+            g = torch.randn(1, 1, size[0], 2 * size[1] + 1, generator=gen)[..., 1::2]
+        else:
+            g = torch.randn(1, *size, 2, generator=gen).permute(0, 3, 1, 2)
+        ours = ops.adjoint(g.to(device), (h, w), size, mode, False, False, (1 / fy, 1 / fx))
+        x64 = torch.zeros(*g.shape[:2], h, w, **F64, requires_grad=True)
+        (theirs,) = torch.autograd.grad(F.interpolate(x64, scale_factor=factor, mode=mode), x64, g.double())
+        assert (ours.cpu().double() - theirs).abs().max() <= 1e-5, (mode, h, w, layout)
+    assert len(launched) == len(ADJOINT_CASES)
+
+
 @pytest.mark.parametrize("call,error,match", [
     (lambda x: imgfilters.resize(x, 0), ValueError, "size"),
     (lambda x: imgfilters.resize(x, (4, -1)), ValueError, "size"),
