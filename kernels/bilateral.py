@@ -147,28 +147,32 @@ def _values_and_guide(x_base, g_base, r, cols, gscale, H, W, sx, sg, border_valu
 
 
 @triton.jit
-def _column_taps(num, den, r, run_dx, DX: tl.constexpr, cols, x_base, g_base, gscale, centre, space, H, W, sx, sg,
+def _column_taps(num, den, r, dx, cols, x_base, g_base, gscale, centre, space, H, W, sx, sg,
                  border_value, PRO: tl.constexpr, pro_args, C: tl.constexpr, CG: tl.constexpr, R: tl.constexpr,
                  DISK: tl.constexpr, L1: tl.constexpr, JOINT: tl.constexpr, BORDER: tl.constexpr,
                  NEAR: tl.constexpr):
-    """SLIDE: input row r at column offset dx (the compile-time DX, or ``run_dx`` where DX
-    is None), loaded once and added to each slot j of the sums (num[j C + c], den[j]),
-    whose output row lies dy = j - R rows away. A compile-time dx costs nothing for the
-    skipped taps (outside a disk, the centre) and makes the spatial terms loop-invariant.
-    The sums are rebuilt slot by slot, not updated in place: slicing the whole tuple at
-    every tap costs compile time."""
-    if DX is None:
-        dx = run_dx
-    else:
-        dx = DX
+    """SLIDE: input row r at column offset dx, loaded once and added to each slot j of the
+    sums (num[j C + c], den[j]), whose output row lies dy = j - R rows away. A
+    compile-time dx (the caller's static range) costs nothing for the skipped taps
+    (outside a disk, the centre) and makes the spatial terms loop-invariant."""
     v, g = _values_and_guide(x_base, g_base, r, cols + dx, gscale, H, W, sx, sg, border_value, PRO, pro_args,
                              C, CG, JOINT, BORDER, NEAR)
+    return _slot_taps(num, den, v, g, centre, dx, -R, 1, space, C, CG, R, DISK, L1)
+
+
+@triton.jit
+def _slot_taps(num, den, v, g, centre, dx, dy0, step: tl.constexpr, space, C: tl.constexpr, CG: tl.constexpr,
+               R: tl.constexpr, DISK: tl.constexpr, L1: tl.constexpr):
+    """The sums of every slot j (num[j C + c], den[j], centre[j CG + c]) with the tap of
+    values ``v`` and prescaled guide ``g`` at offset (dx, dy0 + step j) from the slot's
+    output row. Each slot's sums are rebuilt whole, not updated in place: slicing the
+    whole tuple at every tap costs compile time."""
     out_num = ()
     out_den = ()
-    for j in tl.static_range(2 * R + 1):
-        num_j, den_j = _slot_tap(num[j * C:j * C + C], den[j], _takes(dx, j - R, R, DISK),
-                                 space * (dx * dx) + space * ((j - R) * (j - R)), v, g, centre[j * CG:j * CG + CG],
-                                 L1)
+    for j in tl.static_range(len(den)):
+        dy = dy0 + step * j
+        num_j, den_j = _slot_tap(num[j * C:j * C + C], den[j], _takes(dx, dy, R, DISK),
+                                 space * (dx * dx) + space * (dy * dy), v, g, centre[j * CG:j * CG + CG], L1)
         out_num = out_num + num_j
         out_den = out_den + (den_j,)
     return out_num, out_den
@@ -288,12 +292,12 @@ def bilateral_kernel(X, G, Y, COLOR, SPACE, H, W,
         for r in range(h0 - R, h1 + R):
             if UNROLL_DX:
                 for dx in tl.static_range(-R, R + 1):
-                    num, den = _column_taps(num, den, r, 0, dx, cols, x_base, g_base, gscale, centre, space, H, W,
+                    num, den = _column_taps(num, den, r, dx, cols, x_base, g_base, gscale, centre, space, H, W,
                                             sx[1:], sg, border_value, PRO, pro_args, C, CG, R, DISK, L1, JOINT,
                                             BORDER, NEAR)
             else:
                 for dx in range(-R, R + 1):
-                    num, den = _column_taps(num, den, r, dx, None, cols, x_base, g_base, gscale, centre, space, H, W,
+                    num, den = _column_taps(num, den, r, dx, cols, x_base, g_base, gscale, centre, space, H, W,
                                             sx[1:], sg, border_value, PRO, pro_args, C, CG, R, DISK, L1, JOINT,
                                             BORDER, NEAR)
             done = r - R
@@ -315,15 +319,8 @@ def bilateral_kernel(X, G, Y, COLOR, SPACE, H, W,
                 r = h0 - R + i
                 v, g = _values_and_guide(x_base, g_base, r, cols + dx, gscale, H, W, sx[1:], sg, border_value,
                                          PRO, pro_args, C, CG, JOINT, BORDER, NEAR)
-                out_num = ()
-                out_den = ()
-                for k in tl.static_range(K):  # output row k lies dy = i - R - k rows away
-                    num_k, den_k = _slot_tap(num[k * C:k * C + C], den[k], _takes(dx, i - R - k, R, DISK),
-                                             space * (dx * dx) + space * ((i - R - k) * (i - R - k)), v, g,
-                                             centre[k * CG:k * CG + CG], L1)
-                    out_num = out_num + num_k
-                    out_den = out_den + (den_k,)
-                num, den = out_num, out_den
+                # output row k lies dy = i - R - k rows away
+                num, den = _slot_taps(num, den, v, g, centre, dx, i - R, -1, space, C, CG, R, DISK, L1)
         for k in tl.static_range(K):
             _store_row(Y, b, x_base, h0 + k, col_ok & (h0 + k < H), cols, num, den, k, H, W, sx[1:], sy,
                        border_value, PRO, pro_args, EPI, epi_args, C, BORDER, NEAR, ADJOINT)
