@@ -819,9 +819,11 @@ ROW_VECTORS = 96
 # SLIDE unrolls its column offsets up to this many taps (9 x 9): compile-time taps (-20 %
 # instructions at 9 x 9, -38 % for a disk), but a body 2R + 1 times longer to compile
 # (about 2 s at radius 4 on the H200's host). Two tiles, tuned up to radius
-# UNROLLED_TUNED_RADIUS (4K 5 x 5: 72 x 128 0.165 ms, 128 x 256 0.198); beyond it the
-# first alone, so that a new variant's first call stays under 5 s (4K 9 x 9: 0.403 and
-# 0.423 ms; 16 x 1080p: 1.67 and 1.54).
+# UNROLLED_TUNED_RADIUS (4K 5 x 5: 72 x 128 0.161 ms, 128 x 256 0.195); beyond it one,
+# so that a new variant's first call stays under 5 s: the first (4K 9 x 9: 0.400 and
+# 0.421 ms; 16 x 1080p: 1.67 and 1.55), or with a guide the second, since the guide's
+# vectors take the wide tile to 172 registers, one program an SM (joint 9 x 9: 0.619 and
+# 0.491).
 UNROLLED_TAPS = 81
 UNROLLED_TILES = [dict(SLIDE=True, K=128, BW=256, num_warps=8), dict(SLIDE=True, K=72, BW=128, num_warps=4)]
 UNROLLED_TUNED_RADIUS = 3
@@ -833,7 +835,10 @@ def forward_tiles(meta):
     if (2 * meta["R"] + 1) * (meta["C"] + 1 + meta["CG"]) <= SLIDE_VECTORS:
         if not meta["UNROLL_DX"]:
             return [tile_config(**t) for t in SLIDE_TILES]
-        tiles = UNROLLED_TILES if meta["R"] <= UNROLLED_TUNED_RADIUS else UNROLLED_TILES[:1]
+        if meta["R"] <= UNROLLED_TUNED_RADIUS:
+            tiles = UNROLLED_TILES
+        else:
+            tiles = UNROLLED_TILES[1:] if meta["JOINT"] else UNROLLED_TILES[:1]
         return [tile_config(**t) for t in tiles]
     return _rows_within(ROW_TILES, meta["C"] + 1 + meta["CG"])
 

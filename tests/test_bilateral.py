@@ -300,6 +300,21 @@ def launch_tile(x, tile, sigma_color, sigma_space, radius, window, dist, border=
     return y
 
 
+def test_forward_tiles_follow_the_radius_and_the_guide():
+    # radius up to 3: both unrolled tiles are timed; radius 4 takes one (a new variant's
+    # first call compiles each), the narrow one with a guide (its vectors would take the
+    # wide one to one program an SM); wider windows the run-time column loop's tiles, and
+    # rows where 2R + 1 slots would not fit
+    from imgfilters.kernels import bilateral as kb
+    tiles = lambda R, joint=False, C=3, CG=3: [  # noqa: E731
+        dict(c.kwargs, num_warps=c.num_warps) for c in kb.forward_tiles(dict(
+            R=R, C=C, CG=CG, JOINT=joint, UNROLL_DX=(2 * R + 1) ** 2 <= kb.UNROLLED_TAPS))]
+    assert tiles(2) == tiles(3) == kb.UNROLLED_TILES
+    assert tiles(4) == kb.UNROLLED_TILES[:1] and tiles(4, joint=True) == kb.UNROLLED_TILES[1:]
+    assert tiles(7) == kb.SLIDE_TILES
+    assert all(not t["SLIDE"] for t in tiles(12))
+
+
 def test_both_variants_over_several_strips_and_segments(gen, device, monkeypatch):
     # the interpreter's default is one strip per image: small tiles here, with partial ones;
     # the column offsets unrolled, and (UNROLLED_TAPS 0) a run-time loop, which wider
