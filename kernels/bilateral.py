@@ -147,6 +147,39 @@ def _values_and_guide(x_base, g_base, r, cols, gscale, H, W, sx, sg, border_valu
 
 
 @triton.jit
+def _raw(x_base, g_base, r, cols, H, W, sx, sg, border_value, PRO: tl.constexpr, pro_args, C: tl.constexpr,
+         CG: tl.constexpr, JOINT: tl.constexpr, BORDER: tl.constexpr, NEAR: tl.constexpr):
+    """Row r at ``cols``: its C values PRO(X), then, when JOINT, its CG guide vectors
+    (not yet prescaled: the compiler folds the prescaling into each tap's difference)."""
+    v = _row(x_base, r, cols, H, W, sx[0], sx[1], sx[2], border_value, C, PRO, pro_args, BORDER, NEAR)
+    if JOINT:
+        v = v + _row(g_base, r, cols, H, W, sg[0], sg[1], sg[2], border_value, CG, (), (), BORDER, NEAR)
+    return v
+
+
+@triton.jit
+def _shifted(x_base, g_base, r, cols, H, W, sx, sg, border_value, PRO: tl.constexpr, pro_args, C: tl.constexpr,
+             CG: tl.constexpr, R: tl.constexpr, JOINT: tl.constexpr, BORDER: tl.constexpr, NEAR: tl.constexpr):
+    """``_raw`` of row r at every column offset -R .. R, one after the other."""
+    out = ()
+    for dx in tl.static_range(-R, R + 1):
+        out = out + _raw(x_base, g_base, r, cols + dx, H, W, sx, sg, border_value, PRO, pro_args, C, CG, JOINT,
+                         BORDER, NEAR)
+    return out
+
+
+@triton.jit
+def _split(raw, i: tl.constexpr, gscale, C: tl.constexpr, CG: tl.constexpr, JOINT: tl.constexpr):
+    """The values and prescaled guide of the i-th ``_raw`` in ``raw``."""
+    n: tl.constexpr = C + CG if JOINT else C
+    v = raw[i * n:i * n + C]
+    if JOINT:
+        return v, _scaled(raw[i * n + C:i * n + n], gscale)
+    else:
+        return v, _scaled(v, gscale)
+
+
+@triton.jit
 def _column_taps(num, den, r, dx, cols, x_base, g_base, gscale, centre, space, H, W, sx, sg,
                  border_value, PRO: tl.constexpr, pro_args, C: tl.constexpr, CG: tl.constexpr, R: tl.constexpr,
                  DISK: tl.constexpr, L1: tl.constexpr, JOINT: tl.constexpr, BORDER: tl.constexpr,
@@ -238,8 +271,8 @@ def bilateral_kernel(X, G, Y, COLOR, SPACE, H, W,
                      PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
                      C: tl.constexpr, CG: tl.constexpr, R: tl.constexpr, DISK: tl.constexpr, L1: tl.constexpr,
                      JOINT: tl.constexpr, BORDER: tl.constexpr, NEAR: tl.constexpr, OFF64: tl.constexpr,
-                     ADJOINT: tl.constexpr, UNROLL_DX: tl.constexpr, SIZE_CLASS, SLIDE: tl.constexpr,
-                     K: tl.constexpr, BW: tl.constexpr):
+                     ADJOINT: tl.constexpr, UNROLL_DX: tl.constexpr, PREFETCH: tl.constexpr, SIZE_CLASS,
+                     SLIDE: tl.constexpr, K: tl.constexpr, BW: tl.constexpr):
     """Y = sum_q w X~[q] / sum_q w with w = exp2(SPACE[b] |p-q|^2 + COLOR[b] D^2), D the
     l1 or l2 distance of the guide vectors (G if JOINT, else PRO(X); CG channels, C when
     not JOINT). COLOR and SPACE hold per-image coefficients already multiplied by
@@ -257,7 +290,9 @@ def bilateral_kernel(X, G, Y, COLOR, SPACE, H, W,
       column offset dx the row is loaded once and added to all of them (2R + 1 taps,
       all known at compile time; dx too under UNROLL_DX, a run-time loop otherwise).
       When the row is done, the oldest slot is complete: it is stored, and the next
-      output row enters.
+      output row enters. Under PREFETCH (small windows, whose taps are too few to hide
+      the loads' latency) the next input row's shifted vectors and the next entering row
+      are loaded one step ahead, before this row's taps.
     - otherwise (wide windows or many channels, whose 2R + 1 slots would not fit the
       registers): the program owns K output rows; for each dx it loads each of their
       K + 2R input rows once and adds it to the output rows within R of it."""
@@ -289,8 +324,23 @@ def bilateral_kernel(X, G, Y, COLOR, SPACE, H, W,
         for _ in tl.static_range(2 * R):
             num, centre, den = num + v, centre + g, den + one
         h1 = tl.minimum(h0 + K, H)
+        if PREFETCH:
+            # the input row's shifted vectors and the entering row, loaded one step ahead
+            ahead = _shifted(x_base, g_base, h0 - R, cols, H, W, sx[1:], sg, border_value, PRO, pro_args, C, CG,
+                             R, JOINT, BORDER, NEAR)
+            entering = _raw(x_base, g_base, h0 + 1, cols, H, W, sx[1:], sg, border_value, PRO, pro_args, C, CG,
+                            JOINT, BORDER, NEAR)
         for r in range(h0 - R, h1 + R):
-            if UNROLL_DX:
+            if PREFETCH:
+                # (the last steps load again the last rows the strip reads, not rows past them)
+                ahead_next = _shifted(x_base, g_base, tl.minimum(r + 1, h1 + R - 1), cols, H, W, sx[1:], sg,
+                                      border_value, PRO, pro_args, C, CG, R, JOINT, BORDER, NEAR)
+                entering_next = _raw(x_base, g_base, tl.minimum(r + R + 2, h1 + 2 * R), cols, H, W, sx[1:], sg,
+                                     border_value, PRO, pro_args, C, CG, JOINT, BORDER, NEAR)
+                for dx in tl.static_range(-R, R + 1):
+                    v, g = _split(ahead, dx + R, gscale, C, CG, JOINT)
+                    num, den = _slot_taps(num, den, v, g, centre, dx, -R, 1, space, C, CG, R, DISK, L1)
+            elif UNROLL_DX:
                 for dx in tl.static_range(-R, R + 1):
                     num, den = _column_taps(num, den, r, dx, cols, x_base, g_base, gscale, centre, space, H, W,
                                             sx[1:], sg, border_value, PRO, pro_args, C, CG, R, DISK, L1, JOINT,
@@ -303,8 +353,12 @@ def bilateral_kernel(X, G, Y, COLOR, SPACE, H, W,
             done = r - R
             _store_row(Y, b, x_base, done, col_ok & (done >= h0), cols, num, den, 2 * R, H, W, sx[1:], sy,
                        border_value, PRO, pro_args, EPI, epi_args, C, BORDER, NEAR, ADJOINT)
-            v, g = _values_and_guide(x_base, g_base, r + R + 1, cols, gscale, H, W, sx[1:], sg, border_value,
-                                     PRO, pro_args, C, CG, JOINT, BORDER, NEAR)
+            if PREFETCH:
+                v, g = _split(entering, 0, gscale, C, CG, JOINT)
+                ahead, entering = ahead_next, entering_next
+            else:
+                v, g = _values_and_guide(x_base, g_base, r + R + 1, cols, gscale, H, W, sx[1:], sg, border_value,
+                                         PRO, pro_args, C, CG, JOINT, BORDER, NEAR)
             num, centre, den = v + num[:2 * R * C], g + centre[:2 * R * CG], one + den[:2 * R]
     else:
         num = ()
@@ -819,14 +873,23 @@ ROW_VECTORS = 96
 # SLIDE unrolls its column offsets up to this many taps (9 x 9): compile-time taps (-20 %
 # instructions at 9 x 9, -38 % for a disk), but a body 2R + 1 times longer to compile
 # (about 2 s at radius 4 on the H200's host). Two tiles, tuned up to radius
-# UNROLLED_TUNED_RADIUS (4K 5 x 5: 72 x 128 0.161 ms, 128 x 256 0.195); beyond it one,
-# so that a new variant's first call stays under 5 s: the first (4K 9 x 9: 0.400 and
+# UNROLLED_TUNED_RADIUS (4K 5 x 5, PREFETCH: 128 x 256 0.150 ms, 72 x 128 0.159); beyond
+# it one, so that a new variant's first call stays under 5 s: the first (4K 9 x 9: 0.400 and
 # 0.421 ms; 16 x 1080p: 1.67 and 1.55), or with a guide the second, since the guide's
 # vectors take the wide tile to 172 registers, one program an SM (joint 9 x 9: 0.619 and
 # 0.491).
 UNROLLED_TAPS = 81
+# Up to this radius SLIDE loads each input row one step ahead (``PREFETCH``: a 5 x 5
+# window's warps spent 38 % of their cycles waiting on loads); beyond it the loads'
+# registers would cost programs an SM (199 at radius 4), and the compile time doubles.
+PREFETCH_RADIUS = 2
 UNROLLED_TILES = [dict(SLIDE=True, K=128, BW=256, num_warps=8), dict(SLIDE=True, K=72, BW=128, num_warps=4)]
 UNROLLED_TUNED_RADIUS = 3
+
+
+def prefetches(radius):
+    """Whether SLIDE, when it takes this radius, loads its input rows one step ahead."""
+    return (2 * radius + 1) ** 2 <= UNROLLED_TAPS and radius <= PREFETCH_RADIUS
 
 
 def forward_tiles(meta):
@@ -889,7 +952,8 @@ def launch(x, guide, y, color, space, radius, disk, l1, joint, border=0, border_
             *y.stride(), float(border_value), pro[0], pro[1], epi[0], epi[1])
     meta = dict(C=C, CG=guide.shape[1] if joint else C, R=radius, DISK=disk, L1=l1, JOINT=joint, BORDER=border,
                 NEAR=radius < min(H, W), OFF64=needs_int64(x, guide, y), ADJOINT=adjoint,
-                UNROLL_DX=(2 * radius + 1) ** 2 <= UNROLLED_TAPS, SIZE_CLASS=size_class(H, W))
+                UNROLL_DX=(2 * radius + 1) ** 2 <= UNROLLED_TAPS, PREFETCH=prefetches(radius),
+                SIZE_CLASS=size_class(H, W))
     grid = lambda m: (B * cdiv(H, m["K"]) * cdiv(W, m["BW"]),)
     if tile is None and interpreting():  # one column strip per image: the interpreter's cost is per operation
         slide = forward_tiles(meta)[0].kwargs["SLIDE"]
