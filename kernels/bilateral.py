@@ -138,12 +138,8 @@ def _values_and_guide(x_base, g_base, r, cols, gscale, H, W, sx, sg, border_valu
                       NEAR: tl.constexpr):
     """Row r at columns ``cols``: its values PRO(X) and its guide prescaled by gscale (G's,
     or those values)."""
-    v = _row(x_base, r, cols, H, W, sx[0], sx[1], sx[2], border_value, C, PRO, pro_args, BORDER, NEAR)
-    if JOINT:
-        g = _row(g_base, r, cols, H, W, sg[0], sg[1], sg[2], border_value, CG, (), (), BORDER, NEAR)
-    else:
-        g = v
-    return v, _scaled(g, gscale)
+    return _split(_raw(x_base, g_base, r, cols, H, W, sx, sg, border_value, PRO, pro_args, C, CG, JOINT, BORDER, NEAR),
+                  0, gscale, C, CG, JOINT)
 
 
 @triton.jit
@@ -887,9 +883,14 @@ UNROLLED_TILES = [dict(SLIDE=True, K=128, BW=256, num_warps=8), dict(SLIDE=True,
 UNROLLED_TUNED_RADIUS = 3
 
 
+def unrolls_columns(radius):
+    """Whether SLIDE, when it takes this radius, unrolls its column offsets (``UNROLL_DX``)."""
+    return (2 * radius + 1) ** 2 <= UNROLLED_TAPS
+
+
 def prefetches(radius):
     """Whether SLIDE, when it takes this radius, loads its input rows one step ahead."""
-    return (2 * radius + 1) ** 2 <= UNROLLED_TAPS and radius <= PREFETCH_RADIUS
+    return unrolls_columns(radius) and radius <= PREFETCH_RADIUS
 
 
 def forward_tiles(meta):
@@ -952,7 +953,7 @@ def launch(x, guide, y, color, space, radius, disk, l1, joint, border=0, border_
             *y.stride(), float(border_value), pro[0], pro[1], epi[0], epi[1])
     meta = dict(C=C, CG=guide.shape[1] if joint else C, R=radius, DISK=disk, L1=l1, JOINT=joint, BORDER=border,
                 NEAR=radius < min(H, W), OFF64=needs_int64(x, guide, y), ADJOINT=adjoint,
-                UNROLL_DX=(2 * radius + 1) ** 2 <= UNROLLED_TAPS, PREFETCH=prefetches(radius),
+                UNROLL_DX=unrolls_columns(radius), PREFETCH=prefetches(radius),
                 SIZE_CLASS=size_class(H, W))
     grid = lambda m: (B * cdiv(H, m["K"]) * cdiv(W, m["BW"]),)
     if tile is None and interpreting():  # one column strip per image: the interpreter's cost is per operation

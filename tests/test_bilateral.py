@@ -318,7 +318,7 @@ def test_forward_tiles_follow_the_radius_and_the_guide():
     from imgfilters.kernels import bilateral as kb
     tiles = lambda R, joint=False, C=3, CG=3: [  # noqa: E731
         dict(c.kwargs, num_warps=c.num_warps) for c in kb.forward_tiles(dict(
-            R=R, C=C, CG=CG, JOINT=joint, UNROLL_DX=(2 * R + 1) ** 2 <= kb.UNROLLED_TAPS))]
+            R=R, C=C, CG=CG, JOINT=joint, UNROLL_DX=kb.unrolls_columns(R)))]
     assert tiles(2) == tiles(3) == kb.UNROLLED_TILES
     assert tiles(4) == kb.UNROLLED_TILES[:1] and tiles(4, joint=True) == kb.UNROLLED_TILES[1:]
     assert tiles(7) == kb.SLIDE_TILES
