@@ -16,6 +16,7 @@ masked) of all channels at once, one exponential per tap, the window's rows and 
 as run-time loops: unrolled columns made Triton 3.6 keep every tap's shifted block live
 (255 registers and spills, 74 s to compile the upsample gradient at radius 8).
 """
+import torch
 import triton
 import triton.language as tl
 
@@ -133,6 +134,47 @@ def _exponent(spatial, g, centre, L1: tl.constexpr):
 
 
 @triton.jit
+def _expanded_exponent(a, g, centre):
+    """``_exponent`` of the l2 distance as |g|^2 + |c|^2 - 2 g.c (EXPANDED): ``a`` is the
+    loaded vectors' part (spatial term of dx - |g|^2), ``centre`` the slot's (2 c, spatial
+    term of dy - |c|^2); one FADD and one FFMA a channel, against two FFMAs a channel."""
+    e = a + centre[len(g)]
+    for c in tl.static_range(len(g)):
+        e += g[c] * centre[c]
+    return e
+
+
+@triton.jit
+def _slot_centre(g, dy, space, EXPANDED: tl.constexpr):
+    """A slot's guide entries for its output row's prescaled guide ``g``, dy rows from the
+    input row: ``g``, or EXPANDED (2 g, spatial term of dy - |g|^2)."""
+    if EXPANDED:
+        b = space * (dy * dy)
+        out = ()
+        for c in tl.static_range(len(g)):
+            b -= g[c] * g[c]
+            out = out + (g[c] + g[c],)
+        return out + (b,)
+    else:
+        return g
+
+
+@triton.jit
+def _kept_slots(centre, space, n: tl.constexpr, CG: tl.constexpr, R: tl.constexpr, EXPANDED: tl.constexpr):
+    """The guide entries of the first n slots as they move one slot on (the next input row
+    is one row further from each of their output rows): EXPANDED, each slot's spatial term
+    of dy becomes that of dy + 1."""
+    if EXPANDED:
+        out = ()
+        for j in tl.static_range(n):
+            s = centre[j * (CG + 1):j * (CG + 1) + CG + 1]
+            out = out + s[:CG] + (s[CG] + space * (2 * (j - R) + 1),)
+        return out
+    else:
+        return centre[:n * CG]
+
+
+@triton.jit
 def _values_and_guide(x_base, g_base, r, cols, gscale, H, W, sx, sg, border_value, PRO: tl.constexpr, pro_args,
                       C: tl.constexpr, CG: tl.constexpr, JOINT: tl.constexpr, BORDER: tl.constexpr,
                       NEAR: tl.constexpr):
@@ -179,29 +221,40 @@ def _split(raw, i: tl.constexpr, gscale, C: tl.constexpr, CG: tl.constexpr, JOIN
 def _column_taps(num, den, r, dx, cols, x_base, g_base, gscale, centre, space, H, W, sx, sg,
                  border_value, PRO: tl.constexpr, pro_args, C: tl.constexpr, CG: tl.constexpr, R: tl.constexpr,
                  DISK: tl.constexpr, L1: tl.constexpr, JOINT: tl.constexpr, BORDER: tl.constexpr,
-                 NEAR: tl.constexpr):
+                 NEAR: tl.constexpr, EXPANDED: tl.constexpr):
     """SLIDE: input row r at column offset dx, loaded once and added to each slot j of the
     sums (num[j C + c], den[j]), whose output row lies dy = j - R rows away. A
     compile-time dx (the caller's static range) costs nothing for the skipped taps
     (outside a disk, the centre) and makes the spatial terms loop-invariant."""
     v, g = _values_and_guide(x_base, g_base, r, cols + dx, gscale, H, W, sx, sg, border_value, PRO, pro_args,
                              C, CG, JOINT, BORDER, NEAR)
-    return _slot_taps(num, den, v, g, centre, dx, -R, 1, space, C, CG, R, DISK, L1)
+    return _slot_taps(num, den, v, g, centre, dx, -R, 1, space, C, CG, R, DISK, L1, EXPANDED)
 
 
 @triton.jit
 def _slot_taps(num, den, v, g, centre, dx, dy0, step: tl.constexpr, space, C: tl.constexpr, CG: tl.constexpr,
-               R: tl.constexpr, DISK: tl.constexpr, L1: tl.constexpr):
-    """The sums of every slot j (num[j C + c], den[j], centre[j CG + c]) with the tap of
-    values ``v`` and prescaled guide ``g`` at offset (dx, dy0 + step j) from the slot's
-    output row. Each slot's sums are rebuilt whole, not updated in place: slicing the
-    whole tuple at every tap costs compile time."""
+               R: tl.constexpr, DISK: tl.constexpr, L1: tl.constexpr, EXPANDED: tl.constexpr):
+    """The sums of every slot j (num[j C + c], den[j], guide entries ``_slot_centre``) with
+    the tap of values ``v`` and prescaled guide ``g`` at offset (dx, dy0 + step j) from the
+    slot's output row. Each slot's sums are rebuilt whole, not updated in place: slicing
+    the whole tuple at every tap costs compile time."""
+    if EXPANDED:
+        n: tl.constexpr = CG + 1
+        a = space * (dx * dx)
+        for c in tl.static_range(CG):
+            a -= g[c] * g[c]
+    else:
+        n: tl.constexpr = CG
     out_num = ()
     out_den = ()
     for j in tl.static_range(len(den)):
         dy = dy0 + step * j
-        num_j, den_j = _slot_tap(num[j * C:j * C + C], den[j], _takes(dx, dy, R, DISK),
-                                 space * (dx * dx) + space * (dy * dy), v, g, centre[j * CG:j * CG + CG], L1)
+        if EXPANDED:
+            spatial = a
+        else:
+            spatial = space * (dx * dx) + space * (dy * dy)
+        num_j, den_j = _slot_tap(num[j * C:j * C + C], den[j], _takes(dx, dy, R, DISK), spatial, v, g,
+                                 centre[j * n:j * n + n], L1, EXPANDED)
         out_num = out_num + num_j
         out_den = out_den + (den_j,)
     return out_num, out_den
@@ -222,12 +275,15 @@ def _takes(dx, dy, R: tl.constexpr, DISK: tl.constexpr):
 
 
 @triton.jit
-def _slot_tap(num, den, take, spatial, v, g, centre, L1: tl.constexpr):
+def _slot_tap(num, den, take, spatial, v, g, centre, L1: tl.constexpr, EXPANDED: tl.constexpr):
     """One slot's sums (its C value sums and its weight sum) with the tap of values ``v``
     and prescaled guide ``g`` added where ``take`` (a compile-time or a uniform run-time
     condition: skipped taps touch nothing, so a non-finite value outside a disk stays out)."""
     if take:
-        w = tl.exp2(_exponent(spatial, g, centre, L1))
+        if EXPANDED:
+            w = tl.exp2(_expanded_exponent(spatial, g, centre))
+        else:
+            w = tl.exp2(_exponent(spatial, g, centre, L1))
         added = ()
         for c in tl.static_range(len(num)):
             added = added + (num[c] + w * v[c],)
@@ -267,8 +323,9 @@ def bilateral_kernel(X, G, Y, COLOR, SPACE, H, W,
                      PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
                      C: tl.constexpr, CG: tl.constexpr, R: tl.constexpr, DISK: tl.constexpr, L1: tl.constexpr,
                      JOINT: tl.constexpr, BORDER: tl.constexpr, NEAR: tl.constexpr, OFF64: tl.constexpr,
-                     ADJOINT: tl.constexpr, UNROLL_DX: tl.constexpr, PREFETCH: tl.constexpr, SIZE_CLASS,
-                     SLIDE: tl.constexpr, K: tl.constexpr, BW: tl.constexpr):
+                     ADJOINT: tl.constexpr, UNROLL_DX: tl.constexpr, DX_GROUP: tl.constexpr,
+                     PREFETCH: tl.constexpr, EXPANDED: tl.constexpr, SIZE_CLASS, SLIDE: tl.constexpr,
+                     K: tl.constexpr, BW: tl.constexpr):
     """Y = sum_q w X~[q] / sum_q w with w = exp2(SPACE[b] |p-q|^2 + COLOR[b] D^2), D the
     l1 or l2 distance of the guide vectors (G if JOINT, else PRO(X); CG channels, C when
     not JOINT). COLOR and SPACE hold per-image coefficients already multiplied by
@@ -284,11 +341,17 @@ def bilateral_kernel(X, G, Y, COLOR, SPACE, H, W,
     - SLIDE: the program's column strip marches down K output rows. The 2R + 1 output
       rows that the current input row reaches are slots of a rotating tuple; for each
       column offset dx the row is loaded once and added to all of them (2R + 1 taps,
-      all known at compile time; dx too under UNROLL_DX, a run-time loop otherwise).
+      all known at compile time; dx too under UNROLL_DX, otherwise a run-time loop; of
+      DX_GROUP offsets a step where that is more than one, each offset's row then loaded
+      during the previous one's taps).
       When the row is done, the oldest slot is complete: it is stored, and the next
       output row enters. Under PREFETCH (small windows, whose taps are too few to hide
       the loads' latency) the next input row's shifted vectors and the next entering row
-      are loaded one step ahead, before this row's taps.
+      are loaded one step ahead, before this row's taps. EXPANDED (``expands``: l2, a
+      run-time column loop, uint8 guides, sigma_color not too small): the squared
+      distance as |g|^2 + |c|^2 - 2 g.c, with |g|^2 and dx's spatial term once a load,
+      and 2 c and (dy's spatial term - |c|^2) once a slot and row, so that a tap costs 9
+      instructions, not 12.
     - otherwise (wide windows or many channels, whose 2R + 1 slots would not fit the
       registers): the program owns K output rows; for each dx it loads each of their
       K + 2R input rows once and adds it to the output rows within R of it."""
@@ -316,9 +379,9 @@ def bilateral_kernel(X, G, Y, COLOR, SPACE, H, W,
         # are scratch (never stored), so they start as row h0
         v, g = _values_and_guide(x_base, g_base, h0, cols, gscale, H, W, sx[1:], sg, border_value, PRO, pro_args,
                                  C, CG, JOINT, BORDER, NEAR)
-        num, centre, den = v, g, one
-        for _ in tl.static_range(2 * R):
-            num, centre, den = num + v, centre + g, den + one
+        num, centre, den = v, _slot_centre(g, -R, space, EXPANDED), one
+        for j in tl.static_range(1, 2 * R + 1):
+            num, centre, den = num + v, centre + _slot_centre(g, j - R, space, EXPANDED), den + one
         h1 = tl.minimum(h0 + K, H)
         if PREFETCH:
             # the input row's shifted vectors and the entering row, loaded one step ahead
@@ -335,17 +398,27 @@ def bilateral_kernel(X, G, Y, COLOR, SPACE, H, W,
                                      border_value, PRO, pro_args, C, CG, JOINT, BORDER, NEAR)
                 for dx in tl.static_range(-R, R + 1):
                     v, g = _split(ahead, dx + R, gscale, C, CG, JOINT)
-                    num, den = _slot_taps(num, den, v, g, centre, dx, -R, 1, space, C, CG, R, DISK, L1)
+                    num, den = _slot_taps(num, den, v, g, centre, dx, -R, 1, space, C, CG, R, DISK, L1, EXPANDED)
             elif UNROLL_DX:
                 for dx in tl.static_range(-R, R + 1):
                     num, den = _column_taps(num, den, r, dx, cols, x_base, g_base, gscale, centre, space, H, W,
                                             sx[1:], sg, border_value, PRO, pro_args, C, CG, R, DISK, L1, JOINT,
-                                            BORDER, NEAR)
+                                            BORDER, NEAR, EXPANDED)
+            elif DX_GROUP > 1:
+                # DX_GROUP offsets a loop step, each offset's row loaded during the taps of the
+                # one before
+                ahead = _raw(x_base, g_base, r, cols - R, H, W, sx[1:], sg, border_value, PRO, pro_args, C, CG,
+                             JOINT, BORDER, NEAR)
+                for dx in tl.range(-R, R + 1, loop_unroll_factor=DX_GROUP):
+                    v, g = _split(ahead, 0, gscale, C, CG, JOINT)
+                    ahead = _raw(x_base, g_base, r, cols + tl.minimum(dx + 1, R), H, W, sx[1:], sg, border_value,
+                                 PRO, pro_args, C, CG, JOINT, BORDER, NEAR)
+                    num, den = _slot_taps(num, den, v, g, centre, dx, -R, 1, space, C, CG, R, DISK, L1, EXPANDED)
             else:
                 for dx in range(-R, R + 1):
                     num, den = _column_taps(num, den, r, dx, cols, x_base, g_base, gscale, centre, space, H, W,
                                             sx[1:], sg, border_value, PRO, pro_args, C, CG, R, DISK, L1, JOINT,
-                                            BORDER, NEAR)
+                                            BORDER, NEAR, EXPANDED)
             done = r - R
             _store_row(Y, b, x_base, done, col_ok & (done >= h0), cols, num, den, 2 * R, H, W, sx[1:], sy,
                        border_value, PRO, pro_args, EPI, epi_args, C, BORDER, NEAR, ADJOINT)
@@ -355,7 +428,8 @@ def bilateral_kernel(X, G, Y, COLOR, SPACE, H, W,
             else:
                 v, g = _values_and_guide(x_base, g_base, r + R + 1, cols, gscale, H, W, sx[1:], sg, border_value,
                                          PRO, pro_args, C, CG, JOINT, BORDER, NEAR)
-            num, centre, den = v + num[:2 * R * C], g + centre[:2 * R * CG], one + den[:2 * R]
+            num, den = v + num[:2 * R * C], one + den[:2 * R]
+            centre = _slot_centre(g, -R, space, EXPANDED) + _kept_slots(centre, space, 2 * R, CG, R, EXPANDED)
     else:
         num = ()
         centre = ()
@@ -370,7 +444,7 @@ def bilateral_kernel(X, G, Y, COLOR, SPACE, H, W,
                 v, g = _values_and_guide(x_base, g_base, r, cols + dx, gscale, H, W, sx[1:], sg, border_value,
                                          PRO, pro_args, C, CG, JOINT, BORDER, NEAR)
                 # output row k lies dy = i - R - k rows away
-                num, den = _slot_taps(num, den, v, g, centre, dx, i - R, -1, space, C, CG, R, DISK, L1)
+                num, den = _slot_taps(num, den, v, g, centre, dx, i - R, -1, space, C, CG, R, DISK, L1, False)
         for k in tl.static_range(K):
             _store_row(Y, b, x_base, h0 + k, col_ok & (h0 + k < H), cols, num, den, k, H, W, sx[1:], sy,
                        border_value, PRO, pro_args, EPI, epi_args, C, BORDER, NEAR, ADJOINT)
@@ -863,6 +937,11 @@ def upsample_backward_kernel(L, G, GO, DL, DGL, DGH, COLOR, SPACE, C, CG, h, w, 
 # two or three so that a new variant's first call, which compiles each, stays near 3 s.
 SLIDE_TILES = [dict(SLIDE=True, K=128, BW=128, num_warps=4), dict(SLIDE=True, K=32, BW=128, num_warps=4),
                dict(SLIDE=True, K=128, BW=256, num_warps=8)]
+# Where a column loop step takes several offsets (``column_group``), each tile compiles in
+# twice the time: the two of SLIDE_TILES that were fastest there (15 x 15 uint8: 1.14 and
+# 1.26 ms, 32 x 128 1.35), so that a new variant's first call stays under 5 s (6.3 s with
+# the three).
+GROUPED_TILES = [SLIDE_TILES[0], SLIDE_TILES[2]]
 ROW_TILES = [dict(SLIDE=False, K=8, BW=128, num_warps=4), dict(SLIDE=False, K=8, BW=256, num_warps=8)]
 SLIDE_VECTORS = 128
 ROW_VECTORS = 96
@@ -879,6 +958,10 @@ UNROLLED_TAPS = 81
 # window's warps spent 38 % of their cycles waiting on loads); beyond it the loads'
 # registers would cost programs an SM (199 at radius 4), and the compile time doubles.
 PREFETCH_RADIUS = 2
+# Column offsets a step of the run-time column loop (wider windows), where they divide 2R + 1:
+# three offsets' taps a step give a warp three times the independent work, which the two or
+# three warps a scheduler that these registers allow need (five: slower, and 1.7x the compile).
+COLUMN_GROUP = 3
 UNROLLED_TILES = [dict(SLIDE=True, K=128, BW=256, num_warps=8), dict(SLIDE=True, K=72, BW=128, num_warps=4)]
 UNROLLED_TUNED_RADIUS = 3
 
@@ -888,17 +971,57 @@ def unrolls_columns(radius):
     return (2 * radius + 1) ** 2 <= UNROLLED_TAPS
 
 
+def column_group(radius):
+    """Column offsets a step of SLIDE's run-time column loop takes (``DX_GROUP``): three
+    where they divide the 2R + 1 offsets (15 x 15 uint8: 1.30 -> 1.14 ms with EXPANDED,
+    PERFORMANCE.md), else one (a remainder would compile a second copy of the step), and
+    one where the offsets are unrolled (no such loop)."""
+    if unrolls_columns(radius) or (2 * radius + 1) % COLUMN_GROUP:
+        return 1
+    return COLUMN_GROUP
+
+
 def prefetches(radius):
     """Whether SLIDE, when it takes this radius, loads its input rows one step ahead."""
     return unrolls_columns(radius) and radius <= PREFETCH_RADIUS
 
 
+def _slides(meta):
+    """Whether the forward's tiles for a launch's ``meta`` are SLIDE's: where the 2R + 1
+    slots fit."""
+    return (2 * meta["R"] + 1) * (meta["C"] + 1 + meta["CG"]) <= SLIDE_VECTORS
+
+
+# EXPANDED's bound on the exponent's terms |g|^2 and |c|^2, CG * -COLOR for a uint8 guide
+# (unit values in [0, 1]): there float32 rounds the exponent by at most about 2^-9 (the
+# weights within 0.14 %, a uint8 output within 0.05 of a level: PERFORMANCE.md). Smaller
+# sigma_color takes the direct form. Other dtypes' tolerances (float32 1e-5, uint16 one
+# level in 65535) and value ranges (floats, prologues, a constant border's value) are
+# beyond what the expansion keeps.
+EXPANDED_TERMS = 4096.0
+
+
+def expands(guide_dtype, meta, pro, color_peak, border_value):
+    """Whether the forward with ``meta`` and the prologue chain ``pro`` computes its
+    distances EXPANDED: l2, SLIDE with a column loop of several offsets a step
+    (``column_group``), a uint8 guide read as stored (no prologue when the image is its
+    own guide), a constant border's value in [0, 1], and CG * ``color_peak`` (the largest
+    -COLOR of the batch) within EXPANDED_TERMS; never for the backward's ADJOINT pass.
+    (Where the offsets are unrolled, a loaded row serves too few taps to repay its |g|^2;
+    with one offset a step the saved instructions did not show, and at radius 8 the
+    slots' extra registers cost a program an SM: PERFORMANCE.md.)"""
+    return (color_peak is not None and guide_dtype == torch.uint8 and not meta["L1"] and not meta["ADJOINT"]
+            and column_group(meta["R"]) > 1 and (meta["JOINT"] or len(pro) == 0) and _slides(meta)
+            and meta["CG"] * color_peak <= EXPANDED_TERMS
+            and (meta["BORDER"] != borders.CONSTANT.value or 0.0 <= border_value <= 1.0))
+
+
 def forward_tiles(meta):
     """The forward's candidate tiles for a launch's ``meta``: SLIDE when the 2R + 1 slots
     fit."""
-    if (2 * meta["R"] + 1) * (meta["C"] + 1 + meta["CG"]) <= SLIDE_VECTORS:
+    if _slides(meta):
         if not meta["UNROLL_DX"]:
-            return [tile_config(**t) for t in SLIDE_TILES]
+            return [tile_config(**t) for t in (SLIDE_TILES if meta["DX_GROUP"] == 1 else GROUPED_TILES)]
         if meta["R"] <= UNROLLED_TUNED_RADIUS:
             tiles = UNROLLED_TILES
         else:
@@ -931,7 +1054,7 @@ def upsample_tiles(meta):
 
 
 forward_tuning = Tuning(forward_tiles, key=["C", "CG", "R", "DISK", "L1", "JOINT", "BORDER", "NEAR", "PRO", "EPI",
-                                            "SIZE_CLASS"])
+                                            "EXPANDED", "SIZE_CLASS"])
 upsample_tuning = Tuning(upsample_tiles, key=["CV", "CG", "R", "DISK", "L1", "BORDER", "NEAR", "WIDE", "SIZE_CLASS"])
 
 
@@ -941,20 +1064,22 @@ def _guide_batch_stride(guide, batch):
 
 
 def launch(x, guide, y, color, space, radius, disk, l1, joint, border=0, border_value=0.0,
-           pro=((), ()), epi=((), ()), adjoint=False, tile=None):
+           pro=((), ()), epi=((), ()), adjoint=False, tile=None, color_peak=None):
     """Filter 4-D ``x`` (B, C, H, W) into ``y`` with the guide ``guide`` (batch B or 1;
     ignored unless ``joint``). ``color``/``space`` are float32 per-image coefficients
     (-log2(e) / (2 sigma^2)) on the device. With ``adjoint``, ``y`` is the backward's
     float32 (B, C + 1, H, W) buffer holding the output gradient in its first C channels
     (``bilateral_kernel``'s ADJOINT). ``tile``, a ``triton.Config`` of SLIDE, K, BW and
-    num_warps, bypasses the tile choice."""
+    num_warps, bypasses the tile choice. ``color_peak``, the largest -COLOR of the batch
+    as a number, allows the EXPANDED distances (``expands``)."""
     B, C, H, W = x.shape
     args = (x, guide, y, color, space, H, W, *x.stride(), _guide_batch_stride(guide, B), *guide.stride()[1:],
             *y.stride(), float(border_value), pro[0], pro[1], epi[0], epi[1])
     meta = dict(C=C, CG=guide.shape[1] if joint else C, R=radius, DISK=disk, L1=l1, JOINT=joint, BORDER=border,
                 NEAR=radius < min(H, W), OFF64=needs_int64(x, guide, y), ADJOINT=adjoint,
-                UNROLL_DX=unrolls_columns(radius), PREFETCH=prefetches(radius),
+                UNROLL_DX=unrolls_columns(radius), DX_GROUP=column_group(radius), PREFETCH=prefetches(radius),
                 SIZE_CLASS=size_class(H, W))
+    meta["EXPANDED"] = expands((guide if joint else x).dtype, meta, pro[0], color_peak, border_value)
     grid = lambda m: (B * cdiv(H, m["K"]) * cdiv(W, m["BW"]),)
     if tile is None and interpreting():  # one column strip per image: the interpreter's cost is per operation
         slide = forward_tiles(meta)[0].kwargs["SLIDE"]

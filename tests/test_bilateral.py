@@ -300,44 +300,92 @@ def test_full_hd_matches_reference_on_gpu(dtype, gen, monkeypatch):
 
 
 def launch_tile(x, tile, sigma_color, sigma_space, radius, window, dist, border="reflect", value=0.0):
-    """The forward kernel with a given tile (a dict of SLIDE, K, BW, num_warps)."""
+    """The forward kernel with a given tile (a dict of SLIDE, K, BW, num_warps), EXPANDED
+    where ``kb.expands`` allows, as a public call."""
     from imgfilters.kernels import bilateral as kb
-    coeff = lambda s: torch.full((x.shape[0],), -kb.LOG2E.value / (2 * s * s), device=x.device)  # noqa: E731
+    peak = lambda s: kb.LOG2E.value / (2 * s * s)  # noqa: E731
+    coeff = lambda s: torch.full((x.shape[0],), -peak(s), device=x.device)  # noqa: E731
     config = triton.Config({k: v for k, v in tile.items() if k != "num_warps"}, num_warps=tile["num_warps"])
     y = torch.empty_like(x)
     kb.launch(x, x, y, coeff(sigma_color), coeff(sigma_space), radius, window == "disk", dist == "l1", False,
-              BORDERS.index(border), value, tile=config)
+              BORDERS.index(border), value, tile=config, color_peak=peak(sigma_color))
     return y
 
 
 def test_forward_tiles_follow_the_radius_and_the_guide():
     # radius up to 3: both unrolled tiles are timed; radius 4 takes one (a new variant's
     # first call compiles each), the narrow one with a guide (its vectors would take the
-    # wide one to one program an SM); wider windows the run-time column loop's tiles, and
-    # rows where 2R + 1 slots would not fit
+    # wide one to one program an SM); wider windows the run-time column loop's tiles (two
+    # where a step takes three offsets), and rows where 2R + 1 slots would not fit
     from imgfilters.kernels import bilateral as kb
     tiles = lambda R, joint=False, C=3, CG=3: [  # noqa: E731
         dict(c.kwargs, num_warps=c.num_warps) for c in kb.forward_tiles(dict(
-            R=R, C=C, CG=CG, JOINT=joint, UNROLL_DX=kb.unrolls_columns(R)))]
+            R=R, C=C, CG=CG, JOINT=joint, UNROLL_DX=kb.unrolls_columns(R), DX_GROUP=kb.column_group(R)))]
     assert tiles(2) == tiles(3) == kb.UNROLLED_TILES
     assert tiles(4) == kb.UNROLLED_TILES[:1] and tiles(4, joint=True) == kb.UNROLLED_TILES[1:]
-    assert tiles(7) == kb.SLIDE_TILES
+    assert tiles(5) == tiles(6) == kb.SLIDE_TILES and tiles(7) == kb.GROUPED_TILES
     assert all(not t["SLIDE"] for t in tiles(12))
+
+
+def test_expanded_distances_only_where_they_stay_exact():
+    # |g|^2 + |c|^2 - 2 g.c loses float32 bits as |g|^2 grows: uint8 guides (one level of
+    # tolerance, values in [0, 1]), l2, SLIDE with a column loop of three offsets a step
+    # (radius 7 among radii 5 to 8 for RGB), sigma_color not too small, no prologue on the
+    # image that guides itself, a constant border inside [0, 1]
+    from imgfilters.kernels import bilateral as kb
+    peak = lambda s: kb.LOG2E.value / (2 * s * s)  # noqa: E731
+
+    def expands(dtype=torch.uint8, R=7, L1=False, C=3, CG=3, JOINT=False, ADJOINT=False, BORDER=0, pro=(),
+                sigma=0.1, value=0.0):
+        meta = dict(R=R, L1=L1, C=C, CG=CG, JOINT=JOINT, ADJOINT=ADJOINT, BORDER=BORDER)
+        return kb.expands(dtype, meta, pro, peak(sigma), value)
+
+    assert expands() and expands(JOINT=True, CG=1) and expands(BORDER=3, value=1.0)
+    assert expands(JOINT=True, pro=("a step",))  # (a joint filter's prologue is the image's, not the guide's)
+    assert not expands(R=4) and not expands(R=5) and not expands(R=8) and not expands(L1=True)
+    assert not expands(ADJOINT=True)
+    assert not expands(dtype=torch.float32) and not expands(dtype=torch.uint16) and not expands(pro=("a step",))
+    assert not expands(R=12)  # (rows, not SLIDE)
+    assert not expands(BORDER=3, value=1.5)
+    assert expands(sigma=0.03) and not expands(sigma=0.02) and not expands(JOINT=True, CG=16, sigma=0.05)
+    assert not kb.expands(torch.uint8, dict(R=7, L1=False, C=3, CG=3, JOINT=False, ADJOINT=False, BORDER=0), (),
+                          None, 0.0)
+
+
+def test_expanded_distances_match_the_reference(gen, device, monkeypatch):
+    # a float image under a uint8 guide shows the weights' error before any rounding to levels
+    from imgfilters.kernels import bilateral as kb
+    taken = []
+    expands = kb.expands
+    monkeypatch.setattr(kb, "expands", lambda *a: taken.append(expands(*a)) or taken[-1])
+    x = random_image((2, 2, 9, 24), torch.float32, gen, device)
+    guide = random_image((2, 3, 9, 24), torch.uint8, gen, device)
+    sc = torch.tensor([0.05, 0.2])
+    y = imgfilters.joint_bilateral(x, guide, sc, 1.5, radius=7, border="constant", border_value=0.6)
+    assert taken == [True]
+    assert_matches(y, reference(x, guide, sc, 1.5, 7, "square", "l2", "constant", 0.6))
+    x = random_image((1, 3, 9, 24), torch.uint8, gen, device)
+    y = imgfilters.bilateral(x, 0.1, 2.0, radius=7, window="disk")
+    assert taken == [True, True]
+    assert_matches(y, reference(x, None, 0.1, 2.0, 7, "disk"))
 
 
 def test_both_variants_over_several_strips_and_segments(gen, device, monkeypatch):
     # the interpreter's default is one strip per image: small tiles here, with partial ones;
     # the column offsets unrolled, and (UNROLLED_TAPS 0) a run-time loop, which wider
-    # windows take (radius 2 here: the interpreter's time grows with the taps)
+    # windows take, one offset a step and (radius 1: 3 offsets) three (radius 2 at most
+    # here: the interpreter's time grows with the taps)
     from imgfilters.kernels import bilateral as kb
     x = random_image((2, 2, 13, 21), torch.float32, gen, device)
-    for tile, unrolled_taps, image, window, dist, border in [
-            (dict(SLIDE=True, K=5, BW=8, num_warps=1), kb.UNROLLED_TAPS, x, "square", "l2", "reflect"),
-            (dict(SLIDE=True, K=5, BW=8, num_warps=1), 0, x[1:, :1], "disk", "l1", "reflect"),
-            (dict(SLIDE=False, K=3, BW=8, num_warps=1), kb.UNROLLED_TAPS, x, "disk", "l1", "constant")]:
+    for tile, unrolled_taps, image, radius, window, dist, border in [
+            (dict(SLIDE=True, K=5, BW=8, num_warps=1), kb.UNROLLED_TAPS, x, 2, "square", "l2", "reflect"),
+            (dict(SLIDE=True, K=5, BW=8, num_warps=1), 0, x[1:, :1], 2, "disk", "l1", "reflect"),
+            (dict(SLIDE=True, K=5, BW=8, num_warps=1), 0, x, 1, "square", "l2", "constant"),
+            (dict(SLIDE=False, K=3, BW=8, num_warps=1), kb.UNROLLED_TAPS, x, 2, "disk", "l1", "constant")]:
         monkeypatch.setattr(kb, "UNROLLED_TAPS", unrolled_taps)
-        y = launch_tile(image, tile, 0.2, 1.5, 2, window, dist, border, 0.3)
-        assert_matches(y, reference(image, None, 0.2, 1.5, 2, window, dist, border, 0.3))
+        assert kb.column_group(radius) == (3 if radius == 1 and unrolled_taps == 0 else 1)
+        y = launch_tile(image, tile, 0.2, 1.5, radius, window, dist, border, 0.3)
+        assert_matches(y, reference(image, None, 0.2, 1.5, radius, window, dist, border, 0.3))
 
 
 @gpu
@@ -349,7 +397,9 @@ def test_every_tile_and_both_variants_match_the_reference_on_photos(name):
     # rows for any window; slide where its slots fit, its column offsets unrolled up to
     # radius 4 (UNROLLED_TAPS) and a run-time loop beyond
     for tile in kb.SLIDE_TILES + kb.UNROLLED_TILES + kb.ROW_TILES:
-        for radius, window, dist in [(2, "square", "l2"), (4, "disk", "l1"), (7, "disk", "l1")] + (
+        # (uint8 photos: the l2 windows with a run-time column loop take EXPANDED)
+        for radius, window, dist in [(2, "square", "l2"), (4, "disk", "l1"), (7, "disk", "l1"),
+                                     (7, "square", "l2")] + (
                 [] if tile["SLIDE"] else [(12, "square", "l2")]):
             y = launch_tile(x, tile, 0.1, 2.0, radius, window, dist)
             assert_matches(y, ref.bilateral(x4, x4, 0.1, 2.0, radius, window, dist))
@@ -359,10 +409,12 @@ def test_every_tile_and_both_variants_match_the_reference_on_photos(name):
 @pytest.mark.parametrize("setup,first,again", [
     ("x = torch.rand(1, 3, 720, 1280, device='cuda')",
      "imgfilters.bilateral(x, 0.1, 1.5, radius=3)", "imgfilters.bilateral(x, 0.2, 1.5, radius=3)"),
+    ("x = (torch.rand(1, 3, 720, 1280, device='cuda') * 255).to(torch.uint8)",
+     "imgfilters.bilateral(x, 0.1, 1.5, radius=7)", "imgfilters.bilateral(x, 0.2, 1.5, radius=7)"),
     ("low = torch.rand(1, 1, 270, 480, device='cuda'); g = torch.rand(1, 3, 1080, 1920, device='cuda')",
      "imgfilters.joint_bilateral_upsample(low, g, 0.1, radius=2)",
      "imgfilters.joint_bilateral_upsample(low, g, 0.2, radius=2)"),
-], ids=["filter", "upsample"])
+], ids=["filter", "filter 15x15 uint8", "upsample"])
 def test_a_new_radius_compiles_and_runs_from_a_cold_cache(tmp_path, setup, first, again):
     # the first call compiles (and tunes) its variant; a new sigma reuses it
     cpu, wall, again_s = cold_first_call(tmp_path, setup, first, again)

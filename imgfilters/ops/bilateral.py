@@ -169,6 +169,12 @@ class _Params:
                                  f"(ceil(2 * sigma_space)), above the maximum {kernels.MAX_RADIUS}: pass radius")
         self.radius = radius
 
+    def color_peak(self):
+        """The largest -log2(e) / (2 sigma_color^2) of the batch, a number (the scale of the
+        kernel's exponent: ``kernels.expands``; inf where the sigma's square underflows)."""
+        sigma = min(self.color.tolist())
+        return kernels.LOG2E.value / 2 / sigma / sigma
+
     def kernel_args(self, device, window, color_distance):
         """``color, space, radius, disk, l1`` of the kernels' launchers."""
         return (_coefficients(self.color, device), _coefficients(self.space, device), self.radius,
@@ -197,7 +203,7 @@ def _filter(img, guide, sigma_color, sigma_space, radius, window, color_distance
     pro, epi, dtype = pointwise.fused_chains(fusion, x4.shape[1], img.device, img.dtype)
     y = _image.new_image(img, dtype=dtype)
     kernels.launch(x4, g4, _image.as_planes(y), *p.kernel_args(img.device, window, color_distance), guide is not None,
-                   _image.check_border(border), border_value, pro=pro, epi=epi)
+                   _image.check_border(border), border_value, pro=pro, epi=epi, color_peak=p.color_peak())
     return y
 
 
