@@ -324,6 +324,12 @@ def test_forward_tiles_follow_the_radius_and_the_guide():
     assert tiles(2) == tiles(3) == kb.UNROLLED_TILES
     assert tiles(4) == kb.UNROLLED_TILES[:1] and tiles(4, joint=True) == kb.UNROLLED_TILES[1:]
     assert tiles(5) == tiles(6) == kb.SLIDE_TILES and tiles(7) == kb.GROUPED_TILES
+    # radius 4 without a guide: the unrolled tile whose strips walk the fewest rows x columns
+    single = lambda H, W, R=4, joint=False: kb._single_tile(dict(  # noqa: E731
+        R=R, C=3, CG=3, JOINT=joint, UNROLL_DX=kb.unrolls_columns(R)), H, W)
+    as_dict = lambda c: dict(c.kwargs, num_warps=c.num_warps)  # noqa: E731
+    assert as_dict(single(2160, 3840)) == kb.UNROLLED_TILES[0] and as_dict(single(1080, 1920)) == kb.UNROLLED_TILES[1]
+    assert single(1080, 1920, R=3) is None and single(1080, 1920, joint=True) is None and single(99, 99, R=7) is None
     assert all(not t["SLIDE"] for t in tiles(12))
 
 
