@@ -347,8 +347,8 @@ def bilateral_kernel(X, G, Y, COLOR, SPACE, H, W,
       When the row is done, the oldest slot is complete: it is stored, and the next
       output row enters. Under PREFETCH (small windows, whose taps are too few to hide
       the loads' latency) the next input row's shifted vectors and the next entering row
-      are loaded one step ahead, before this row's taps. EXPANDED (``expands``: l2, a
-      run-time column loop, uint8 guides, sigma_color not too small): the squared
+      are loaded one step ahead, before this row's taps. EXPANDED (``expands``: l2, the
+      grouped column loop, uint8 guides, sigma_color not too small): the squared
       distance as |g|^2 + |c|^2 - 2 g.c, with |g|^2 and dx's spatial term once a load,
       and 2 c and (dy's spatial term - |c|^2) once a slot and row, so that a tap costs 9
       instructions, not 12.
@@ -987,15 +987,16 @@ def prefetches(radius):
     return unrolls_columns(radius) and radius <= PREFETCH_RADIUS
 
 
-def _slides(meta):
+def _slides(meta, extra=0):
     """Whether the forward's tiles for a launch's ``meta`` are SLIDE's: where the 2R + 1
-    slots fit."""
-    return (2 * meta["R"] + 1) * (meta["C"] + 1 + meta["CG"]) <= SLIDE_VECTORS
+    slots (of ``extra`` more vectors each) fit."""
+    return (2 * meta["R"] + 1) * (meta["C"] + 1 + meta["CG"] + extra) <= SLIDE_VECTORS
 
 
 # EXPANDED's bound on the exponent's terms |g|^2 and |c|^2, CG * -COLOR for a uint8 guide
-# (unit values in [0, 1]): there float32 rounds the exponent by at most about 2^-9 (the
-# weights within 0.14 %, a uint8 output within 0.05 of a level: PERFORMANCE.md). Smaller
+# (unit values in [0, 1]): there float32 rounds the exponent by at most about 2^-8, half of
+# it the 2R updates of a slot's spatial term (the weights within 0.3 %, a uint8 output
+# within 0.1 of a level: PERFORMANCE.md). Smaller
 # sigma_color takes the direct form. Other dtypes' tolerances (float32 1e-5, uint16 one
 # level in 65535) and value ranges (floats, prologues, a constant border's value) are
 # beyond what the expansion keeps.
@@ -1005,14 +1006,15 @@ EXPANDED_TERMS = 4096.0
 def expands(guide_dtype, meta, pro, color_peak, border_value):
     """Whether the forward with ``meta`` and the prologue chain ``pro`` computes its
     distances EXPANDED: l2, SLIDE with a column loop of several offsets a step
-    (``column_group``), a uint8 guide read as stored (no prologue when the image is its
-    own guide), a constant border's value in [0, 1], and CG * ``color_peak`` (the largest
-    -COLOR of the batch) within EXPANDED_TERMS; never for the backward's ADJOINT pass.
+    (``column_group``) and slots that fit with EXPANDED's extra vector, a uint8 guide read
+    as stored (no prologue when the image is its own guide), a constant border's value in
+    [0, 1], and CG * ``color_peak`` (the largest -COLOR of the batch) within
+    EXPANDED_TERMS; never for the backward's ADJOINT pass.
     (Where the offsets are unrolled, a loaded row serves too few taps to repay its |g|^2;
     with one offset a step the saved instructions did not show, and at radius 8 the
     slots' extra registers cost a program an SM: PERFORMANCE.md.)"""
     return (color_peak is not None and guide_dtype == torch.uint8 and not meta["L1"] and not meta["ADJOINT"]
-            and column_group(meta["R"]) > 1 and (meta["JOINT"] or len(pro) == 0) and _slides(meta)
+            and column_group(meta["R"]) > 1 and (meta["JOINT"] or len(pro) == 0) and _slides(meta, extra=1)
             and meta["CG"] * color_peak <= EXPANDED_TERMS
             and (meta["BORDER"] != borders.CONSTANT.value or 0.0 <= border_value <= 1.0))
 

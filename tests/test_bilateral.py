@@ -351,9 +351,11 @@ def test_expanded_distances_only_where_they_stay_exact():
     assert not expands(R=4) and not expands(R=5) and not expands(R=8) and not expands(L1=True)
     assert not expands(ADJOINT=True)
     assert not expands(dtype=torch.float32) and not expands(dtype=torch.uint16) and not expands(pro=("a step",))
-    assert not expands(R=12)  # (rows, not SLIDE)
+    assert not expands(R=13)  # (rows, not SLIDE)
+    assert expands(R=13, C=1, CG=1) and not expands(R=16, C=1, CG=1)  # (33 slots of 4 vectors: over SLIDE_VECTORS)
     assert not expands(BORDER=3, value=1.5)
-    assert expands(sigma=0.03) and not expands(sigma=0.02) and not expands(JOINT=True, CG=16, sigma=0.05)
+    assert expands(sigma=0.03) and not expands(sigma=0.02)
+    assert expands(JOINT=True, CG=2, sigma=0.019) and not expands(JOINT=True, CG=2, sigma=0.018)  # (CG * -COLOR)
     assert not kb.expands(torch.uint8, dict(R=7, L1=False, C=3, CG=3, JOINT=False, ADJOINT=False, BORDER=0), (),
                           None, 0.0)
 
