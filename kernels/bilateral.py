@@ -996,10 +996,9 @@ def _slides(meta, extra=0):
 # EXPANDED's bound on the exponent's terms |g|^2 and |c|^2, CG * -COLOR for a uint8 guide
 # (unit values in [0, 1]): there float32 rounds the exponent by at most about 2^-8, half of
 # it the 2R updates of a slot's spatial term (the weights within 0.3 %, a uint8 output
-# within 0.1 of a level: PERFORMANCE.md). Smaller
-# sigma_color takes the direct form. Other dtypes' tolerances (float32 1e-5, uint16 one
-# level in 65535) and value ranges (floats, prologues, a constant border's value) are
-# beyond what the expansion keeps.
+# within 0.1 of a level: PERFORMANCE.md). Smaller sigma_color takes the direct form. Other
+# dtypes' tolerances (float32 1e-5, uint16 one level in 65535) and value ranges (floats,
+# prologues, a constant border's value) are beyond what the expansion keeps.
 EXPANDED_TERMS = 4096.0
 
 
@@ -1025,25 +1024,27 @@ def forward_tiles(meta):
     if _slides(meta):
         if not meta["UNROLL_DX"]:
             return [tile_config(**t) for t in (SLIDE_TILES if meta["DX_GROUP"] == 1 else GROUPED_TILES)]
-        if meta["R"] <= UNROLLED_TUNED_RADIUS:
-            tiles = UNROLLED_TILES
-        else:
-            tiles = UNROLLED_TILES[1:] if meta["JOINT"] else UNROLLED_TILES[:1]
+        # (beyond UNROLLED_TUNED_RADIUS ``launch`` picks one by ``_single_tile`` instead of timing them)
+        tiles = UNROLLED_TILES[1:] if meta["JOINT"] and meta["R"] > UNROLLED_TUNED_RADIUS else UNROLLED_TILES
         return [tile_config(**t) for t in tiles]
     return _rows_within(ROW_TILES, meta["C"] + 1 + meta["CG"])
 
 
 def _single_tile(meta, H, W):
     """The tile of a launch on H x W images whose radius tunes none (unrolled, beyond
-    UNROLLED_TUNED_RADIUS, no guide): of UNROLLED_TILES the one whose strips walk the
-    fewest input rows x columns (K + 2R rows for each K, the last strip and column block
-    overhanging the image). That predicts both measured pairs (H200, 9 x 9 float32): 4K
-    the 128 x 256 tile, 4 % fewer (0.400 ms against 0.421), 16 x 1080p the 72 x 128 one,
-    8 % fewer (1.55 against 1.67). None for every other launch."""
-    if meta["JOINT"] or not meta["UNROLL_DX"] or meta["R"] <= UNROLLED_TUNED_RADIUS or not _slides(meta):
+    UNROLLED_TUNED_RADIUS: a new variant's first call compiles each tile it times): of
+    ``forward_tiles``' candidates, the one whose strips walk the fewest input rows x
+    columns (K + 2R rows for each K, the last strip and column block overhanging the
+    image). That predicts both measured pairs (H200, 9 x 9 float32): 4K the 128 x 256
+    tile, 4 % fewer (0.400 ms against 0.421), 16 x 1080p the 72 x 128 one, 8 % fewer (1.55
+    against 1.67). None for every other launch."""
+    if not meta["UNROLL_DX"] or meta["R"] <= UNROLLED_TUNED_RADIUS or not _slides(meta):
         return None
-    walked = lambda t: cdiv(H, t["K"]) * (t["K"] + 2 * meta["R"]) * cdiv(W, t["BW"]) * t["BW"]  # noqa: E731
-    return tile_config(**min(UNROLLED_TILES, key=walked))
+
+    def walked(tile):
+        k, bw = tile.kwargs["K"], tile.kwargs["BW"]
+        return cdiv(H, k) * (k + 2 * meta["R"]) * cdiv(W, bw) * bw
+    return min(forward_tiles(meta), key=walked)
 
 
 # Joint upsampling tiles: K output rows x BW columns of CV channels, each row keeping

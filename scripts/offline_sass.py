@@ -113,8 +113,7 @@ def bilateral_case(dtype="float32", C=3, R=4, DISK=False, L1=False, JOINT=False,
     args = (x, x, x, f, f, H, W, *strides, *strides, *strides, 0.0, (), (), (), ())
     meta = dict(C=C, CG=CG if JOINT else C, R=R, DISK=DISK, L1=L1, JOINT=JOINT, BORDER=0, NEAR=True, OFF64=False,
                 ADJOINT=False, UNROLL_DX=bilateral.unrolls_columns(R), DX_GROUP=bilateral.column_group(R),
-                SIZE_CLASS=23, SLIDE=SLIDE,
-                PREFETCH=bilateral.prefetches(R), EXPANDED=EXPANDED, K=K, BW=BW)
+                PREFETCH=bilateral.prefetches(R), EXPANDED=EXPANDED, SIZE_CLASS=23, SLIDE=SLIDE, K=K, BW=BW)
     return bilateral.bilateral_kernel, args, meta, nw
 
 

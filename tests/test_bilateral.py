@@ -313,23 +313,25 @@ def launch_tile(x, tile, sigma_color, sigma_space, radius, window, dist, border=
 
 
 def test_forward_tiles_follow_the_radius_and_the_guide():
-    # radius up to 3: both unrolled tiles are timed; radius 4 takes one (a new variant's
-    # first call compiles each), the narrow one with a guide (its vectors would take the
-    # wide one to one program an SM); wider windows the run-time column loop's tiles (two
-    # where a step takes three offsets), and rows where 2R + 1 slots would not fit
+    # radius up to 3: both unrolled tiles are timed; radius 4 takes one without timing (a
+    # new variant's first call compiles each), only the narrow one a candidate with a guide
+    # (its vectors would take the wide one to one program an SM); wider windows the
+    # run-time column loop's tiles (one where a step takes three offsets), and rows where
+    # 2R + 1 slots would not fit
     from imgfilters.kernels import bilateral as kb
     tiles = lambda R, joint=False, C=3, CG=3: [  # noqa: E731
         dict(c.kwargs, num_warps=c.num_warps) for c in kb.forward_tiles(dict(
             R=R, C=C, CG=CG, JOINT=joint, UNROLL_DX=kb.unrolls_columns(R), DX_GROUP=kb.column_group(R)))]
     assert tiles(2) == tiles(3) == kb.UNROLLED_TILES
-    assert tiles(4) == kb.UNROLLED_TILES[:1] and tiles(4, joint=True) == kb.UNROLLED_TILES[1:]
+    assert tiles(4) == kb.UNROLLED_TILES and tiles(4, joint=True) == kb.UNROLLED_TILES[1:]
     assert tiles(5) == tiles(6) == kb.SLIDE_TILES and tiles(7) == kb.GROUPED_TILES
-    # radius 4 without a guide: the unrolled tile whose strips walk the fewest rows x columns
+    # radius 4: of its candidates, the tile whose strips walk the fewest rows x columns
     single = lambda H, W, R=4, joint=False: kb._single_tile(dict(  # noqa: E731
         R=R, C=3, CG=3, JOINT=joint, UNROLL_DX=kb.unrolls_columns(R)), H, W)
     as_dict = lambda c: dict(c.kwargs, num_warps=c.num_warps)  # noqa: E731
     assert as_dict(single(2160, 3840)) == kb.UNROLLED_TILES[0] and as_dict(single(1080, 1920)) == kb.UNROLLED_TILES[1]
-    assert single(1080, 1920, R=3) is None and single(1080, 1920, joint=True) is None and single(99, 99, R=7) is None
+    assert all(as_dict(single(*shape, joint=True)) == kb.UNROLLED_TILES[1] for shape in [(2160, 3840), (1080, 1920)])
+    assert single(1080, 1920, R=3) is None and single(99, 99, R=7) is None
     assert all(not t["SLIDE"] for t in tiles(12))
 
 

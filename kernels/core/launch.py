@@ -127,6 +127,7 @@ def launch(kernel, grid, args, meta, x, config=None, tuning=None):
     with _lock:
         if config is None:
             config = tuning.tile(kernel, grid, args, meta, device)
+        if tuning is not None:  # (a family may pick a launch's tile itself: the report shows it too)
             tuning.last = config
         params = {**meta, **config.kwargs}
         compiled = kernel[grid(params)](*args, **meta, **_options(config))
