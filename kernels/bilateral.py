@@ -16,6 +16,8 @@ masked) of all channels at once, one exponential per tap, the window's rows and 
 as run-time loops: unrolled columns made Triton 3.6 keep every tap's shifted block live
 (255 registers and spills, 74 s to compile the upsample gradient at radius 8).
 """
+import functools
+
 import torch
 import triton
 import triton.language as tl
@@ -941,7 +943,8 @@ SLIDE_TILES = [dict(SLIDE=True, K=128, BW=128, num_warps=4), dict(SLIDE=True, K=
 # about 2 s: only the tile that was fastest there in every measured case (15 x 15 on 4K:
 # uint8 expanded 1.14 ms against 1.26 and 1.35, the direct form 1.23 against 1.35 and
 # 1.48), so that a new variant's first call stays well under 5 s (6.3 s with the three
-# SLIDE_TILES tuned, 4.4 s with two).
+# SLIDE_TILES tuned, 4.4 s with two); its strips' length K is chosen at launch
+# (``_filling_waves``).
 GROUPED_TILES = SLIDE_TILES[:1]
 ROW_TILES = [dict(SLIDE=False, K=8, BW=128, num_warps=4), dict(SLIDE=False, K=8, BW=256, num_warps=8)]
 SLIDE_VECTORS = 128
@@ -950,10 +953,11 @@ ROW_VECTORS = 96
 # instructions at 9 x 9, -38 % for a disk), but a body 2R + 1 times longer to compile
 # (about 2 s at radius 4 on the H200's host). Two tiles, tuned up to radius
 # UNROLLED_TUNED_RADIUS (4K 5 x 5, PREFETCH: 128 x 256 0.150 ms, 72 x 128 0.159); beyond
-# it one, so that a new variant's first call stays under 5 s: the first (4K 9 x 9: 0.400 and
-# 0.421 ms; 16 x 1080p: 1.67 and 1.55), or with a guide the second, since the guide's
-# vectors take the wide tile to 172 registers, one program an SM (joint 9 x 9: 0.619 and
-# 0.491).
+# it one (``_single_tile``), so that a new variant's first call stays under 5 s: the first
+# or the second (4K 9 x 9: 0.400 and 0.421 ms; 16 x 1080p: 1.67 and 1.55), its strips'
+# length chosen at launch (``_filling_waves``), and with a guide the second, since the
+# guide's vectors take the wide tile to 172 registers, one program an SM (joint 9 x 9:
+# 0.619 and 0.491).
 UNROLLED_TAPS = 81
 # Up to this radius SLIDE loads each input row one step ahead (``PREFETCH``: a 5 x 5
 # window's warps spent 38 % of their cycles waiting on loads); beyond it the loads'
@@ -1031,20 +1035,63 @@ def forward_tiles(meta):
 
 
 def _single_tile(meta, H, W):
-    """The tile of a launch on H x W images whose radius tunes none (unrolled, beyond
-    UNROLLED_TUNED_RADIUS: a new variant's first call compiles each tile it times): of
-    ``forward_tiles``' candidates, the one whose strips walk the fewest input rows x
-    columns (K + 2R rows for each K, the last strip and column block overhanging the
-    image). That predicts both measured pairs (H200, 9 x 9 float32): 4K the 128 x 256
-    tile, 4 % fewer (0.400 ms against 0.421), 16 x 1080p the 72 x 128 one, 8 % fewer (1.55
-    against 1.67). None for every other launch."""
-    if not meta["UNROLL_DX"] or meta["R"] <= UNROLLED_TUNED_RADIUS or not _slides(meta):
+    """The tile of a launch on H x W images that tunes none (a new variant's first call
+    would compile each tile it times), its strips' length still to be chosen
+    (``_filling_waves``): the grouped column loop's one tile, or, for the unrolled radius
+    beyond UNROLLED_TUNED_RADIUS, the one of ``forward_tiles``' two whose strips of their K
+    rows walk the fewest input rows x columns (K + 2R rows for each K, the last strip and
+    column block overhanging the image). That predicts both measured pairs (H200, 9 x 9
+    float32): 4K the 128 x 256 tile, 4 % fewer (0.400 ms against 0.421), 16 x 1080p the
+    72 x 128 one, 8 % fewer (1.55 against 1.67). None for every other launch."""
+    if not _slides(meta):
+        return None
+    if not meta["UNROLL_DX"]:
+        return tile_config(**GROUPED_TILES[0]) if meta["DX_GROUP"] > 1 else None
+    if meta["R"] <= UNROLLED_TUNED_RADIUS:
         return None
 
     def walked(tile):
         k, bw = tile.kwargs["K"], tile.kwargs["BW"]
         return cdiv(H, k) * (k + 2 * meta["R"]) * cdiv(W, bw) * bw
     return min(forward_tiles(meta), key=walked)
+
+
+# Warps an SM holds of the kernels whose tile ``_single_tile`` picks before they are
+# compiled (Triton 3.6, sm_90a): the unrolled radius-4 one 16 (127 registers a thread), 12
+# with a guide (168: three programs of 4 warps), the grouped column loop's 12 (164 to 168
+# at radius 7).
+UNROLLED_WARPS_AN_SM, GUIDED_WARPS_AN_SM, GROUPED_WARPS_AN_SM = 16, 12, 12
+# Strip lengths ``_filling_waves`` chooses from: multiples of STRIP_QUANTUM (each compiles
+# once) up to STRIP_ROWS_MAX. (The wave count is not all: 16 x 1080p at 9 x 9 in one wave
+# of 540-row strips took 1.593 ms, in five waves of 99 rows 1.515, where waves x rows
+# differ by 2 %.)
+STRIP_QUANTUM, STRIP_ROWS_MAX = 8, 256
+
+
+def _filling_waves(tile, meta, B, H, W, sms):
+    """``tile`` with the strip length ``_strip_rows`` picks for B images of H x W on
+    ``sms`` SMs that hold the warps above."""
+    if meta["UNROLL_DX"]:
+        warps_an_sm = GUIDED_WARPS_AN_SM if meta["JOINT"] else UNROLLED_WARPS_AN_SM
+    else:
+        warps_an_sm = GROUPED_WARPS_AN_SM
+    resident = max(1, warps_an_sm // tile.num_warps) * sms
+    k = _strip_rows(H, meta["R"], B * cdiv(W, tile.kwargs["BW"]), resident)[1]
+    return tile_config(**dict(tile.kwargs, K=k), num_warps=tile.num_warps)
+
+
+@functools.lru_cache(maxsize=4096)
+def _strip_rows(H, R, lanes, resident):
+    """(cost, K): the strip length, a multiple of STRIP_QUANTUM up to STRIP_ROWS_MAX, for
+    ``lanes`` columns of SLIDE programs (over the batch) on a device that holds
+    ``resident`` programs at once. The programs run in waves of ``resident``, each about
+    as long as the K + 2R + 1 input rows its strip loads: the cost, waves x (K + 2R + 1),
+    is least where the strips fill whole waves with short strips. (H200, 4K, 15 x 15
+    uint8, three programs an SM: strips of 128 rows run 1.3 waves, 1.145 ms; of 168 one,
+    1.040. PERFORMANCE.md.)"""
+    top = min(cdiv(H, STRIP_QUANTUM) * STRIP_QUANTUM, STRIP_ROWS_MAX)
+    candidates = range(STRIP_QUANTUM, top + 1, STRIP_QUANTUM)
+    return min((cdiv(lanes * cdiv(H, k), resident) * (k + 2 * R + 1), k) for k in candidates)
 
 
 # Joint upsampling tiles: K output rows x BW columns of CV channels, each row keeping
@@ -1075,6 +1122,11 @@ forward_tuning = Tuning(forward_tiles, key=["C", "CG", "R", "DISK", "L1", "JOINT
 upsample_tuning = Tuning(upsample_tiles, key=["CV", "CG", "R", "DISK", "L1", "BORDER", "NEAR", "WIDE", "SIZE_CLASS"])
 
 
+@functools.lru_cache(maxsize=None)
+def _sm_count(device_index):
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
 def _guide_batch_stride(guide, batch):
     """The guide's batch stride: 0 when one guide serves every image."""
     return guide.stride(0) if guide.shape[0] == batch else 0
@@ -1103,6 +1155,8 @@ def launch(x, guide, y, color, space, radius, disk, l1, joint, border=0, border_
         tile = triton.Config(dict(SLIDE=slide, K=H if slide else min(H, 16), BW=pow2_at_least(W, 16, 128)))
     elif tile is None:
         tile = _single_tile(meta, H, W)
+        if tile is not None:
+            tile = _filling_waves(tile, meta, B, H, W, _sm_count(x.get_device()))
         if tile is None and adjoint:  # it rewrites y in place, so it cannot be timed over and over: the default
             tile = forward_tiles(meta)[0]
     launch_kernel(bilateral_kernel, grid, args, meta, x, tile, forward_tuning)

@@ -1,5 +1,7 @@
 """Bilateral family: the float64 reference against its peers (kornia, OpenCV)."""
 
+import random
+
 import cv2
 import numpy as np
 import pytest
@@ -312,6 +314,29 @@ def launch_tile(x, tile, sigma_color, sigma_space, radius, window, dist, border=
     return y
 
 
+def test_strips_fill_whole_waves():
+    # the strip length of the launches whose tile is not timed: their programs run in
+    # waves of what the device holds at once, each about as long as its strip's rows and
+    # the window's; the fewest such rows in all, for multiples of STRIP_QUANTUM up to
+    # STRIP_ROWS_MAX
+    from imgfilters.kernels import bilateral as kb
+    from imgfilters.kernels.core.tiling import cdiv
+    q = kb.STRIP_QUANTUM
+    cost = lambda H, R, lanes, resident, k: cdiv(lanes * cdiv(H, k), resident) * (k + 2 * R + 1)  # noqa: E731
+    rng = random.Random(0)
+    cases = [(2160, 7, 30, 396), (1080, 4, 240, 528), (64, 2, 1, 396), (10, 3, 1, 1), (1080, 0, 15000, 528)] + [
+        (rng.randint(1, 3000), rng.randint(0, 12), rng.randint(1, 400), rng.randint(1, 600)) for _ in range(100)]
+    for H, R, lanes, resident in cases:
+        best, k = kb._strip_rows(H, R, lanes, resident)
+        top = min(kb.STRIP_ROWS_MAX, cdiv(H, q) * q)
+        assert k % q == 0 and q <= k <= top and best == cost(H, R, lanes, resident, k)
+        assert all(best <= cost(H, R, lanes, resident, j) for j in range(q, top + 1, q))
+    # 4K at 15 x 15 uint8 (three programs an SM on 132 SMs, 30 column strips): one wave of
+    # 13 strips of 168 rows, not 1.3 waves of 17 strips of 128; where the device holds
+    # few programs (one: the interpreter's), the whole image in one strip
+    assert kb._strip_rows(2160, 7, 30, 396)[1] == 168 and kb._strip_rows(100, 3, 4, 1)[1] == 104
+
+
 def test_forward_tiles_follow_the_radius_and_the_guide():
     # radius up to 3: both unrolled tiles are timed; radius 4 takes one without timing (a
     # new variant's first call compiles each), only the narrow one a candidate with a guide
@@ -325,13 +350,22 @@ def test_forward_tiles_follow_the_radius_and_the_guide():
     assert tiles(2) == tiles(3) == kb.UNROLLED_TILES
     assert tiles(4) == kb.UNROLLED_TILES and tiles(4, joint=True) == kb.UNROLLED_TILES[1:]
     assert tiles(5) == tiles(6) == kb.SLIDE_TILES and tiles(7) == kb.GROUPED_TILES
-    # radius 4: of its candidates, the tile whose strips walk the fewest rows x columns
+    # radius 4: of its candidates, the tile whose strips walk the fewest rows x columns;
+    # the grouped column loop its one tile; each with its strips' length to be chosen
     single = lambda H, W, R=4, joint=False: kb._single_tile(dict(  # noqa: E731
-        R=R, C=3, CG=3, JOINT=joint, UNROLL_DX=kb.unrolls_columns(R)), H, W)
+        R=R, C=3, CG=3, JOINT=joint, UNROLL_DX=kb.unrolls_columns(R), DX_GROUP=kb.column_group(R)), H, W)
     as_dict = lambda c: dict(c.kwargs, num_warps=c.num_warps)  # noqa: E731
     assert as_dict(single(2160, 3840)) == kb.UNROLLED_TILES[0] and as_dict(single(1080, 1920)) == kb.UNROLLED_TILES[1]
     assert all(as_dict(single(*shape, joint=True)) == kb.UNROLLED_TILES[1] for shape in [(2160, 3840), (1080, 1920)])
-    assert single(1080, 1920, R=3) is None and single(99, 99, R=7) is None
+    assert as_dict(single(99, 99, R=7)) == kb.GROUPED_TILES[0]
+    assert single(1080, 1920, R=3) is None and single(99, 99, R=5) is None
+    # ... filling the device's waves: 4K on an H200 (132 SMs) in one wave of 168-row
+    # strips at 15 x 15 and at 9 x 9 with a guide (three programs an SM), of 128 at 9 x 9
+    # (two of 8 warps); 16 x 1080p at 9 x 9 in five waves of 104 (11 strips of 15 columns)
+    wave = lambda B, H, W, R, joint=False: kb._filling_waves(single(H, W, R, joint), dict(  # noqa: E731
+        R=R, JOINT=joint, UNROLL_DX=kb.unrolls_columns(R)), B, H, W, 132).kwargs["K"]
+    assert wave(1, 2160, 3840, 7) == 168 and wave(1, 2160, 3840, 4, joint=True) == 168
+    assert wave(1, 2160, 3840, 4) == 128 and wave(16, 1080, 1920, 4) == 104
     assert all(not t["SLIDE"] for t in tiles(12))
 
 
@@ -406,7 +440,7 @@ def test_every_tile_and_both_variants_match_the_reference_on_photos(name):
     x4 = _image.to_unit(x)
     # rows for any window; slide where its slots fit, its column offsets unrolled up to
     # radius 4 (UNROLLED_TAPS) and a run-time loop beyond
-    for tile in kb.SLIDE_TILES + kb.UNROLLED_TILES + kb.ROW_TILES:
+    for tile in kb.SLIDE_TILES + kb.ROW_TILES:
         # (uint8 photos: the l2 windows with a run-time column loop take EXPANDED)
         for radius, window, dist in [(2, "square", "l2"), (4, "disk", "l1"), (7, "disk", "l1"),
                                      (7, "square", "l2")] + (
