@@ -333,7 +333,7 @@ def test_strips_fill_whole_waves():
         assert all(best <= cost(H, R, lanes, resident, j) for j in range(q, top + 1, q))
     # 4K at 15 x 15 uint8 (three programs an SM on 132 SMs, 30 column strips): one wave of
     # 13 strips of 168 rows, not 1.3 waves of 17 strips of 128; where the device holds
-    # few programs (one: the interpreter's), the whole image in one strip
+    # one program at a time, the whole image in one strip
     assert kb._strip_rows(2160, 7, 30, 396)[1] == 168 and kb._strip_rows(100, 3, 4, 1)[1] == 104
 
 
@@ -440,7 +440,7 @@ def test_every_tile_and_both_variants_match_the_reference_on_photos(name):
     x4 = _image.to_unit(x)
     # rows for any window; slide where its slots fit, its column offsets unrolled up to
     # radius 4 (UNROLLED_TAPS) and a run-time loop beyond
-    for tile in kb.SLIDE_TILES + kb.ROW_TILES:
+    for tile in kb.SLIDE_TILES + kb.UNROLLED_TILES + kb.ROW_TILES:
         # (uint8 photos: the l2 windows with a run-time column loop take EXPANDED)
         for radius, window, dist in [(2, "square", "l2"), (4, "disk", "l1"), (7, "disk", "l1"),
                                      (7, "square", "l2")] + (
