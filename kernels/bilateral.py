@@ -25,7 +25,7 @@ import triton.language as tl
 from .core import borders, neighbourhood, pixels, pointwise
 from .core.launch import Tuning, launch as launch_kernel, tile_config
 from .core.tiling import (cdiv, interpreting, needs_int64, next_pow2, offset, pow2_at_least, programs, size_class,
-                          tile_origin)
+                          sm_count, tile_origin)
 
 LOG2E: tl.constexpr = tl.constexpr(1.4426950408889634)
 MAX_RADIUS = 32
@@ -1122,11 +1122,6 @@ forward_tuning = Tuning(forward_tiles, key=["C", "CG", "R", "DISK", "L1", "JOINT
 upsample_tuning = Tuning(upsample_tiles, key=["CV", "CG", "R", "DISK", "L1", "BORDER", "NEAR", "WIDE", "SIZE_CLASS"])
 
 
-@functools.lru_cache(maxsize=None)
-def _sm_count(device_index):
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
-
-
 def _guide_batch_stride(guide, batch):
     """The guide's batch stride: 0 when one guide serves every image."""
     return guide.stride(0) if guide.shape[0] == batch else 0
@@ -1156,7 +1151,7 @@ def launch(x, guide, y, color, space, radius, disk, l1, joint, border=0, border_
     elif tile is None:
         tile = _single_tile(meta, H, W)
         if tile is not None:
-            tile = _filling_waves(tile, meta, B, H, W, _sm_count(x.get_device()))
+            tile = _filling_waves(tile, meta, B, H, W, sm_count(x.device))
         if tile is None and adjoint:  # it rewrites y in place, so it cannot be timed over and over: the default
             tile = forward_tiles(meta)[0]
     launch_kernel(bilateral_kernel, grid, args, meta, x, tile, forward_tuning)
