@@ -78,21 +78,31 @@ def _output_tile(COLOR, SPACE, H, W, CP: tl.constexpr, CGP: tl.constexpr, BH: tl
 
 @triton.jit
 def _row(base, r, cols, H, W, sc, sh, sw, border_value, N: tl.constexpr, PRO: tl.constexpr, pro_args,
-         BORDER: tl.constexpr, NEAR: tl.constexpr):
-    """The N channel vectors of row ``r`` at columns ``cols`` (indices through the border:
-    within one image size of it when NEAR), PRO of unit scale, and the constant border's
-    value outside the image (``neighbourhood.load``). A tuple of N (BW,) vectors."""
-    if NEAR:
+         BORDER: tl.constexpr, NEAR: tl.constexpr, dx=0, INSIDE: tl.constexpr = False):
+    """The N channel vectors of row ``r`` at columns ``cols + dx`` (indices through the
+    border: within one image size of it when NEAR), PRO of unit scale, and the constant
+    border's value outside the image (``neighbourhood.load``). A tuple of N (BW,) vectors.
+    INSIDE: ``cols + dx`` lie inside the image (``bilateral_kernel``'s clamped columns), so
+    the loads of every compile-time dx share one address a channel, dx its constant
+    offset (without it, two integer additions a load: 5 % of the 9 x 9 kernel)."""
+    if INSIDE:
         row = base + borders.remap_near(r, H, BORDER) * sh
-        col = borders.remap_near(cols, W, BORDER) * sw
+        col = cols * sw
+        inside = borders.inside(r, H)
+    elif NEAR:
+        row = base + borders.remap_near(r, H, BORDER) * sh
+        col = borders.remap_near(cols + dx, W, BORDER) * sw
+        inside = borders.inside(cols + dx, W) & borders.inside(r, H)
     else:
         row = base + borders.remap(r, H, BORDER) * sh
-        col = borders.remap(cols, W, BORDER) * sw
-    inside = borders.inside(cols, W) & borders.inside(r, H)
+        col = borders.remap(cols + dx, W, BORDER) * sw
+        inside = borders.inside(cols + dx, W) & borders.inside(r, H)
     out = ()
     for c in tl.static_range(N):
-        out = out + (neighbourhood.load(row + c * sc + col, inside, border_value, c, PRO, pro_args,
-                                        neighbourhood.UNIT, BORDER),)
+        at = row + c * sc + col
+        if INSIDE:
+            at += dx * sw
+        out = out + (neighbourhood.load(at, inside, border_value, c, PRO, pro_args, neighbourhood.UNIT, BORDER),)
     return out
 
 
@@ -179,32 +189,34 @@ def _kept_slots(centre, space, n: tl.constexpr, CG: tl.constexpr, R: tl.constexp
 @triton.jit
 def _values_and_guide(x_base, g_base, r, cols, gscale, H, W, sx, sg, border_value, PRO: tl.constexpr, pro_args,
                       C: tl.constexpr, CG: tl.constexpr, JOINT: tl.constexpr, BORDER: tl.constexpr,
-                      NEAR: tl.constexpr):
-    """Row r at columns ``cols``: its values PRO(X) and its guide prescaled by gscale (G's,
-    or those values)."""
-    return _split(_raw(x_base, g_base, r, cols, H, W, sx, sg, border_value, PRO, pro_args, C, CG, JOINT, BORDER, NEAR),
-                  0, gscale, C, CG, JOINT)
+                      NEAR: tl.constexpr, dx=0, INSIDE: tl.constexpr = False):
+    """Row r at columns ``cols + dx``: its values PRO(X) and its guide prescaled by gscale
+    (G's, or those values)."""
+    return _split(_raw(x_base, g_base, r, cols, H, W, sx, sg, border_value, PRO, pro_args, C, CG, JOINT, BORDER, NEAR,
+                       dx, INSIDE), 0, gscale, C, CG, JOINT)
 
 
 @triton.jit
 def _raw(x_base, g_base, r, cols, H, W, sx, sg, border_value, PRO: tl.constexpr, pro_args, C: tl.constexpr,
-         CG: tl.constexpr, JOINT: tl.constexpr, BORDER: tl.constexpr, NEAR: tl.constexpr):
-    """Row r at ``cols``: its C values PRO(X), then, when JOINT, its CG guide vectors
+         CG: tl.constexpr, JOINT: tl.constexpr, BORDER: tl.constexpr, NEAR: tl.constexpr, dx=0,
+         INSIDE: tl.constexpr = False):
+    """Row r at ``cols + dx``: its C values PRO(X), then, when JOINT, its CG guide vectors
     (not yet prescaled: the compiler folds the prescaling into each tap's difference)."""
-    v = _row(x_base, r, cols, H, W, sx[0], sx[1], sx[2], border_value, C, PRO, pro_args, BORDER, NEAR)
+    v = _row(x_base, r, cols, H, W, sx[0], sx[1], sx[2], border_value, C, PRO, pro_args, BORDER, NEAR, dx, INSIDE)
     if JOINT:
-        v = v + _row(g_base, r, cols, H, W, sg[0], sg[1], sg[2], border_value, CG, (), (), BORDER, NEAR)
+        v = v + _row(g_base, r, cols, H, W, sg[0], sg[1], sg[2], border_value, CG, (), (), BORDER, NEAR, dx, INSIDE)
     return v
 
 
 @triton.jit
 def _shifted(x_base, g_base, r, cols, H, W, sx, sg, border_value, PRO: tl.constexpr, pro_args, C: tl.constexpr,
-             CG: tl.constexpr, R: tl.constexpr, JOINT: tl.constexpr, BORDER: tl.constexpr, NEAR: tl.constexpr):
+             CG: tl.constexpr, R: tl.constexpr, JOINT: tl.constexpr, BORDER: tl.constexpr, NEAR: tl.constexpr,
+             INSIDE: tl.constexpr):
     """``_raw`` of row r at every column offset -R .. R, one after the other."""
     out = ()
     for dx in tl.static_range(-R, R + 1):
-        out = out + _raw(x_base, g_base, r, cols + dx, H, W, sx, sg, border_value, PRO, pro_args, C, CG, JOINT,
-                         BORDER, NEAR)
+        out = out + _raw(x_base, g_base, r, cols, H, W, sx, sg, border_value, PRO, pro_args, C, CG, JOINT,
+                         BORDER, NEAR, dx, INSIDE)
     return out
 
 
@@ -223,13 +235,13 @@ def _split(raw, i: tl.constexpr, gscale, C: tl.constexpr, CG: tl.constexpr, JOIN
 def _column_taps(num, den, r, dx, cols, x_base, g_base, gscale, centre, space, H, W, sx, sg,
                  border_value, PRO: tl.constexpr, pro_args, C: tl.constexpr, CG: tl.constexpr, R: tl.constexpr,
                  DISK: tl.constexpr, L1: tl.constexpr, JOINT: tl.constexpr, BORDER: tl.constexpr,
-                 NEAR: tl.constexpr, EXPANDED: tl.constexpr):
+                 NEAR: tl.constexpr, EXPANDED: tl.constexpr, INSIDE: tl.constexpr = False):
     """SLIDE: input row r at column offset dx, loaded once and added to each slot j of the
     sums (num[j C + c], den[j]), whose output row lies dy = j - R rows away. A
     compile-time dx (the caller's static range) costs nothing for the skipped taps
     (outside a disk, the centre) and makes the spatial terms loop-invariant."""
-    v, g = _values_and_guide(x_base, g_base, r, cols + dx, gscale, H, W, sx, sg, border_value, PRO, pro_args,
-                             C, CG, JOINT, BORDER, NEAR)
+    v, g = _values_and_guide(x_base, g_base, r, cols, gscale, H, W, sx, sg, border_value, PRO, pro_args,
+                             C, CG, JOINT, BORDER, NEAR, dx, INSIDE)
     return _slot_taps(num, den, v, g, centre, dx, -R, 1, space, C, CG, R, DISK, L1, EXPANDED)
 
 
@@ -320,18 +332,56 @@ def _store_row(Y, b, x_base, r, ok, cols, num, den, k: tl.constexpr, H, W, sx, s
 
 
 @triton.jit
-def bilateral_kernel(X, G, Y, COLOR, SPACE, H, W,
+def _edge_columns(X, G, Y, COLOR, SPACE, H, W, sx, sg, sgb, sy, border_value, PRO: tl.constexpr, pro_args,
+                  EPI: tl.constexpr, epi_args, C: tl.constexpr, CG: tl.constexpr, R: tl.constexpr,
+                  DISK: tl.constexpr, L1: tl.constexpr, JOINT: tl.constexpr, BORDER: tl.constexpr,
+                  ADJOINT: tl.constexpr, images, part, parts, BW: tl.constexpr):
+    """Share ``part`` of ``parts`` of the R columns at each edge of ``images`` images,
+    which SLIDE under INSIDE does not store: a pixel a lane (image, row, edge column in
+    that order), its taps in run-time loops through the border, in the order of SLIDE's
+    so that the sums round alike."""
+    n = images * H * (2 * R)
+    share = tl.cdiv(n, parts)
+    end = tl.minimum(part * share + share, n)
+    one = tl.full((BW,), 1.0, dtype=tl.float32)
+    for start in range(part * share, end, BW):
+        i = start + tl.arange(0, BW)
+        ok = i < end
+        b = tl.minimum(i // (H * (2 * R)), images - 1).to(tl.int64)
+        rows = (i // (2 * R)) % H
+        j = i % (2 * R)
+        cols = tl.where(j < R, j, W - 2 * R + j)
+        space = tl.load(SPACE + b)
+        gscale = tl.sqrt(-tl.load(COLOR + b))
+        x_base = X + b * sx[0]
+        g_base = G + b * sgb
+        v, g = _values_and_guide(x_base, g_base, rows, cols, gscale, H, W, sx[1:], sg, border_value, PRO, pro_args,
+                                 C, CG, JOINT, BORDER, True)
+        num, den = v, one
+        for dy in range(-R, R + 1):
+            for dx in range(-R, R + 1):
+                tv, tg = _values_and_guide(x_base, g_base, rows + dy, cols, gscale, H, W, sx[1:], sg, border_value,
+                                           PRO, pro_args, C, CG, JOINT, BORDER, True, dx)
+                num, den = _slot_tap(num, den, _takes(dx, dy, R, DISK), space * (dx * dx) + space * (dy * dy), tv,
+                                     tg, g, L1, False)
+        _store_row(Y, b, x_base, rows, ok, cols, num, (den,), 0, H, W, sx[1:], sy, border_value, PRO, pro_args,
+                   EPI, epi_args, C, BORDER, True, ADJOINT)
+
+
+@triton.jit(do_not_specialize=["EDGES"])
+def bilateral_kernel(X, G, Y, COLOR, SPACE, H, W, EDGES,
                      sxb, sxc, sxh, sxw, sgb, sgc, sgh, sgw, syb, syc, syh, syw, border_value,
                      PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
                      C: tl.constexpr, CG: tl.constexpr, R: tl.constexpr, DISK: tl.constexpr, L1: tl.constexpr,
                      JOINT: tl.constexpr, BORDER: tl.constexpr, NEAR: tl.constexpr, OFF64: tl.constexpr,
                      ADJOINT: tl.constexpr, UNROLL_DX: tl.constexpr, DX_GROUP: tl.constexpr,
-                     PREFETCH: tl.constexpr, EXPANDED: tl.constexpr, SIZE_CLASS, SLIDE: tl.constexpr,
+                     PREFETCH: tl.constexpr, EXPANDED: tl.constexpr, INSIDE: tl.constexpr, SIZE_CLASS,
+                     SLIDE: tl.constexpr,
                      K: tl.constexpr, BW: tl.constexpr):
     """Y = sum_q w X~[q] / sum_q w with w = exp2(SPACE[b] |p-q|^2 + COLOR[b] D^2), D the
     l1 or l2 distance of the guide vectors (G if JOINT, else PRO(X); CG channels, C when
     not JOINT). COLOR and SPACE hold per-image coefficients already multiplied by
-    -log2(e) / 2 / sigma^2. NEAR: the window is smaller than the image (cheaper borders).
+    -log2(e) / 2 / sigma^2. NEAR: the window is narrower than half the image (cheaper borders).
     ADJOINT (the backward's first pass): Y is float32 (B, C + 1, H, W) and holds dL/dY in
     its first C channels; they become A = dL/dY / DEN, DEN being the weight sums, and
     channel C receives -(A . Y): the per-pixel terms of ``bilateral_backward_kernel``.
@@ -353,103 +403,125 @@ def bilateral_kernel(X, G, Y, COLOR, SPACE, H, W,
       grouped column loop, uint8 guides, sigma_color not too small): the squared
       distance as |g|^2 + |c|^2 - 2 g.c, with |g|^2 and dx's spatial term once a load,
       and 2 c and (dy's spatial term - |c|^2) once a slot and row, so that a tap costs 9
-      instructions, not 12.
+      instructions, not 12. INSIDE (``reads_inside``): each thread reads the columns
+      around its own clamped R from the image's edges, so that a row's loads share one
+      address a channel and take dx as a constant offset; the R columns at each edge are
+      left to the last EDGES programs, after the strips (``_edge_columns``).
     - otherwise (wide windows or many channels, whose 2R + 1 slots would not fit the
       registers): the program owns K output rows; for each dx it loads each of their
       K + 2R input rows once and adds it to the output rows within R of it."""
     pid = tl.program_id(0)
     tiles_w = tl.cdiv(W, BW)
     tiles = tiles_w * tl.cdiv(H, K)
-    b = (pid // tiles).to(tl.int64)
-    t = pid % tiles
-    h0 = (t // tiles_w) * K
-    cols = (t % tiles_w) * BW + tl.arange(0, BW)
-    col_ok = cols < W
     sx = _wide((sxb, sxc, sxh, sxw), OFF64)
     sg = _wide((sgc, sgh, sgw), OFF64)
     sy = _wide((syb, syc, syh, syw), OFF64)
-    color = tl.load(COLOR + b)
-    space = tl.load(SPACE + b)
-    gscale = tl.sqrt(-color)
-    x_base = X + b * sxb
-    g_base = G + b * sgb
-
-    one = (tl.full((BW,), 1.0, dtype=tl.float32),)
-    if SLIDE:
-        # slot j holds output row r + R - j while input row r is added (dy = j - R); a slot
-        # starts with its row's centre tap (values, weight 1); the slots of rows above h0
-        # are scratch (never stored), so they start as row h0
-        v, g = _values_and_guide(x_base, g_base, h0, cols, gscale, H, W, sx[1:], sg, border_value, PRO, pro_args,
-                                 C, CG, JOINT, BORDER, NEAR)
-        num, centre, den = v, _slot_centre(g, -R, space, EXPANDED), one
-        for j in tl.static_range(1, 2 * R + 1):
-            num, centre, den = num + v, centre + _slot_centre(g, j - R, space, EXPANDED), den + one
-        h1 = tl.minimum(h0 + K, H)
-        if PREFETCH:
-            # the input row's shifted vectors and the entering row, loaded one step ahead
-            ahead = _shifted(x_base, g_base, h0 - R, cols, H, W, sx[1:], sg, border_value, PRO, pro_args, C, CG,
-                             R, JOINT, BORDER, NEAR)
-            entering = _raw(x_base, g_base, h0 + 1, cols, H, W, sx[1:], sg, border_value, PRO, pro_args, C, CG,
-                            JOINT, BORDER, NEAR)
-        for r in range(h0 - R, h1 + R):
-            if PREFETCH:
-                # (the last steps load again the last rows the strip reads, not rows past them)
-                ahead_next = _shifted(x_base, g_base, tl.minimum(r + 1, h1 + R - 1), cols, H, W, sx[1:], sg,
-                                      border_value, PRO, pro_args, C, CG, R, JOINT, BORDER, NEAR)
-                entering_next = _raw(x_base, g_base, tl.minimum(r + R + 2, h1 + 2 * R), cols, H, W, sx[1:], sg,
-                                     border_value, PRO, pro_args, C, CG, JOINT, BORDER, NEAR)
-                for dx in tl.static_range(-R, R + 1):
-                    v, g = _split(ahead, dx + R, gscale, C, CG, JOINT)
-                    num, den = _slot_taps(num, den, v, g, centre, dx, -R, 1, space, C, CG, R, DISK, L1, EXPANDED)
-            elif UNROLL_DX:
-                for dx in tl.static_range(-R, R + 1):
-                    num, den = _column_taps(num, den, r, dx, cols, x_base, g_base, gscale, centre, space, H, W,
-                                            sx[1:], sg, border_value, PRO, pro_args, C, CG, R, DISK, L1, JOINT,
-                                            BORDER, NEAR, EXPANDED)
-            elif DX_GROUP > 1:
-                # DX_GROUP offsets a loop step, each offset's row loaded during the taps of the
-                # one before
-                ahead = _raw(x_base, g_base, r, cols - R, H, W, sx[1:], sg, border_value, PRO, pro_args, C, CG,
-                             JOINT, BORDER, NEAR)
-                for dx in tl.range(-R, R + 1, loop_unroll_factor=DX_GROUP):
-                    v, g = _split(ahead, 0, gscale, C, CG, JOINT)
-                    ahead = _raw(x_base, g_base, r, cols + tl.minimum(dx + 1, R), H, W, sx[1:], sg, border_value,
-                                 PRO, pro_args, C, CG, JOINT, BORDER, NEAR)
-                    num, den = _slot_taps(num, den, v, g, centre, dx, -R, 1, space, C, CG, R, DISK, L1, EXPANDED)
-            else:
-                for dx in range(-R, R + 1):
-                    num, den = _column_taps(num, den, r, dx, cols, x_base, g_base, gscale, centre, space, H, W,
-                                            sx[1:], sg, border_value, PRO, pro_args, C, CG, R, DISK, L1, JOINT,
-                                            BORDER, NEAR, EXPANDED)
-            done = r - R
-            _store_row(Y, b, x_base, done, col_ok & (done >= h0), cols, num, den, 2 * R, H, W, sx[1:], sy,
-                       border_value, PRO, pro_args, EPI, epi_args, C, BORDER, NEAR, ADJOINT)
-            if PREFETCH:
-                v, g = _split(entering, 0, gscale, C, CG, JOINT)
-                ahead, entering = ahead_next, entering_next
-            else:
-                v, g = _values_and_guide(x_base, g_base, r + R + 1, cols, gscale, H, W, sx[1:], sg, border_value,
-                                         PRO, pro_args, C, CG, JOINT, BORDER, NEAR)
-            num, den = v + num[:2 * R * C], one + den[:2 * R]
-            centre = _slot_centre(g, -R, space, EXPANDED) + _kept_slots(centre, space, 2 * R, CG, R, EXPANDED)
+    # under INSIDE the last EDGES programs store the R columns at each edge of the images
+    strips = tl.num_programs(0) - EDGES
+    if INSIDE:
+        edge = pid >= strips
     else:
-        num = ()
-        centre = ()
-        den = ()
-        for k in tl.static_range(K):
-            v, g = _values_and_guide(x_base, g_base, h0 + k, cols, gscale, H, W, sx[1:], sg, border_value,
+        edge = False
+    if edge:
+        _edge_columns(X, G, Y, COLOR, SPACE, H, W, sx, sg, sgb, sy, border_value, PRO, pro_args, EPI, epi_args, C, CG,
+                      R, DISK, L1, JOINT, BORDER, ADJOINT, strips // tiles, pid - strips, EDGES, BW)
+    else:
+        b = (pid // tiles).to(tl.int64)
+        t = pid % tiles
+        h0 = (t // tiles_w) * K
+        cols = (t % tiles_w) * BW + tl.arange(0, BW)
+        col_ok = cols < W
+        color = tl.load(COLOR + b)
+        space = tl.load(SPACE + b)
+        gscale = tl.sqrt(-color)
+        x_base = X + b * sxb
+        g_base = G + b * sgb
+
+        one = (tl.full((BW,), 1.0, dtype=tl.float32),)
+        if SLIDE:
+            # INSIDE: each thread reads the columns around its own clamped R from the
+            # image's edges, so that no read needs the border; the R columns at each edge
+            # are the last programs' (``_edge_columns``)
+            if INSIDE:
+                at = tl.minimum(tl.maximum(cols, R), W - 1 - R)
+                stored = col_ok & (cols >= R) & (cols < W - R)
+            else:
+                at = cols
+                stored = col_ok
+            # slot j holds output row r + R - j while input row r is added (dy = j - R); a slot
+            # starts with its row's centre tap (values, weight 1); the slots of rows above h0
+            # are scratch (never stored), so they start as row h0
+            v, g = _values_and_guide(x_base, g_base, h0, at, gscale, H, W, sx[1:], sg, border_value, PRO, pro_args,
+                                     C, CG, JOINT, BORDER, NEAR, 0, INSIDE)
+            num, centre, den = v, _slot_centre(g, -R, space, EXPANDED), one
+            for j in tl.static_range(1, 2 * R + 1):
+                num, centre, den = num + v, centre + _slot_centre(g, j - R, space, EXPANDED), den + one
+            h1 = tl.minimum(h0 + K, H)
+            if PREFETCH:
+                # the input row's shifted vectors and the entering row, loaded one step ahead
+                ahead = _shifted(x_base, g_base, h0 - R, at, H, W, sx[1:], sg, border_value, PRO, pro_args, C, CG,
+                                 R, JOINT, BORDER, NEAR, INSIDE)
+                entering = _raw(x_base, g_base, h0 + 1, at, H, W, sx[1:], sg, border_value, PRO, pro_args, C, CG,
+                                JOINT, BORDER, NEAR, 0, INSIDE)
+            for r in range(h0 - R, h1 + R):
+                if PREFETCH:
+                    # (the last steps load again the last rows the strip reads, not rows past them)
+                    ahead_next = _shifted(x_base, g_base, tl.minimum(r + 1, h1 + R - 1), at, H, W, sx[1:], sg,
+                                          border_value, PRO, pro_args, C, CG, R, JOINT, BORDER, NEAR, INSIDE)
+                    entering_next = _raw(x_base, g_base, tl.minimum(r + R + 2, h1 + 2 * R), at, H, W, sx[1:], sg,
+                                         border_value, PRO, pro_args, C, CG, JOINT, BORDER, NEAR, 0, INSIDE)
+                    for dx in tl.static_range(-R, R + 1):
+                        v, g = _split(ahead, dx + R, gscale, C, CG, JOINT)
+                        num, den = _slot_taps(num, den, v, g, centre, dx, -R, 1, space, C, CG, R, DISK, L1, EXPANDED)
+                elif UNROLL_DX:
+                    for dx in tl.static_range(-R, R + 1):
+                        num, den = _column_taps(num, den, r, dx, at, x_base, g_base, gscale, centre, space, H, W,
+                                                sx[1:], sg, border_value, PRO, pro_args, C, CG, R, DISK, L1, JOINT,
+                                                BORDER, NEAR, EXPANDED, INSIDE)
+                elif DX_GROUP > 1:
+                    # DX_GROUP offsets a loop step, each offset's row loaded during the taps of the
+                    # one before
+                    ahead = _raw(x_base, g_base, r, cols - R, H, W, sx[1:], sg, border_value, PRO, pro_args, C, CG,
+                                 JOINT, BORDER, NEAR)
+                    for dx in tl.range(-R, R + 1, loop_unroll_factor=DX_GROUP):
+                        v, g = _split(ahead, 0, gscale, C, CG, JOINT)
+                        ahead = _raw(x_base, g_base, r, cols + tl.minimum(dx + 1, R), H, W, sx[1:], sg, border_value,
                                      PRO, pro_args, C, CG, JOINT, BORDER, NEAR)
-            num, centre, den = num + v, centre + g, den + one
-        for dx in range(-R, R + 1):
-            for i in range(K + 2 * R):
-                r = h0 - R + i
-                v, g = _values_and_guide(x_base, g_base, r, cols + dx, gscale, H, W, sx[1:], sg, border_value,
+                        num, den = _slot_taps(num, den, v, g, centre, dx, -R, 1, space, C, CG, R, DISK, L1, EXPANDED)
+                else:
+                    for dx in range(-R, R + 1):
+                        num, den = _column_taps(num, den, r, dx, cols, x_base, g_base, gscale, centre, space, H, W,
+                                                sx[1:], sg, border_value, PRO, pro_args, C, CG, R, DISK, L1, JOINT,
+                                                BORDER, NEAR, EXPANDED)
+                done = r - R
+                _store_row(Y, b, x_base, done, stored & (done >= h0), cols, num, den, 2 * R, H, W, sx[1:], sy,
+                           border_value, PRO, pro_args, EPI, epi_args, C, BORDER, NEAR, ADJOINT)
+                if PREFETCH:
+                    v, g = _split(entering, 0, gscale, C, CG, JOINT)
+                    ahead, entering = ahead_next, entering_next
+                else:
+                    v, g = _values_and_guide(x_base, g_base, r + R + 1, at, gscale, H, W, sx[1:], sg, border_value,
+                                             PRO, pro_args, C, CG, JOINT, BORDER, NEAR, 0, INSIDE)
+                num, den = v + num[:2 * R * C], one + den[:2 * R]
+                centre = _slot_centre(g, -R, space, EXPANDED) + _kept_slots(centre, space, 2 * R, CG, R, EXPANDED)
+        else:
+            num = ()
+            centre = ()
+            den = ()
+            for k in tl.static_range(K):
+                v, g = _values_and_guide(x_base, g_base, h0 + k, cols, gscale, H, W, sx[1:], sg, border_value,
                                          PRO, pro_args, C, CG, JOINT, BORDER, NEAR)
-                # output row k lies dy = i - R - k rows away
-                num, den = _slot_taps(num, den, v, g, centre, dx, i - R, -1, space, C, CG, R, DISK, L1, False)
-        for k in tl.static_range(K):
-            _store_row(Y, b, x_base, h0 + k, col_ok & (h0 + k < H), cols, num, den, k, H, W, sx[1:], sy,
-                       border_value, PRO, pro_args, EPI, epi_args, C, BORDER, NEAR, ADJOINT)
+                num, centre, den = num + v, centre + g, den + one
+            for dx in range(-R, R + 1):
+                for i in range(K + 2 * R):
+                    r = h0 - R + i
+                    v, g = _values_and_guide(x_base, g_base, r, cols + dx, gscale, H, W, sx[1:], sg, border_value,
+                                             PRO, pro_args, C, CG, JOINT, BORDER, NEAR)
+                    # output row k lies dy = i - R - k rows away
+                    num, den = _slot_taps(num, den, v, g, centre, dx, i - R, -1, space, C, CG, R, DISK, L1, False)
+            for k in tl.static_range(K):
+                _store_row(Y, b, x_base, h0 + k, col_ok & (h0 + k < H), cols, num, den, k, H, W, sx[1:], sy,
+                           border_value, PRO, pro_args, EPI, epi_args, C, BORDER, NEAR, ADJOINT)
 
 
 @triton.jit
@@ -954,8 +1026,8 @@ ROW_VECTORS = 96
 # (about 2 s at radius 4 on the H200's host). Two tiles, tuned up to radius
 # UNROLLED_TUNED_RADIUS (4K 5 x 5, PREFETCH: 128 x 256 0.150 ms, 72 x 128 0.159); beyond
 # it one (``_single_tile``), so that a new variant's first call stays under 5 s: the first
-# or the second (4K 9 x 9: 0.400 and 0.421 ms; 16 x 1080p: 1.67 and 1.55), its strips'
-# length chosen at launch (``_filling_waves``), and with a guide the second, since the
+# (with the columns read INSIDE, ``reads_inside``), its strips' length chosen at launch
+# (``_filling_waves``), and with a guide the second, since the
 # guide's vectors take the wide tile to 172 registers, one program an SM (joint 9 x 9:
 # 0.619 and 0.491).
 UNROLLED_TAPS = 81
@@ -1034,26 +1106,21 @@ def forward_tiles(meta):
     return _rows_within(ROW_TILES, meta["C"] + 1 + meta["CG"])
 
 
-def _single_tile(meta, H, W):
-    """The tile of a launch on H x W images that tunes none (a new variant's first call
+def _single_tile(meta):
+    """The tile of a launch that tunes none (a new variant's first call
     would compile each tile it times), its strips' length still to be chosen
     (``_filling_waves``): the grouped column loop's one tile, or, for the unrolled radius
-    beyond UNROLLED_TUNED_RADIUS, the one of ``forward_tiles``' two whose strips of their K
-    rows walk the fewest input rows x columns (K + 2R rows for each K, the last strip and
-    column block overhanging the image). That predicts both measured pairs (H200, 9 x 9
-    float32): 4K the 128 x 256 tile, 4 % fewer (0.400 ms against 0.421), 16 x 1080p the
-    72 x 128 one, 8 % fewer (1.55 against 1.67). None for every other launch."""
+    beyond UNROLLED_TUNED_RADIUS, the first of ``forward_tiles``. (With the columns read
+    INSIDE, H200, 9 x 9 float32: 4K 0.386 ms in 128 x 256 against 0.495 in 128 x 128 with
+    4 warps, 16 x 1080p 1.50 against 1.79: the 4-warp kernel stalls in dispatch, 0.81
+    cycles an instruction against 0.19.) None for every other launch."""
     if not _slides(meta):
         return None
     if not meta["UNROLL_DX"]:
         return tile_config(**GROUPED_TILES[0]) if meta["DX_GROUP"] > 1 else None
     if meta["R"] <= UNROLLED_TUNED_RADIUS:
         return None
-
-    def walked(tile):
-        k, bw = tile.kwargs["K"], tile.kwargs["BW"]
-        return cdiv(H, k) * (k + 2 * meta["R"]) * cdiv(W, bw) * bw
-    return min(forward_tiles(meta), key=walked)
+    return forward_tiles(meta)[0]
 
 
 # Warps an SM holds of the kernels whose tile ``_single_tile`` picks before they are
@@ -1068,16 +1135,47 @@ UNROLLED_WARPS_AN_SM, GUIDED_WARPS_AN_SM, GROUPED_WARPS_AN_SM = 16, 12, 12
 STRIP_QUANTUM, STRIP_ROWS_MAX = 8, 256
 
 
-def _filling_waves(tile, meta, B, H, W, sms):
-    """``tile`` with the strip length ``_strip_rows`` picks for B images of H x W on
-    ``sms`` SMs that hold the warps above."""
+def _resident(tile, meta, sms):
+    """The programs of ``tile`` that ``sms`` SMs hold at once, by the warps above."""
     if meta["UNROLL_DX"]:
         warps_an_sm = GUIDED_WARPS_AN_SM if meta["JOINT"] else UNROLLED_WARPS_AN_SM
     else:
         warps_an_sm = GROUPED_WARPS_AN_SM
-    resident = max(1, warps_an_sm // tile.num_warps) * sms
-    k = _strip_rows(H, meta["R"], B * cdiv(W, tile.kwargs["BW"]), resident)[1]
+    return max(1, warps_an_sm // tile.num_warps) * sms
+
+
+def _filling_waves(tile, meta, B, H, W, sms):
+    """``tile`` with the strip length ``_strip_rows`` picks for B images of H x W on
+    ``sms`` SMs that hold the warps above."""
+    k = _strip_rows(H, meta["R"], B * cdiv(W, tile.kwargs["BW"]), _resident(tile, meta, sms))[1]
     return tile_config(**dict(tile.kwargs, K=k), num_warps=tile.num_warps)
+
+
+def reads_inside(meta):
+    """Whether the forward's SLIDE tiles read their columns INSIDE for a launch's ``meta``:
+    each thread's columns clamped R from the image's edges, so that a row's loads share one
+    address a channel (without it, two integer additions a load), and the R columns at
+    each edge stored by programs of their own (``_edge_programs``). Where the offsets
+    are unrolled, at radius 4 (H200, 9 x 9 float32 in the 128 x 256 tile: 4K 0.398 ->
+    0.386 ms, 16 x 1080p 1.58 -> 1.50), without a guide, on images more than twice the
+    window's radius wide and tall. In the 4-warp tile, at radii 1 to 3 and with a guide it
+    was slower (PERFORMANCE.md)."""
+    return (meta["UNROLL_DX"] and meta["NEAR"] and meta["R"] > UNROLLED_TUNED_RADIUS and not meta["JOINT"]
+            and _slides(meta))
+
+
+# An edge program takes at most this many blocks of lanes (BW edge pixels each, a run-time
+# loop over the window each): about a quarter of a strip's time at 9 x 9.
+EDGE_BLOCKS = 16
+
+
+def _edge_programs(tile, B, H, W, R, resident):
+    """The programs, after the strips of ``tile``, that store the R columns at each edge
+    under INSIDE: the slots the strips leave idle in their last wave of ``resident``
+    programs (0: unknown), and at least enough that none takes over EDGE_BLOCKS blocks."""
+    strips = B * cdiv(H, tile.kwargs["K"]) * cdiv(W, tile.kwargs["BW"])
+    idle = -strips % resident if resident else 0
+    return max(idle, cdiv(B * H * 2 * R, tile.kwargs["BW"] * EDGE_BLOCKS))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -1137,23 +1235,29 @@ def launch(x, guide, y, color, space, radius, disk, l1, joint, border=0, border_
     num_warps, bypasses the tile choice. ``color_peak``, the largest -COLOR of the batch
     as a number, allows the EXPANDED distances (``expands``)."""
     B, C, H, W = x.shape
-    args = (x, guide, y, color, space, H, W, *x.stride(), _guide_batch_stride(guide, B), *guide.stride()[1:],
-            *y.stride(), float(border_value), pro[0], pro[1], epi[0], epi[1])
     meta = dict(C=C, CG=guide.shape[1] if joint else C, R=radius, DISK=disk, L1=l1, JOINT=joint, BORDER=border,
-                NEAR=radius < min(H, W), OFF64=needs_int64(x, guide, y), ADJOINT=adjoint,
+                NEAR=2 * radius < min(H, W), OFF64=needs_int64(x, guide, y), ADJOINT=adjoint,
                 UNROLL_DX=unrolls_columns(radius), DX_GROUP=column_group(radius), PREFETCH=prefetches(radius),
                 SIZE_CLASS=size_class(H, W))
     meta["EXPANDED"] = expands((guide if joint else x).dtype, meta, pro[0], color_peak, border_value)
-    grid = lambda m: (B * cdiv(H, m["K"]) * cdiv(W, m["BW"]),)
+    meta["INSIDE"] = False
     if tile is None and interpreting():  # one column strip per image: the interpreter's cost is per operation
         slide = forward_tiles(meta)[0].kwargs["SLIDE"]
         tile = triton.Config(dict(SLIDE=slide, K=H if slide else min(H, 16), BW=pow2_at_least(W, 16, 128)))
     elif tile is None:
-        tile = _single_tile(meta, H, W)
+        tile = _single_tile(meta)
         if tile is not None:
             tile = _filling_waves(tile, meta, B, H, W, sm_count(x.device))
         if tile is None and adjoint:  # it rewrites y in place, so it cannot be timed over and over: the default
             tile = forward_tiles(meta)[0]
+    edges = 0
+    if tile is not None and tile.kwargs["SLIDE"] and reads_inside(meta):
+        meta["INSIDE"] = True
+        resident = 0 if interpreting() else _resident(tile, meta, sm_count(x.device))
+        edges = _edge_programs(tile, B, H, W, radius, resident)
+    args = (x, guide, y, color, space, H, W, edges, *x.stride(), _guide_batch_stride(guide, B), *guide.stride()[1:],
+            *y.stride(), float(border_value), pro[0], pro[1], epi[0], epi[1])
+    grid = lambda m: (B * cdiv(H, m["K"]) * cdiv(W, m["BW"]) + edges,)
     launch_kernel(bilateral_kernel, grid, args, meta, x, tile, forward_tuning)
 
 

@@ -350,23 +350,54 @@ def test_forward_tiles_follow_the_radius_and_the_guide():
     assert tiles(2) == tiles(3) == kb.UNROLLED_TILES
     assert tiles(4) == kb.UNROLLED_TILES and tiles(4, joint=True) == kb.UNROLLED_TILES[1:]
     assert tiles(5) == tiles(6) == kb.SLIDE_TILES and tiles(7) == kb.GROUPED_TILES
-    # radius 4: of its candidates, the tile whose strips walk the fewest rows x columns;
-    # the grouped column loop its one tile; each with its strips' length to be chosen
-    single = lambda H, W, R=4, joint=False: kb._single_tile(dict(  # noqa: E731
-        R=R, C=3, CG=3, JOINT=joint, UNROLL_DX=kb.unrolls_columns(R), DX_GROUP=kb.column_group(R)), H, W)
+    # radius 4 and the grouped column loop: the first candidate, its strips' length to be
+    # chosen (radius 4 without a guide reads its columns INSIDE, where the 4-warp tile
+    # stalled)
+    single = lambda R=4, joint=False: kb._single_tile(dict(  # noqa: E731
+        R=R, C=3, CG=3, JOINT=joint, UNROLL_DX=kb.unrolls_columns(R), DX_GROUP=kb.column_group(R)))
     as_dict = lambda c: dict(c.kwargs, num_warps=c.num_warps)  # noqa: E731
-    assert as_dict(single(2160, 3840)) == kb.UNROLLED_TILES[0] and as_dict(single(1080, 1920)) == kb.UNROLLED_TILES[1]
-    assert all(as_dict(single(*shape, joint=True)) == kb.UNROLLED_TILES[1] for shape in [(2160, 3840), (1080, 1920)])
-    assert as_dict(single(99, 99, R=7)) == kb.GROUPED_TILES[0]
-    assert single(1080, 1920, R=3) is None and single(99, 99, R=5) is None
+    assert as_dict(single()) == kb.UNROLLED_TILES[0] and as_dict(single(joint=True)) == kb.UNROLLED_TILES[1]
+    assert as_dict(single(R=7)) == kb.GROUPED_TILES[0] and single(R=3) is None and single(R=5) is None
     # ... filling the device's waves: 4K on an H200 (132 SMs) in one wave of 168-row
     # strips at 15 x 15 and at 9 x 9 with a guide (three programs an SM), of 128 at 9 x 9
-    # (two of 8 warps); 16 x 1080p at 9 x 9 in five waves of 104 (11 strips of 15 columns)
-    wave = lambda B, H, W, R, joint=False: kb._filling_waves(single(H, W, R, joint), dict(  # noqa: E731
-        R=R, JOINT=joint, UNROLL_DX=kb.unrolls_columns(R)), B, H, W, 132).kwargs["K"]
+    # (two of 8 warps); 16 x 1080p at 9 x 9 in three waves of 184 (6 strips of 8 columns)
+    meta = lambda R, joint=False: dict(R=R, JOINT=joint, UNROLL_DX=kb.unrolls_columns(R))  # noqa: E731
+    wave = lambda B, H, W, R, joint=False: kb._filling_waves(  # noqa: E731
+        single(R, joint), meta(R, joint), B, H, W, 132).kwargs["K"]
     assert wave(1, 2160, 3840, 7) == 168 and wave(1, 2160, 3840, 4, joint=True) == 168
-    assert wave(1, 2160, 3840, 4) == 128 and wave(16, 1080, 1920, 4) == 104
+    assert wave(1, 2160, 3840, 4) == 128 and wave(16, 1080, 1920, 4) == 184
+    # ... and the edge columns' programs: the last wave's idle slots (9 of 264 on 4K), at
+    # least enough for EDGE_BLOCKS blocks of lanes each (34 for 16 x 1080p, 24 idle)
+    edges = lambda B, H, W, R=4: kb._edge_programs(  # noqa: E731
+        kb._filling_waves(single(R), meta(R), B, H, W, 132), B, H, W, R, kb._resident(single(R), meta(R), 132))
+    assert edges(1, 2160, 3840) == 9 and edges(16, 1080, 1920) == 34
     assert all(not t["SLIDE"] for t in tiles(12))
+
+
+def test_inside_columns_over_several_strips_and_blocks(gen, device, monkeypatch):
+    # radius 4 without a guide reads its columns INSIDE (each thread's clamped R from the
+    # image's edges), the R columns at each edge stored by programs of their own. Here radii
+    # 1 and 2 take it too (the interpreter's time grows with the taps), through both unrolled
+    # loops (rows loaded one step ahead or not), with partial strips and column blocks, the
+    # right edge's columns in two blocks (radius 2), a second image, every border, and
+    # edge programs of one block of lanes each
+    from imgfilters.kernels import bilateral as kb
+    meta = dict(R=4, C=2, CG=2, JOINT=False, UNROLL_DX=True, NEAR=True)
+    assert kb.reads_inside(meta) and not kb.reads_inside(dict(meta, NEAR=False))
+    assert not kb.reads_inside(dict(meta, JOINT=True)) and not kb.reads_inside(dict(meta, R=3))
+    tile = dict(SLIDE=True, K=4, BW=8, num_warps=1)
+    assert kb._edge_programs(triton.Config(tile), 2, 11, 17, 4, 0) == 2
+    monkeypatch.setattr(kb, "UNROLLED_TUNED_RADIUS", 0)
+    monkeypatch.setattr(kb, "EDGE_BLOCKS", 1)
+    x = random_image((2, 1, 11, 17), torch.float32, gen, device)
+    for image, radius, ahead, window, dist, border in [(x, 1, True, "square", "l2", "reflect"),
+                                                       (x, 2, False, "disk", "l1", "constant"),
+                                                       (x[1:], 2, True, "square", "l2", "symmetric"),
+                                                       (x[:1], 1, False, "square", "l1", "replicate")]:
+        monkeypatch.setattr(kb, "PREFETCH_RADIUS", 2 if ahead else 0)
+        assert kb.prefetches(radius) == ahead
+        y = launch_tile(image, tile, 0.2, 1.5, radius, window, dist, border, 0.3)
+        assert_matches(y, reference(image, None, 0.2, 1.5, radius, window, dist, border, 0.3))
 
 
 def test_expanded_distances_only_where_they_stay_exact():
