@@ -379,8 +379,8 @@ def test_inside_columns_over_several_strips_and_blocks(gen, device, monkeypatch)
     # image's edges), the R columns at each edge stored by programs of their own. Here radii
     # 1 and 2 take it too (the interpreter's time grows with the taps), through both unrolled
     # loops (rows loaded one step ahead or not), with partial strips and column blocks, the
-    # right edge's columns in two blocks (radius 2), a second image, every border, and
-    # edge programs of one block of lanes each
+    # right edge's columns in two blocks (radius 2), a second image, every border, edge
+    # programs of one block of lanes each, and the backward
     from imgfilters.kernels import bilateral as kb
     meta = dict(R=4, C=2, CG=2, JOINT=False, UNROLL_DX=True, NEAR=True)
     assert kb.reads_inside(meta) and not kb.reads_inside(dict(meta, NEAR=False))
@@ -398,6 +398,16 @@ def test_inside_columns_over_several_strips_and_blocks(gen, device, monkeypatch)
         assert kb.prefetches(radius) == ahead
         y = launch_tile(image, tile, 0.2, 1.5, radius, window, dist, border, 0.3)
         assert_matches(y, reference(image, None, 0.2, 1.5, radius, window, dist, border, 0.3))
+    # ... and the backward's first pass (ADJOINT), whose terms the edge programs store too
+    xg = x.clone().requires_grad_()
+    sc = torch.tensor([0.2, 0.5])
+    y = imgfilters.bilateral(xg, sc, 1.5, radius=2, border="symmetric")
+    g = torch.randn(y.shape, generator=gen).to(device)
+    (gx,) = torch.autograd.grad(y, xg, g)
+    xd = x.detach().cpu().double().requires_grad_()
+    (gr,) = torch.autograd.grad(ref.bilateral(xd, xd, sc.double(), 1.5, 2, "square", "l2", "symmetric"), xd,
+                                g.cpu().double())
+    assert_gradient_matches(gx, gr)
 
 
 def test_expanded_distances_only_where_they_stay_exact():
