@@ -1111,9 +1111,10 @@ def _single_tile(meta):
     would compile each tile it times), its strips' length still to be chosen
     (``_filling_waves``): the grouped column loop's one tile, or, for the unrolled radius
     beyond UNROLLED_TUNED_RADIUS, the first of ``forward_tiles``. (With the columns read
-    INSIDE, H200, 9 x 9 float32: 4K 0.386 ms in 128 x 256 against 0.495 in 128 x 128 with
-    4 warps, 16 x 1080p 1.50 against 1.79: the 4-warp kernel stalls in dispatch, 0.81
-    cycles an instruction against 0.19.) None for every other launch."""
+    INSIDE and the edge columns still stored by the strips, H200, 9 x 9 float32: 4K 0.386
+    ms in 128 x 256 against 0.495 in 128 x 128 with 4 warps, 16 x 1080p 1.50 against 1.79:
+    the 4-warp kernel stalls in dispatch, 0.81 cycles an instruction against 0.19.) None
+    for every other launch."""
     if not _slides(meta):
         return None
     if not meta["UNROLL_DX"]:
@@ -1157,7 +1158,7 @@ def reads_inside(meta):
     address a channel (without it, two integer additions a load), and the R columns at
     each edge stored by programs of their own (``_edge_programs``). Where the offsets
     are unrolled, at radius 4 (H200, 9 x 9 float32 in the 128 x 256 tile: 4K 0.398 ->
-    0.386 ms, 16 x 1080p 1.58 -> 1.50), without a guide, on images more than twice the
+    0.3785 ms, 16 x 1080p 1.58 -> 1.495), without a guide, on images more than twice the
     window's radius wide and tall. In the 4-warp tile, at radii 1 to 3 and with a guide it
     was slower (PERFORMANCE.md)."""
     return (meta["UNROLL_DX"] and meta["NEAR"] and meta["R"] > UNROLLED_TUNED_RADIUS and not meta["JOINT"]
