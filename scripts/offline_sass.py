@@ -110,11 +110,11 @@ def bilateral_case(dtype="float32", C=3, R=4, DISK=False, L1=False, JOINT=False,
     H, W = 2160, 3840
     x, f = Tensor(dtype), Tensor("float32")
     strides = (C * H * W, H * W, W, 1)
-    args = (x, x, x, f, f, H, W, 0, *strides, *strides, *strides, 0.0, (), (), (), ())
+    args = (x, x, x, f, f, H, W, *strides, *strides, *strides, 0.0, (), (), (), ())
     meta = dict(C=C, CG=CG if JOINT else C, R=R, DISK=DISK, L1=L1, JOINT=JOINT, BORDER=0, NEAR=True, OFF64=False,
                 ADJOINT=False, UNROLL_DX=bilateral.unrolls_columns(R), DX_GROUP=bilateral.column_group(R),
-                PREFETCH=bilateral.prefetches(R), EXPANDED=EXPANDED, INSIDE=INSIDE, SIZE_CLASS=23, SLIDE=SLIDE, K=K,
-                BW=BW)
+                PREFETCH=bilateral.prefetches(R), EXPANDED=EXPANDED, INSIDE=INSIDE, SIZE_CLASS=23, EDGES=0,
+                SLIDE=SLIDE, K=K, BW=BW)
     return bilateral.bilateral_kernel, args, meta, nw
 
 
