@@ -150,14 +150,16 @@ def _register_autograd(custom, impl, signature, name, grads, backward, linear):
     backward_op.register_fake(backward_fake)
     overload = getattr(torch.ops.imgfilters, f"{name}_backward").default
 
-    def setup_context(ctx, inputs, output, stand_in=lambda img: img.new_empty(()).expand(img.shape)):
+    def setup_context(ctx, inputs, output, stand_in=_traced_stand_in):
         """All of the forward's arguments, kept for the backward op; for a linear op a
         stand-in for the image (its values do not matter: a zero-stride view of one element)."""
         if linear:
             inputs = (stand_in(inputs[0]), *inputs[1:])
         ctx.tensors = [i for i, a in enumerate(inputs) if isinstance(a, torch.Tensor)]
-        ctx.save_for_backward(*(inputs[i] for i in ctx.tensors))
-        ctx.others = [None if isinstance(a, torch.Tensor) else a for a in inputs]
+        ctx.save_for_backward(*[inputs[i] for i in ctx.tensors])
+        ctx.others = list(inputs)
+        for i in ctx.tensors:
+            ctx.others[i] = None
 
     def backward_formula(ctx, grad):
         args = list(ctx.others)
@@ -179,7 +181,7 @@ def _register_autograd(custom, impl, signature, name, grads, backward, linear):
         @staticmethod
         def forward(ctx, *args):
             out = impl(*args)
-            setup_context(ctx, args, out, stand_in=lambda img: _stand_in(img.shape, img.dtype, img.device))
+            setup_context(ctx, args, out, stand_in=_eager_stand_in)
             return out
 
         @staticmethod
@@ -187,6 +189,15 @@ def _register_autograd(custom, impl, signature, name, grads, backward, linear):
             return backward_formula(ctx, grad)
 
     return Eager
+
+
+def _traced_stand_in(img):
+    """A linear op's image for its backward in traced calls."""
+    return img.new_empty(()).expand(img.shape)
+
+
+def _eager_stand_in(img):
+    return _stand_in(img.shape, img.dtype, img.device)
 
 
 @functools.lru_cache(maxsize=64)
