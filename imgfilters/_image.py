@@ -135,17 +135,23 @@ def per_image(value, name, batch, *, positive=True):
 def per_image_values(values, name, batch, *, positive=True):
     """Inside an op: a ``per_image`` parameter -> a float64 CPU tensor of ``batch`` values,
     checked (finite, > 0, or >= 0 unless ``positive``)."""
-    if values.numel() == 1:  # checked as a Python number: tensor operations cost microseconds each
+    return torch.tensor(per_image_floats(values, name, batch, positive=positive), dtype=torch.float64)
+
+
+def per_image_floats(values, name, batch, *, positive=True):
+    """``per_image_values`` as a tuple of Python floats (what the kernels' host code reads:
+    tensor operations cost microseconds of host time each)."""
+    if values.numel() == 1:  # checked as a Python number
         v = float(values)
         if not (math.isfinite(v) and (v > 0 if positive else v >= 0)):
             raise ValueError(f"{name} must be finite and {'>' if positive else '>='} 0, got {v:g}")
-        return torch.full((batch,), v, dtype=torch.float64)
+        return (v,) * batch
     t = values.to("cpu", torch.float64).reshape(-1)
     ok = torch.isfinite(t) & ((t > 0) if positive else (t >= 0))
     if not ok.all():
         bad = ", ".join(f"{v:g}" for v in t[~ok][:4].tolist())
         raise ValueError(f"{name} must be finite and {'>' if positive else '>='} 0, got {bad}")
-    return t
+    return tuple(t.tolist())
 
 
 def finite_ratio(numerator, denominator, limit=1e30):
@@ -228,6 +234,8 @@ def new_image(img, shape=None, dtype=None):
     inference) implementations both allocate through here, so a compiled graph sees the
     layout an eager call returns."""
     shape = img.shape if shape is None else shape
+    if img.is_contiguous():  # (the common case: no layout to work out, microseconds of host time)
+        return torch.empty(shape, dtype=dtype or img.dtype, device=img.device)
     planes = torch.empty(_planes(shape), dtype=dtype or img.dtype, device=img.device, memory_format=_layout(img))
     return planes if planes.ndim == len(shape) else planes.view(shape)
 

@@ -238,6 +238,39 @@ def test_cached_launches_follow_alignment_and_shape_changes(gen):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_kept_relaunches_equal_launches_derived_anew(gen):
+    """A repeated call of one shape relaunches what its first call derived (the families'
+    ``launch.Relaunch`` memos): over batch sizes, crops, layouts, misaligned views, dtypes
+    and options, each result equals the same call with the memos cleared, so that no key
+    lets one view's launch serve another's."""
+    from imgfilters.kernels import bilateral as kb, resample as kr
+    x = random_image((4, 3, 67, 131), torch.float32, gen, "cuda")
+    flat = torch.empty(x.numel() + 1, device="cuda")
+    views = [x, x[:1], x[:2], x[..., 1:], x[..., :130], x.contiguous(memory_format=torch.channels_last),
+             flat[1:].view_as(x).copy_(x)]
+
+    def backward(t):
+        t = t.detach().requires_grad_()
+        y = imgfilters.upsample(t, scale_factor=2, mode="bicubic")
+        return torch.autograd.grad(y, t, torch.ones_like(y))[0]
+
+    u8 = lambda t: (t * 255).round().to(torch.uint8)  # noqa: E731
+    calls = [lambda t: imgfilters.bilateral(t, 0.1, radius=2), lambda t: imgfilters.bilateral(t, 0.2, radius=2),
+             lambda t: imgfilters.bilateral(t, 0.1, radius=4, border="constant", border_value=0.5),
+             lambda t: imgfilters.bilateral(u8(t), 0.1, radius=7),  # EXPANDED distances
+             lambda t: imgfilters.bilateral(u8(t), 0.01, radius=7),  # sigma past EXPANDED's bound: direct
+             lambda t: imgfilters.joint_bilateral(t, t[:, :1], 0.1, radius=2),
+             lambda t: imgfilters.upsample(t, scale_factor=2, mode="bicubic"),
+             lambda t: imgfilters.upsample(u8(t), scale_factor=2, mode="bilinear"), backward]
+    for call in calls:
+        for v in views + views:  # the second round relaunches its own entries
+            got = call(v)
+            kb._relaunches.clear()
+            kr._relaunches.clear()
+            assert torch.equal(got, call(v))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_threads_tuning_at_once_on_every_gpu(gen, monkeypatch):
     """Triton's own autotuner crashed when two threads tuned at once; tuning is per device."""
     import threading

@@ -156,36 +156,40 @@ def check_options(radius, window, color_distance, border, border_value):
 
 
 class _Params:
-    """The checked per-image sigmas (float64 CPU) and the radius, inside an op."""
+    """The checked per-image sigmas (tuples of floats) and the radius, inside an op."""
 
     def __init__(self, x4, sigma_color, sigma_space, radius):
         batch = x4.shape[0]
-        self.color = _image.per_image_values(sigma_color, "sigma_color", batch)
-        self.space = _image.per_image_values(sigma_space, "sigma_space", batch)
+        self.colors = _image.per_image_floats(sigma_color, "sigma_color", batch)
+        self.spaces = _image.per_image_floats(sigma_space, "sigma_space", batch)
         if radius is None:
-            radius = reference.default_radius(float(self.space.max()))
+            radius = reference.default_radius(max(self.spaces))
             if radius > kernels.MAX_RADIUS:
-                raise ValueError(f"sigma_space={float(self.space.max()):g} gives a default radius of {radius} "
+                raise ValueError(f"sigma_space={max(self.spaces):g} gives a default radius of {radius} "
                                  f"(ceil(2 * sigma_space)), above the maximum {kernels.MAX_RADIUS}: pass radius")
         self.radius = radius
+
+    def reference_args(self):
+        """``color, space`` of the float64 references: float64 CPU tensors."""
+        return torch.tensor(self.colors, dtype=torch.float64), torch.tensor(self.spaces, dtype=torch.float64)
 
     def color_peak(self):
         """The largest -log2(e) / (2 sigma_color^2) of the batch, a number (the scale of the
         kernel's exponent: ``kernels.expands``; inf where the sigma's square underflows)."""
-        sigma = min(self.color.tolist())
+        sigma = min(self.colors)
         return kernels.LOG2E.value / 2 / sigma / sigma
 
     def kernel_args(self, device, window, color_distance):
         """``color, space, radius, disk, l1`` of the kernels' launchers."""
-        return (_coefficients(self.color, device), _coefficients(self.space, device), self.radius,
+        return (_coefficients(self.colors, device), _coefficients(self.spaces, device), self.radius,
                 window == "disk", color_distance == "l1")
 
 
-def _coefficients(sigma, device):
+def _coefficients(sigmas, device):
     """-log2(e) / (2 sigma^2) per image: the exponent's coefficient for exp2, kept finite in
     float32 (an infinite one would give -inf * 0 = NaN at the centre tap). In Python
     floats: tensor operations cost microseconds of host time each."""
-    return _image.on(tuple(_image.finite_ratio(-kernels.LOG2E.value, 2 * s * s) for s in sigma.tolist()), device)
+    return _image.on(tuple(_image.finite_ratio(-kernels.LOG2E.value, 2 * s * s) for s in sigmas), device)
 
 
 def _filter(img, guide, sigma_color, sigma_space, radius, window, color_distance, border, border_value,
@@ -197,7 +201,7 @@ def _filter(img, guide, sigma_color, sigma_space, radius, window, color_distance
     p = _Params(x4, sigma_color, sigma_space, radius)
     if not _image.uses_kernels(img):
         B = x4.shape[0]
-        y = reference.bilateral(_image.to_unit(x4), _image.to_unit(g4).expand(B, -1, -1, -1), p.color, p.space,
+        y = reference.bilateral(_image.to_unit(x4), _image.to_unit(g4).expand(B, -1, -1, -1), *p.reference_args(),
                                 p.radius, window, color_distance, border, border_value)
         return _image.in_layout(img, _image.from_unit(y, img.dtype))
     pro, epi, dtype = pointwise.fused_chains(fusion, x4.shape[1], img.device, img.dtype)
@@ -291,8 +295,8 @@ def _upsample_op(lowres: Tensor, guide: Tensor, sigma_color: Tensor, sigma_space
     p = _Params(low4, sigma_color, sigma_space, radius)
     if not _image.uses_kernels(lowres):
         guide_unit = _image.to_unit(g4).expand(low4.shape[0], -1, -1, -1)
-        y = reference.joint_bilateral_upsample(_image.to_unit(low4), guide_unit, p.color, p.space, p.radius, window,
-                                               color_distance, border, border_value)
+        y = reference.joint_bilateral_upsample(_image.to_unit(low4), guide_unit, *p.reference_args(), p.radius,
+                                               window, color_distance, border, border_value)
         return _image.in_layout(lowres, _image.from_unit(y, lowres.dtype), _upsampled(lowres, guide))
     y = _image.new_image(lowres, _upsampled(lowres, guide))
     kernels.launch_upsample(low4, g4, _image.as_planes(y), *p.kernel_args(lowres.device, window, color_distance),
