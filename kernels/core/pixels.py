@@ -80,3 +80,9 @@ def load(ptrs, mask=None):
 def store(ptrs, y, mask=None):
     """Store float32 unit-scale values into a tensor of any supported dtype."""
     tl.store(ptrs, from_float(y, ptrs.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def store_streaming(ptrs, y, mask=None):
+    """``store``, marked as data that nothing reads soon (``.cs``: evicted from the L2 first)."""
+    tl.store(ptrs, from_float(y, ptrs.dtype.element_ty), mask=mask, cache_modifier=".cs")
