@@ -23,7 +23,7 @@ import triton
 import triton.language as tl
 
 from .core import borders, neighbourhood, pixels, pointwise
-from .core.launch import Tuning, aligned, launch as launch_kernel, tile_config
+from .core.launch import Kept, Tuning, aligned, launch as launch_kernel, tile_config
 from .core.tiling import (cdiv, interpreting, needs_int64, next_pow2, offset, pow2_at_least, programs, size_class,
                           sm_count, tile_origin)
 
@@ -1249,11 +1249,12 @@ def launch(x, guide, y, color, space, radius, disk, l1, joint, border=0, border_
     kept = tile is None and not (pro[0] or epi[0])
     if kept:  # a repeated unfused call of one shape launches what the first derived
         key = (x.shape, x.stride(), x.dtype, aligned(x), guide.shape, guide.stride(), guide.dtype, aligned(guide),
-               y.shape, y.stride(), y.dtype, aligned(y), aligned(color), aligned(space), x.device, radius, disk, l1,
-               joint, border, border_value, adjoint, _peak_fits(guide.shape[1] if joint else C, color_peak))
-        hit = _relaunches.get(key)
-        if hit is not None:
-            return hit(x, guide, y, color, space)
+               y.shape, y.stride(), y.dtype, aligned(y), color.dtype, aligned(color), space.dtype, aligned(space),
+               x.device, radius, disk, l1, joint, border, border_value, adjoint,
+               _peak_fits(guide.shape[1] if joint else C, color_peak))
+        relaunch = _relaunches.get(key)
+        if relaunch is not None:
+            return relaunch(x, guide, y, color, space)
     meta = dict(C=C, CG=guide.shape[1] if joint else C, R=radius, DISK=disk, L1=l1, JOINT=joint, BORDER=border,
                 NEAR=2 * radius < min(H, W), OFF64=needs_int64(x, guide, y), ADJOINT=adjoint,
                 UNROLL_DX=unrolls_columns(radius), DX_GROUP=column_group(radius), PREFETCH=prefetches(radius),
@@ -1279,10 +1280,8 @@ def launch(x, guide, y, color, space, radius, disk, l1, joint, border=0, border_
             *y.stride(), float(border_value), pro[0], pro[1], epi[0], epi[1])
     grid = lambda m: (B * cdiv(H, m["K"]) * cdiv(W, m["BW"]) + edges,)
     relaunch = launch_kernel(bilateral_kernel, grid, args, meta, x, tile, forward_tuning, reusable=kept)
-    if relaunch is not None:
-        if len(_relaunches) >= MAX_RELAUNCHES:
-            _relaunches.clear()
-        _relaunches[key] = relaunch
+    if kept:
+        _relaunches.keep(key, relaunch)
 
 
 # The forward's unfused launches whose tile is chosen here, kept as ``launch.Relaunch``es by
@@ -1290,8 +1289,7 @@ def launch(x, guide, y, color, space, radius, disk, l1, joint, border=0, border_
 # repeated call skips the derivation and the launch's own key (36 -> 24 us a 5 x 5 call on
 # the development machine's CPU, so that on the H200's host the kernel no longer waits
 # for its launch after do_bench's cache flush).
-_relaunches = {}
-MAX_RELAUNCHES = 4096
+_relaunches = Kept()
 
 
 # Backward tiles, fixed: the backward runs once per training step, and tuning would compile

@@ -55,7 +55,7 @@ import triton
 import triton.language as tl
 
 from .core import borders, pixels, pointwise, products
-from .core.launch import Meta, aligned, launch as launch_kernel, tile_config
+from .core.launch import Kept, Meta, aligned, launch as launch_kernel, tile_config
 from .core.tiling import interpreting, needs_int64, next_pow2, offset, pow2_at_least, programs, tile_origin
 
 # Mode codes: constexpr for the kernels (compiled kernels read only constexpr globals);
@@ -1008,8 +1008,7 @@ class PhasePlan(NamedTuple):
 # identity, kept in the entry so that the ids stay theirs): a repeated call of one shape
 # then skips its launch's derivations and keys (about 7 of 9 us on the development
 # machine's CPU, twice for a forward and backward).
-_relaunches = {}
-_MAX_RELAUNCHES = 4096
+_relaunches = Kept()
 
 
 def _relaunch_key(kernel, x, y, plans, *flags):
@@ -1017,21 +1016,14 @@ def _relaunch_key(kernel, x, y, plans, *flags):
             id(plans), *flags)
 
 
-def _keep(key, relaunch, plans):
-    if relaunch is not None:
-        if len(_relaunches) >= _MAX_RELAUNCHES:
-            _relaunches.clear()
-        _relaunches[key] = (relaunch, plans)
-
-
 def _launch_phases(x, y, phases, clamp_rows, pro, epi):
     """``launch`` for integer factors (``PhasePlan`` rows, columns)."""
     unfused = not (pro[0] or epi[0])
     if unfused:
         key = _relaunch_key(phases_kernel, x, y, phases, clamp_rows)
-        hit = _relaunches.get(key)
-        if hit is not None:
-            return hit[0](x, y)
+        relaunch = _relaunches.get(key)
+        if relaunch is not None:
+            return relaunch(x, y)
     B, C, H, W = x.shape
     HO, WO = y.shape[-2:]
     py, px = phases
@@ -1046,7 +1038,7 @@ def _launch_phases(x, y, phases, clamp_rows, pro, epi):
     relaunch = launch_kernel(phases_kernel, lambda m: (programs(B * C, n_steps, n_lanes, seg, s * bw),), args, meta,
                              x, tile_config(BW=bw, SEG=seg, S=s, PRE=pre, num_warps=warps), reusable=unfused)
     if unfused:
-        _keep(key, relaunch, phases)
+        _relaunches.keep(key, relaunch, phases)
 
 
 def launch_adjoint(g, y, phases):
@@ -1054,15 +1046,16 @@ def launch_adjoint(g, y, phases):
     fx W) by the ``PhasePlan`` pair ``phases`` (rows, columns): D = 1, factors in
     ADJOINT_FACTORS, torch's clamping modes (ADJOINT_MODES), H and W at least 2."""
     key = _relaunch_key(upsample_phases_adjoint_kernel, g, y, phases)
-    hit = _relaunches.get(key)
-    if hit is not None:
-        return hit[0](g, y)
+    relaunch = _relaunches.get(key)
+    if relaunch is not None:
+        return relaunch(g, y)
     B, C, H, W = y.shape
     py, px = phases
     threads, seg, warps, s = _strip(g, H, -(-W // ADJOINT_STRIP[3]), ADJOINT_STRIP)
     off64, vec = needs_int64(g, y), max(1, 16 // g.element_size())
     meta = _plan_meta(upsample_phases_adjoint_kernel, py, px, (off64, vec), lambda: Meta(
         WY=adjoint_weights(py), WX=adjoint_weights(px), FY=py.F, FX=px.F, MX=px.M, VEC=vec, OFF64=off64))
-    _keep(key, launch_kernel(upsample_phases_adjoint_kernel, lambda m: (programs(B * C, H, W, seg, s * threads),),
+    relaunch = launch_kernel(upsample_phases_adjoint_kernel, lambda m: (programs(B * C, H, W, seg, s * threads),),
                              (g, y, C, H, W, *g.shape[-2:], *g.stride(), *y.stride()), meta, g,
-                             tile_config(BW=threads, SEG=seg, S=s, num_warps=warps), reusable=True), phases)
+                             tile_config(BW=threads, SEG=seg, S=s, num_warps=warps), reusable=True)
+    _relaunches.keep(key, relaunch, phases)

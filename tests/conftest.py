@@ -25,6 +25,14 @@ import imgfilters.ops  # noqa: E402,F401
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
+@pytest.fixture(autouse=True)
+def launches_derived_anew():
+    """Each test's first calls derive their launches (the families' kept relaunches would
+    let a test that patches a family's tiles or plans run a launch an earlier test made)."""
+    from imgfilters.kernels.core.launch import forget_relaunches
+    forget_relaunches()
+
+
 @pytest.fixture
 def device():
     """Where kernels run: the GPU, or the interpreter on CPU tensors."""

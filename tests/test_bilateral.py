@@ -651,7 +651,7 @@ def test_every_upsample_tile_matches_the_reference_on_photos(name):
     from imgfilters.kernels import bilateral as kb
     from imgfilters.ops.bilateral import _coefficients
     guide = sample(name)[None].cuda()[..., :150, :270]  # (partial tiles)
-    coeff = lambda s: _coefficients(torch.tensor([s], dtype=torch.float64), "cuda")  # noqa: E731
+    coeff = lambda s: _coefficients((s,), "cuda")  # noqa: E731
     for low in (torch.nn.functional.avg_pool2d(_image.to_unit(guide)[:, :1].float(), 4, ceil_mode=True),
                 torch.rand(1, 5, 41, 70, device="cuda")):  # (five channels: two groups of values)
         for tile in kb.UPSAMPLE_TILES:

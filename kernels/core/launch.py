@@ -30,7 +30,8 @@ from triton.knobs import HookChain
 
 from .tiling import interpreting
 
-__all__ = ["launch", "Meta", "Relaunch", "Tuning", "autotuning", "tile_config", "aligned"]
+__all__ = ["launch", "Meta", "Kept", "Relaunch", "Tuning", "autotuning", "forget_relaunches", "tile_config",
+           "aligned"]
 
 # The tuning candidates are timed briefly: a new variant's first call waits for them.
 _TUNE_WARMUP_MS, _TUNE_REP_MS = 5, 20
@@ -158,7 +159,7 @@ class Relaunch:
     __slots__ = ("compiled", "grid", "tensors", "rest", "device")
 
     def __init__(self, compiled, grid, args, tail, device):
-        self.tensors = next((i for i, a in enumerate(args) if type(a) is not torch.Tensor), len(args))
+        self.tensors = next((i for i, a in enumerate(args) if not isinstance(a, torch.Tensor)), len(args))
         self.compiled, self.grid, self.device = compiled, tuple(grid), device
         self.rest = (*args[self.tensors:], *tail)
 
@@ -167,6 +168,35 @@ class Relaunch:
             with torch.cuda.device(self.device):
                 return self(*tensors)
         _run(self.compiled, self.grid, self.device, (*tensors, *self.rest))
+
+
+class Kept:
+    """A family's ``Relaunch``es under keys of its own, each with what must stay alive while
+    it is kept (plans whose ids are in its key); emptied when it reaches _MAX_LAUNCHES."""
+
+    def __init__(self):
+        self.entries = {}
+        _kept.append(self)
+
+    def get(self, key):
+        hit = self.entries.get(key)
+        return None if hit is None else hit[0]
+
+    def keep(self, key, relaunch, *pinned):
+        if relaunch is not None:
+            if len(self.entries) >= _MAX_LAUNCHES:
+                self.entries.clear()
+            self.entries[key] = (relaunch, pinned)
+
+
+_kept = []  # every family's Kept
+
+
+def forget_relaunches():
+    """Empty every family's ``Kept`` relaunches, so that the next calls derive their
+    launches anew (tests that patch a family's tiles or plans)."""
+    for kept in _kept:
+        kept.entries.clear()
 
 
 def _run(compiled, grid, device, args):
@@ -209,7 +239,7 @@ def _spec(a):
     ``== 1``, divisibility by 16 and the range), tensors by dtype and 16-byte alignment,
     floats by type only (never specialised), tuples element by element."""
     t = type(a)
-    if t is torch.Tensor:
+    if t is torch.Tensor or isinstance(a, torch.Tensor):  # (subclasses too: Parameter, tv_tensors)
         return a.dtype, aligned(a)
     if t is float:
         return float
