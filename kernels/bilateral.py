@@ -23,7 +23,7 @@ import triton
 import triton.language as tl
 
 from .core import borders, neighbourhood, pixels, pointwise
-from .core.launch import Kept, Tuning, aligned, launch as launch_kernel, tile_config
+from .core.launch import Kept, Tuning, launch as launch_kernel, layout_key, tile_config
 from .core.tiling import (cdiv, interpreting, needs_int64, next_pow2, offset, pow2_at_least, programs, size_class,
                           sm_count, tile_origin)
 
@@ -1248,9 +1248,7 @@ def launch(x, guide, y, color, space, radius, disk, l1, joint, border=0, border_
     B, C, H, W = x.shape
     kept = tile is None and not (pro[0] or epi[0])
     if kept:  # a repeated unfused call of one shape launches what the first derived
-        key = (x.shape, x.stride(), x.dtype, aligned(x), guide.shape, guide.stride(), guide.dtype, aligned(guide),
-               y.shape, y.stride(), y.dtype, aligned(y), color.dtype, aligned(color), space.dtype, aligned(space),
-               x.device, radius, disk, l1, joint, border, border_value, adjoint,
+        key = (layout_key(x, guide, y, color, space), x.device, radius, disk, l1, joint, border, border_value, adjoint,
                _peak_fits(guide.shape[1] if joint else C, color_peak))
         relaunch = _relaunches.get(key)
         if relaunch is not None:

@@ -55,7 +55,7 @@ import triton
 import triton.language as tl
 
 from .core import borders, pixels, pointwise, products
-from .core.launch import Kept, Meta, aligned, launch as launch_kernel, tile_config
+from .core.launch import Kept, Meta, launch as launch_kernel, layout_key, tile_config
 from .core.tiling import interpreting, needs_int64, next_pow2, offset, pow2_at_least, programs, tile_origin
 
 # Mode codes: constexpr for the kernels (compiled kernels read only constexpr globals);
@@ -1012,8 +1012,7 @@ _relaunches = Kept()
 
 
 def _relaunch_key(kernel, x, y, plans, *flags):
-    return (kernel, x.shape, x.stride(), x.dtype, aligned(x), y.shape, y.stride(), y.dtype, aligned(y), x.device,
-            id(plans), *flags)
+    return kernel, layout_key(x, y), x.device, id(plans), *flags
 
 
 def _launch_phases(x, y, phases, clamp_rows, pro, epi):

@@ -31,7 +31,7 @@ from triton.knobs import HookChain
 from .tiling import interpreting
 
 __all__ = ["launch", "Meta", "Kept", "Relaunch", "Tuning", "autotuning", "forget_relaunches", "tile_config",
-           "aligned"]
+           "aligned", "layout_key"]
 
 # The tuning candidates are timed briefly: a new variant's first call waits for them.
 _TUNE_WARMUP_MS, _TUNE_REP_MS = 5, 20
@@ -209,6 +209,12 @@ def _run(compiled, grid, device, args):
         compiled.run(g[0], g[1], g[2], stream, compiled.function, compiled.packed_metadata, None, None, None, *args)
     else:  # launch hooks (profilers) get their metadata from Triton's runner
         compiled[g[:3]](*args, stream=stream)
+
+
+def layout_key(*tensors):
+    """What a ``Kept`` key holds of each of its launch's tensors: all that the launch may
+    derive from them but their data (shape, strides, dtype, 16-byte alignment)."""
+    return tuple([(t.shape, t.stride(), t.dtype, aligned(t)) for t in tensors])
 
 
 def aligned(t):
