@@ -4,9 +4,11 @@ Images are ``(..., C, H, W)`` tensors (``(H, W)`` is one channel) of a supported
 Integers are read as value / max, floats as they are. Every check raises before any
 launch, naming the argument and what is allowed.
 """
+import contextlib
 import functools
 import math
 import numbers
+import os
 import sys
 
 import torch
@@ -84,10 +86,48 @@ def as_planes(img):
 
 def uses_kernels(img) -> bool:
     """True when ``img`` is processed by the Triton kernels: CUDA tensors, and CPU tensors
-    under ``TRITON_INTERPRET=1``; float64 always takes the float64 reference path."""
+    under ``TRITON_INTERPRET=1`` unless the CPU engine is switched on (``cpu_engine``);
+    float64 always takes the float64 reference path."""
     if img.dtype == torch.float64:
         return False
-    return img.is_cuda or interpreting()
+    return img.is_cuda or (interpreting() and not _engine_selected())
+
+
+def uses_cpu_engine(img) -> bool:
+    """True when ``img`` is processed by the compiled CPU engine (``imgfilters.cpu``): CPU
+    tensors that are not float64, except under ``TRITON_INTERPRET=1`` (there CPU tensors
+    run the Triton kernels in the interpreter: how CI tests the kernels) unless
+    ``cpu_engine(True)`` or ``IMGFILTERS_CPU_ENGINE=1`` says otherwise. Tensors wrapped by a
+    ``torch.func`` transform (the float64 reference's gradient) take the reference."""
+    if img.dtype == torch.float64 or img.device.type != "cpu" or not _engine_selected():
+        return False
+    return not torch._C._functorch.is_functorch_wrapped_tensor(img)
+
+
+_ENGINE = [None]  # cpu_engine's switch: None follows IMGFILTERS_CPU_ENGINE and TRITON_INTERPRET
+
+
+def _engine_selected() -> bool:
+    """Whether CPU tensors (not float64) take the CPU engine: the ``cpu_engine`` switch if
+    set, else ``IMGFILTERS_CPU_ENGINE`` (``1``: always, ``0``: never, read on every call),
+    else unless ``TRITON_INTERPRET=1``."""
+    on = _ENGINE[0]
+    if on is None:
+        env = os.environ.get("IMGFILTERS_CPU_ENGINE", "")
+        return env == "1" or (env != "0" and not interpreting())
+    return on
+
+
+@contextlib.contextmanager
+def cpu_engine(on=True):
+    """Within the block, CPU tensors take the CPU engine (``on``) or not (the float64
+    reference, or the interpreted kernels under ``TRITON_INTERPRET=1``), whatever the
+    environment says; the tests' switch. Process-wide, not per thread."""
+    previous, _ENGINE[0] = _ENGINE[0], bool(on)
+    try:
+        yield
+    finally:
+        _ENGINE[0] = previous
 
 
 def check_border(border, border_value=0.0):

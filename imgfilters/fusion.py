@@ -125,7 +125,7 @@ class Fused:
     @staticmethod
     def _fusable(x):
         return (isinstance(x, torch.Tensor) and not T.not_an_image(x) and x.dtype in _image.KERNEL_DTYPES
-                and _image.uses_kernels(x) and not x.requires_grad)
+                and (_image.uses_kernels(x) or _image.uses_cpu_engine(x)) and not x.requires_grad)
 
     def _stage(self, i, dtype):
         """The stage that starts at transform ``i`` for an input of ``dtype``, and the index

@@ -1,6 +1,7 @@
 """GPU benchmark of imgfilters against its peers (the README's Performance tables).
 
     python scripts/benchmark.py [family ...] [--markdown] [--plot out.png]
+    python scripts/benchmark.py cpu [--help]     # the CPU engine against OpenCV (benchmark_cpu.py)
 
 Times every case with ``triton.testing.do_bench`` (median, ms) after a warm-up that also
 runs the autotuner, and prints one row per case: op, shape, dtype, ms, the same call
@@ -443,6 +444,10 @@ def extra_memory(fn, out_bytes):
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["cpu"]:  # the CPU engine against OpenCV: scripts/benchmark_cpu.py
+        import benchmark_cpu
+        return benchmark_cpu.main(argv[1:])
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("families", nargs="*", help=f"families to run (default all: {', '.join(FAMILIES)})")
     ap.add_argument("--markdown", action="store_true", help="print a README table")

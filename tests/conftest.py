@@ -50,3 +50,14 @@ def gen(request):
     seed = SEED_BASE + zlib.crc32(request.node.nodeid.encode())
     print(f"generator seed {seed} (IMGFILTERS_TEST_SEED={SEED_BASE})")
     return torch.Generator().manual_seed(seed)
+
+
+@pytest.fixture
+def cpu_engine():
+    """CPU tensors (not float64) run the compiled CPU engine (``imgfilters/cpu``) in this
+    test, also under ``TRITON_INTERPRET=1`` (where they otherwise run the interpreted
+    kernels); the engine's tests take it."""
+    pytest.importorskip("numba")
+    from imgfilters import _image
+    with _image.cpu_engine(True):
+        yield

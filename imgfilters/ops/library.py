@@ -89,8 +89,9 @@ def op(name, fake, *, grads=(), backward=None, linear=False):
             def fused(fusion, *args):
                 """The implementation with ``fusion``'s prologue and epilogue in its launch
                 (``imgfilters.fuse``): eager, no gradient, the kernel path only."""
-                if not _image.uses_kernels(args[0]):
-                    raise ValueError(f"{name}: a fused call runs the kernels, not the float64 reference")
+                if not (_image.uses_kernels(args[0]) or _image.uses_cpu_engine(args[0])):
+                    raise ValueError(f"{name}: a fused call runs the kernels or the CPU engine, not the float64 "
+                                     f"reference")
                 return impl(*args, fusion=fusion)
             call.fused = fused
         return call

@@ -3,8 +3,9 @@
 All functions take ``(..., C, H, W)`` or ``(H, W)`` tensors of dtype uint8, uint16,
 float16, bfloat16 or float32 (float64 runs the float64 reference), keep the dtype and the
 memory format, and never modify the input. CUDA tensors run one Triton kernel launch
-(both 1-D passes fused, no intermediate image); CPU tensors run the float64 reference,
-or the Triton kernels in Triton's interpreter under ``TRITON_INTERPRET=1``.
+(both 1-D passes fused, no intermediate image); other CPU tensors run the CPU engine
+(``imgfilters/cpu``), or the Triton kernels in Triton's interpreter under
+``TRITON_INTERPRET=1``.
 
 Borders (``border=``): ``"reflect"`` (default; reflect-101, torch's "reflect", OpenCV's
 BORDER_REFLECT_101), ``"symmetric"`` (edge pixel repeated, OpenCV's BORDER_REFLECT),
@@ -209,6 +210,9 @@ def _gaussian(size, sigma):
 def _filter(img, tx, ty, border, border_value, fusion=None):
     """The separable filter of ``img``: the reference, or one launch (with ``fusion``'s
     prologue and epilogue, a ``pointwise.Fusion``)."""
+    if _image.uses_cpu_engine(img):
+        from imgfilters.cpu import separable as engine
+        return engine.separable_filter(img, tx, ty, _image.check_border(border), border_value, fusion)
     if not _image.uses_kernels(img):
         y = reference.separable_filter(_image.to_unit(img), tx, ty, border, border_value)
         return _image.in_layout(img, _image.from_unit(y, img.dtype))
@@ -331,6 +335,11 @@ def _unsharp_backward(grad, img, sigma, amount, threshold, border, border_value)
 @library.op("unsharp_mask", library.same_as_input, grads=("img",), backward=_unsharp_backward)
 def _unsharp_op(img: Tensor, sigma: float, amount: float, threshold: float, border: str,
                 border_value: float, *, fusion=None) -> Tensor:
+    if _image.uses_cpu_engine(img):
+        from imgfilters.cpu import separable as engine
+        taps = _unsharp_taps(sigma)
+        return engine.separable_filter(img, taps, taps, _image.check_border(border), border_value, fusion,
+                                       unsharp=(amount, threshold))
     if not _image.uses_kernels(img):
         y = reference.unsharp_mask(_image.to_unit(img), sigma, amount, threshold, border, border_value)
         return _image.in_layout(img, _image.from_unit(y, img.dtype))

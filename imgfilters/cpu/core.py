@@ -1,0 +1,204 @@
+"""Compiled helpers shared by the CPU engine's kernels (conventions: ``imgfilters.cpu``).
+
+Every function here works on rows: 1-D float32 buffers indexed from 0 by plain ``range``
+loops, the form that LLVM vectorises (a slice ``buf[k:]`` stands for an offset, so no
+index can be negative and numba's wraparound check folds away). The kernels of each
+family are compiled for explicit signatures built from the argument types below
+(``kernel``); these helpers compile along with them.
+
+Floating point: FMA contraction only (``FASTMATH``). No ``nnan``/``ninf`` (NaN and inf
+must propagate as IEEE arithmetic says: ``tests/test_nonfinite.py``), no reassociation
+(the order of a sum is the kernel's, and rounding steps stay exact).
+"""
+import os
+
+import numpy as np
+from numba import njit, types
+
+from imgfilters import cpu
+
+FASTMATH = {"contract"}
+f32 = np.float32
+
+
+def _install_cache_locator():
+    """Cache this package's kernels under ``cpu.cache_dir()`` (a folder per version of the
+    engine's sources), leaving numba's own cache settings to everyone else."""
+    try:
+        from numba.core import caching
+    except ImportError:  # (numba's layout changed: its default cache still works)
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = cpu.cache_dir()
+
+    class Locator(caching._SourceFileBackedLocatorMixin, caching._CacheLocator):
+        def __init__(self, py_func, py_file):
+            self._py_file = py_file
+            self._lineno = py_func.__code__.co_firstlineno
+            self._cache_path = os.path.join(root, self.get_suitable_cache_subpath(py_file))
+
+        def get_cache_path(self):
+            return self._cache_path
+
+        @classmethod
+        def from_function(cls, py_func, py_file):
+            if os.path.dirname(os.path.abspath(py_file)) != here:
+                return None
+            return super().from_function(py_func, py_file)
+
+    classes = caching.CacheImpl._locator_classes
+    if not any(getattr(c, "__qualname__", "") == Locator.__qualname__ and c.__module__ == __name__ for c in classes):
+        classes.insert(0, Locator)
+
+
+_install_cache_locator()
+
+
+def jit(fn):
+    """A helper compiled with the kernel that calls it."""
+    return njit(nogil=True, cache=True, fastmath=FASTMATH)(fn)
+
+
+def kernel(*arg_types):
+    """A kernel ``fn(lo, hi, *args)`` compiled for one signature (``cpu.run`` calls it)."""
+    return njit(types.void(types.int64, types.int64, *arg_types), nogil=True, cache=True, fastmath=FASTMATH)
+
+
+# argument types
+INT = types.int64
+FLOAT = types.float32
+ROW = types.Array(types.float32, 1, "C")  # taps, weights
+INDEX = types.Array(types.int32, 1, "C")  # border maps, tap indices
+TABLE = types.Array(types.float32, 2, "C")
+CHAIN = types.Array(types.float32, 3, "C")  # (C, steps, 4): cpu.chain
+IMAGE = (types.Array(types.uint8, 4, "A"), types.Array(types.uint16, 4, "A"), types.Array(types.float32, 4, "A"),
+         INT)  # cpu.image_args: u8, u16, f32 planes and the kind
+
+
+@jit
+def shape(xu8, xu16, xf32, kind):
+    """(B, C, H, W) of an image argument."""
+    if kind == 0:
+        return xu8.shape
+    if kind == 1:
+        return xu16.shape
+    return xf32.shape
+
+
+@jit
+def load_row(xu8, xu16, xf32, kind, b, c, i, dst, scale):
+    """dst[j] = X[b, c, i, j] * scale for the row's W pixels."""
+    if kind == 0:
+        src = xu8[b, c, i]
+        for j in range(src.shape[0]):
+            dst[j] = f32(src[j]) * scale
+    elif kind == 1:
+        src16 = xu16[b, c, i]
+        for j in range(src16.shape[0]):
+            dst[j] = f32(src16[j]) * scale
+    else:
+        srcf = xf32[b, c, i]
+        for j in range(srcf.shape[0]):
+            dst[j] = srcf[j] * scale
+
+
+@jit
+def store_row(yu8, yu16, yf32, kind, b, c, i, src):
+    """Y[b, c, i, :] = src (unit scale): integers rounded half to even and saturated."""
+    if kind == 0:
+        dst = yu8[b, c, i]
+        for j in range(dst.shape[0]):
+            v = min(max(src[j] * f32(255.0), f32(0.0)), f32(255.0))
+            dst[j] = np.uint8(np.rint(v))
+    elif kind == 1:
+        dst16 = yu16[b, c, i]
+        for j in range(dst16.shape[0]):
+            v = min(max(src[j] * f32(65535.0), f32(0.0)), f32(65535.0))
+            dst16[j] = np.uint16(np.rint(v))
+    else:
+        dstf = yf32[b, c, i]
+        for j in range(dstf.shape[0]):
+            dstf[j] = src[j]
+
+
+@jit
+def reads_input(chain):
+    """Whether any channel's epilogue ``chain`` (C, steps, 4) reads the input pixel."""
+    for s in range(chain.shape[1]):
+        if chain[0, s, 0] == 7:
+            return True
+    return False
+
+
+@jit
+def apply_chain(buf, xin, n, steps):
+    """Run the pointwise ``steps`` ((steps, 4) float32: code and parameters, ``cpu.chain``)
+    over ``buf[:n]`` in place; ``xin`` is the input row at the same positions (read by
+    unsharp masking only)."""
+    for s in range(steps.shape[0]):
+        code = int(steps[s, 0])
+        p0, p1 = steps[s, 1], steps[s, 2]
+        if code == 0:  # scale
+            for j in range(n):
+                buf[j] = buf[j] * p0
+        elif code == 1:  # normalize: x * (1 / std) + (-mean / std)
+            for j in range(n):
+                buf[j] = buf[j] * p0 + p1
+        elif code == 2:  # clamp
+            for j in range(n):
+                buf[j] = min(max(buf[j], p0), p1)
+        elif code == 3:  # quantize: round(clamp(x * n, 0, n)) / n
+            for j in range(n):
+                buf[j] = np.rint(min(max(buf[j] * p0, f32(0.0)), p0)) / p0
+        elif code == 4:  # gamma: max(x, 0) ** g (NaN stays NaN)
+            for j in range(n):
+                x = buf[j]
+                buf[j] = x ** p0 if x > 0 else (x if x != x else f32(0.0))
+        elif code == 5:  # sRGB decoding
+            for j in range(n):
+                x = max(buf[j], f32(0.0)) if buf[j] == buf[j] else buf[j]
+                buf[j] = x / f32(12.92) if x <= f32(0.04045) else ((x + f32(0.055)) / f32(1.055)) ** f32(2.4)
+        elif code == 6:  # sRGB encoding
+            for j in range(n):
+                x = max(buf[j], f32(0.0)) if buf[j] == buf[j] else buf[j]
+                buf[j] = x * f32(12.92) if x <= f32(0.0031308) else f32(1.055) * x ** f32(1 / 2.4) - f32(0.055)
+        elif code == 7:  # unsharp masking: buf is the blur
+            for j in range(n):
+                detail = xin[j] - buf[j]
+                buf[j] = xin[j] + p0 * detail if abs(detail) >= p1 else xin[j]
+
+
+@jit
+def fill(dst, value, n):
+    for j in range(n):
+        dst[j] = value
+
+
+@jit
+def fill_edges(pad, left, n, edges, value):
+    """A row buffer ``pad`` holding a row's ``n`` pixels at ``pad[left:left + n]``: fill its
+    ``left`` positions before and ``len(edges) - left`` after from the row, ``edges``
+    being the border's ``cpu.edge_map`` (-1: ``value``)."""
+    for k in range(edges.shape[0]):
+        m = edges[k]
+        at = k if k < left else n + k
+        pad[at] = pad[left + m] if m >= 0 else value
+
+
+@jit
+def scale_into(dst, src, t, n):
+    for j in range(n):
+        dst[j] = t * src[j]
+
+
+@jit
+def axpy(dst, src, t, n):
+    for j in range(n):
+        dst[j] += t * src[j]
+
+
+@jit
+def axpy2(dst, a, b, t, n):
+    """dst += t * (a + b): a symmetric filter's pair of taps."""
+    for j in range(n):
+        dst[j] += t * (a[j] + b[j])

@@ -1,0 +1,133 @@
+"""The CPU engine's infrastructure: which tensors take it, its switch, its threads, its
+first calls (compiled cold, loaded from the disk cache warm)."""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import imgfilters
+from imgfilters import _image, cpu
+from imgfilters.reference import separable as ref
+
+from helpers import random_image
+
+pytest.importorskip("numba")
+
+
+def test_which_tensors_take_the_engine():
+    x = torch.zeros(1, 1, 4, 4)
+    with _image.cpu_engine(True):
+        assert _image.uses_cpu_engine(x) and not _image.uses_kernels(x)
+        assert not _image.uses_cpu_engine(x.double()) and not _image.uses_kernels(x.double())
+        assert not _image.uses_cpu_engine(torch.zeros(1, 1, 4, 4, device="meta"))
+        # a torch.func transform's tensors run the float64 reference (its gradient)
+        torch.func.vmap(lambda t: _check_not_engine(t))(x)
+    with _image.cpu_engine(False):
+        assert not _image.uses_cpu_engine(x)
+        assert _image.uses_kernels(x) == (os.environ.get("TRITON_INTERPRET") == "1")
+
+
+def _check_not_engine(t):
+    assert not _image.uses_cpu_engine(t)
+    return t
+
+
+def test_the_environment_switch(monkeypatch):
+    x = torch.zeros(1, 1, 4, 4, dtype=torch.uint8)
+    monkeypatch.setenv("IMGFILTERS_CPU_ENGINE", "1")
+    assert _image.uses_cpu_engine(x)
+    monkeypatch.setenv("IMGFILTERS_CPU_ENGINE", "0")
+    assert not _image.uses_cpu_engine(x)
+    monkeypatch.setenv("IMGFILTERS_CPU_ENGINE", "")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert not _image.uses_cpu_engine(x)
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    assert _image.uses_cpu_engine(x)
+
+
+@pytest.mark.usefixtures("cpu_engine")
+def test_the_public_functions_run_the_engine(gen, monkeypatch):
+    calls = []
+    original = cpu.run
+    monkeypatch.setattr(cpu, "run", lambda kernel, *a, **k: calls.append(kernel) or original(kernel, *a, **k))
+    x = random_image((1, 3, 9, 10), torch.uint8, gen)
+    imgfilters.gaussian_blur(x, 3, 1.0)
+    assert len(calls) == 1
+    with _image.cpu_engine(False):
+        imgfilters.gaussian_blur(x.double(), 3, 1.0)
+    assert len(calls) == 1
+
+
+def test_threads_follow_torch():
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert cpu.threads() == 1
+        torch.set_num_threads(64)
+        assert 1 <= cpu.threads() <= (os.cpu_count() or 1)
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_bands_split_the_work_evenly():
+    assert cpu.bands(3, 1080, n_threads=2) == (2, 540)
+    assert cpu.bands(96, 256, n_threads=2) == (1, 256)
+    assert cpu.bands(1, 20, min_rows=16, n_threads=4) == (1, 20)
+    count, rows = cpu.bands(3, 1080, n_threads=16)
+    assert (3 * count) % 16 == 0 and count * rows >= 1080
+
+
+def test_run_covers_every_task_once():
+    seen = []
+    cpu.run(lambda lo, hi: seen.extend(range(lo, hi)), 37, n_threads=3)
+    assert sorted(seen) == list(range(37))
+
+
+FIRST = """
+import resource, time, torch, imgfilters.ops
+x = torch.randint(0, 256, (1, 3, 40, 50), dtype=torch.uint8)
+t, c = time.perf_counter(), time.process_time()
+imgfilters.gaussian_blur(x, 5, 1.0)
+print(time.process_time() - c, time.perf_counter() - t)
+"""
+
+
+def test_first_calls_compile_cold_and_load_warm(tmp_path):
+    """A cold first call (an empty cache: it compiles) within a few seconds, a warm one (the
+    kernels cached on disk, numba's import and setup included) within a second; CPU
+    seconds (the suite's other workers stretch the wall time). The issue's bounds, 3 s and
+    0.3 s, are measured on an idle machine by ``scripts/benchmark.py cpu``."""
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path), IMGFILTERS_CPU_ENGINE="1")
+    times = []
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-c", FIRST], env=env, capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr[-2000:]
+        times.append(tuple(map(float, out.stdout.split())))
+    (cold, _), (warm, _) = times
+    assert cold < 10.0 and warm < 1.5, times
+    assert any((tmp_path / "imgfilters-cpu").iterdir())
+
+
+def test_import_does_not_load_numba():
+    probe = "import sys, imgfilters.ops; print('numba' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr
+
+
+@pytest.mark.usefixtures("cpu_engine")
+def test_every_dtype_in_and_out_through_one_kernel(gen):
+    """One compiled kernel serves every pair of input and output dtypes (fused ToDtype)."""
+    from imgfilters.ops import pointwise, separable
+    from imgfilters.cpu import separable as engine
+    x = random_image((1, 2, 8, 9), torch.uint8, gen)
+    taps = ref.gaussian_taps(3, 1.0)
+    for dtype in (torch.uint8, torch.uint16, torch.float16, torch.bfloat16, torch.float32):
+        fusion = pointwise.Fusion((), (), torch.uint8, dtype)
+        y = separable._separable_op.fused(fusion, x, taps, taps, "reflect", 0.0)
+        assert y.dtype == dtype
+        expected = _image.from_unit(ref.separable_filter(_image.to_unit(x), taps, taps), dtype)
+        tol = 1 if dtype in _image.MAX_VALUE else 2 ** -7
+        assert (y.double() - expected.double()).abs().max() <= tol
+    assert len(engine._separable.signatures) == 1
