@@ -2,8 +2,9 @@
 
 Inputs are ``(..., C, H, W)`` or ``(H, W)`` tensors of dtype uint8, uint16, float16,
 bfloat16 or float32 (float64 runs the float64 reference); the output keeps the dtype and
-memory format. CUDA tensors run one Triton launch; CPU tensors run the float64 reference,
-or the Triton kernel in Triton's interpreter under ``TRITON_INTERPRET=1``.
+memory format. CUDA tensors run one Triton launch; other CPU tensors run the CPU engine
+(``imgfilters/cpu``), or the Triton kernel in Triton's interpreter under
+``TRITON_INTERPRET=1``.
 
 Gradients flow to the image and to the kernel (floating-point inputs). The image's is the
 flipped kernel over the zero-extended output gradient (one launch of the same kernel),
@@ -118,6 +119,9 @@ def _backward(grad, img, kernel, border, border_value):
 
 @library.op("filter2d", library.same_as_input, grads=("img", "kernel"), backward=_backward)
 def _filter2d_op(img: Tensor, kernel: Tensor, border: str, border_value: float, *, fusion=None) -> Tensor:
+    if _image.uses_cpu_engine(img):
+        from imgfilters.cpu import filter2d as engine
+        return engine.filter2d(img, kernel, _image.check_border(border), border_value, fusion)
     if not _image.uses_kernels(img):
         x = _image.to_unit(_image.as_planes(img))
         y = reference.filter2d(x, kernel, border, border_value).reshape(img.shape)
