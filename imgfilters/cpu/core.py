@@ -202,3 +202,72 @@ def axpy2(dst, a, b, t, n):
     """dst += t * (a + b): a symmetric filter's pair of taps."""
     for j in range(n):
         dst[j] += t * (a[j] + b[j])
+
+
+@jit
+def _combine4(dst, a, b, c, d, wa, wb, wc, wd, add, n):
+    if add:
+        for j in range(n):
+            dst[j] += wa * a[j] + wb * b[j] + wc * c[j] + wd * d[j]
+    else:
+        for j in range(n):
+            dst[j] = wa * a[j] + wb * b[j] + wc * c[j] + wd * d[j]
+
+
+@jit
+def _combine2(dst, a, b, wa, wb, add, n):
+    if add:
+        for j in range(n):
+            dst[j] += wa * a[j] + wb * b[j]
+    else:
+        for j in range(n):
+            dst[j] = wa * a[j] + wb * b[j]
+
+
+@jit
+def _combine1(dst, a, wa, add, n):
+    if add:
+        for j in range(n):
+            dst[j] += wa * a[j]
+    else:
+        for j in range(n):
+            dst[j] = wa * a[j]
+
+
+@jit
+def combine(dst, ring, slots, weights, count, n):
+    """dst = sum_k weights[k] * ring[slots[k]] over ``count`` rows (at least one), four
+    rows a pass: one store of ``dst`` per four rows read."""
+    k = 0
+    while k < count:
+        m = count - k
+        if m >= 4:
+            _combine4(dst, ring[slots[k]], ring[slots[k + 1]], ring[slots[k + 2]], ring[slots[k + 3]], weights[k],
+                      weights[k + 1], weights[k + 2], weights[k + 3], k > 0, n)
+            k += 4
+        elif m >= 2:
+            _combine2(dst, ring[slots[k]], ring[slots[k + 1]], weights[k], weights[k + 1], k > 0, n)
+            k += 2
+        else:
+            _combine1(dst, ring[slots[k]], weights[k], k > 0, n)
+            k += 1
+
+
+@jit
+def combine_shifted(dst, src, base, offsets, weights, count, n):
+    """dst[j] = sum_k weights[k] * src[base + offsets[k] + j] over ``count`` taps (at least
+    one): a 1-D correlation with scattered taps, four taps a pass."""
+    k = 0
+    while k < count:
+        m = count - k
+        if m >= 4:
+            _combine4(dst, src[base + offsets[k]:], src[base + offsets[k + 1]:], src[base + offsets[k + 2]:],
+                      src[base + offsets[k + 3]:], weights[k], weights[k + 1], weights[k + 2], weights[k + 3], k > 0,
+                      n)
+            k += 4
+        elif m >= 2:
+            _combine2(dst, src[base + offsets[k]:], src[base + offsets[k + 1]:], weights[k], weights[k + 1], k > 0, n)
+            k += 2
+        else:
+            _combine1(dst, src[base + offsets[k]:], weights[k], k > 0, n)
+            k += 1

@@ -379,6 +379,9 @@ def _resample_op(img: Tensor, size: List[int], mode: str, antialias: bool, align
     x4 = _image.as_planes(img)
     integer = pointwise.fused_input_dtype(fusion, img.dtype) in _image.MAX_VALUE
     aa = antialias or mode == "lanczos"  # (Lanczos always widens when shrinking)
+    if _image.uses_cpu_engine(img):
+        from imgfilters.cpu import resample as engine
+        return engine.resample(img, size, mode, aa, align_corners, scale, integer, fusion)
     if not _image.uses_kernels(img):
         y = reference.resize(_image.to_unit(x4), size, mode, aa, align_corners, scale=tuple(scale),
                              intermediate_clamp=integer)
