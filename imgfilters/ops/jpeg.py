@@ -42,6 +42,9 @@ def qualities(quality, batch, device):
 
 @library.op("jpeg", library.same_as_input)
 def _jpeg_op(img: Tensor, quality: Tensor) -> Tensor:
+    if _image.uses_cpu_engine(img):
+        from imgfilters.cpu import jpeg as engine
+        return engine.round_trip(img, quality)
     if not _image.uses_kernels(img):
         y = reference.round_trip(_image.to_unit(img), quality)
         return _image.in_layout(img, _image.from_unit(y, img.dtype))

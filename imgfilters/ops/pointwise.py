@@ -217,6 +217,9 @@ def _pointwise_op(img: Tensor, codes: List[int], scalars: List[float], vectors: 
                           tuple(next(vectors) for _ in range(kind.vectors))))
     x4 = _image.as_planes(img)
     C = x4.shape[1]
+    if _image.uses_cpu_engine(img) and dtype != torch.float64:
+        from imgfilters.cpu import pointwise as engine
+        return engine.pointwise(img, steps, dtype)
     if not _image.uses_kernels(img) or dtype == torch.float64:
         y = reference_chain(steps, _image.to_unit(x4))
         return _image.in_layout(img, _image.from_unit(y, dtype))
