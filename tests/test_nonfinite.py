@@ -1,9 +1,11 @@
-"""NaN and inf inputs stay local: on every path (the kernels, the float64 reference) a
-non-finite pixel reaches only the outputs that read it (README, "Non-finite values")."""
+"""NaN and inf inputs stay local: on every path (the kernels, the CPU engine, the float64
+reference) a non-finite pixel reaches only the outputs that read it (README, "Non-finite
+values")."""
 import pytest
 import torch
 
 import imgfilters
+from imgfilters import _image
 from imgfilters.reference import resample as ref
 
 NAN, INF = float("nan"), float("inf")
@@ -42,11 +44,15 @@ def _with(x, value=None):
 INTERPRETER_CHECKED = ("pointwise", "resize", "upsample", "imresize", "nl_means", "gaussian_blur, banded products")
 
 
-@pytest.mark.parametrize("path", ["reference", "kernels"])
+@pytest.mark.parametrize("path", ["reference", "kernels", "cpu engine"])
 @pytest.mark.parametrize("name", FILTERS)
 def test_non_finite_stays_where_it_is_read(name, path, device, gen, monkeypatch):
     if path == "kernels" and device == "cpu" and name not in INTERPRETER_CHECKED:
         pytest.skip("checked on the GPU (slow in the interpreter)")
+    if path == "cpu engine":
+        pytest.importorskip("numba")
+        device = "cpu"
+        monkeypatch.setattr(_image, "_ENGINE", [True])
     if name == "nl_means" and device == "cpu":
         # the GPU's strips of 8 rows, whose box sums span two blocks of patch rows (the
         # interpreter's own one-row strips never do)
@@ -65,13 +71,28 @@ def test_non_finite_stays_where_it_is_read(name, path, device, gen, monkeypatch)
     assert torch.allclose(y[~reach], clean[~reach], atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("mode, size, aa", [("bilinear", (23, 11), True), ("bicubic", (16, 16), False),
-                                            ("lanczos", (9, 30), True), ("area", (8, 5), False),
-                                            ("nearest", (31, 7), False), ("matlab", (12, 20), True)])
+RESAMPLING = [("bilinear", (23, 11), True), ("bicubic", (16, 16), False), ("lanczos", (9, 30), True),
+              ("area", (8, 5), False), ("nearest", (31, 7), False), ("matlab", (12, 20), True)]
+
+
+@pytest.mark.parametrize("mode, size, aa", RESAMPLING)
 def test_resampling_non_finite_exactly_as_the_reference(mode, size, aa, device, gen):
     """Kernels and reference agree on which outputs are NaN, inf and -inf: those that give
     a non-finite pixel a nonzero weight, combined as IEEE arithmetic does (bicubic at the
     same size and MATLAB's outermost taps have weights of 0: those read nothing)."""
+    _resampling_exactly_as_the_reference(mode, size, aa, device, gen)
+
+
+@pytest.mark.parametrize("mode, size, aa", RESAMPLING + [("bicubic", (32, 48), False), ("lanczos", (48, 32), True),
+                                                          ("nearest", (64, 32), False)])
+def test_cpu_engine_resampling_non_finite_exactly_as_the_reference(mode, size, aa, gen, monkeypatch):
+    """The same on the CPU engine, with its constant-phase W pass (integer upscales)."""
+    pytest.importorskip("numba")
+    monkeypatch.setattr(_image, "_ENGINE", [True])
+    _resampling_exactly_as_the_reference(mode, size, aa, "cpu", gen)
+
+
+def _resampling_exactly_as_the_reference(mode, size, aa, device, gen):
     if mode == "matlab":
         fn = lambda img: imgfilters.imresize(img, size=size)  # noqa: E731
     else:
