@@ -186,22 +186,9 @@ def fill_edges(pad, left, n, edges, value):
 
 
 @jit
-def scale_into(dst, src, t, n):
-    for j in range(n):
-        dst[j] = t * src[j]
-
-
-@jit
 def axpy(dst, src, t, n):
     for j in range(n):
         dst[j] += t * src[j]
-
-
-@jit
-def axpy2(dst, a, b, t, n):
-    """dst += t * (a + b): a symmetric filter's pair of taps."""
-    for j in range(n):
-        dst[j] += t * (a[j] + b[j])
 
 
 @jit
@@ -254,20 +241,22 @@ def combine(dst, ring, slots, weights, count, n):
 
 
 @jit
-def combine_shifted(dst, src, base, offsets, weights, count, n):
+def combine_shifted(dst, src, base, offsets, weights, count, n, add=False):
     """dst[j] = sum_k weights[k] * src[base + offsets[k] + j] over ``count`` taps (at least
-    one): a 1-D correlation with scattered taps, four taps a pass."""
+    one), or dst += that with ``add``: a 1-D correlation with scattered taps, four taps a
+    pass."""
     k = 0
     while k < count:
         m = count - k
         if m >= 4:
             _combine4(dst, src[base + offsets[k]:], src[base + offsets[k + 1]:], src[base + offsets[k + 2]:],
-                      src[base + offsets[k + 3]:], weights[k], weights[k + 1], weights[k + 2], weights[k + 3], k > 0,
-                      n)
+                      src[base + offsets[k + 3]:], weights[k], weights[k + 1], weights[k + 2], weights[k + 3],
+                      add or k > 0, n)
             k += 4
         elif m >= 2:
-            _combine2(dst, src[base + offsets[k]:], src[base + offsets[k + 1]:], weights[k], weights[k + 1], k > 0, n)
+            _combine2(dst, src[base + offsets[k]:], src[base + offsets[k + 1]:], weights[k], weights[k + 1],
+                      add or k > 0, n)
             k += 2
         else:
-            _combine1(dst, src[base + offsets[k]:], weights[k], k > 0, n)
+            _combine1(dst, src[base + offsets[k]:], weights[k], add or k > 0, n)
             k += 1

@@ -2,8 +2,9 @@
 
 A task is a band of rows of one plane. Its input rows are loaded once each (converted,
 through the prologue, the ends extended by the border) into a ring of the last ``kh``
-padded rows; each output row is then ``sum_u sum_v k[u, v] * ring[u][j + v]``: for each
-of the ``kh * kw`` taps one vectorised pass over the row, the accumulator staying in L1.
+padded rows; each output row is then ``sum_u sum_v k[u, v] * ring[u][j + v]``: one vectorised pass over the row per tap,
+the accumulator staying in L1 (passes of four taps, ``core.combine_shifted``, ran at half
+the speed on rows of 256 pixels: their setup per pass costs as much as the pass).
 Without a prologue, integer pixels are read as their values, the unit scale on the taps.
 """
 import numpy as np

@@ -5,10 +5,11 @@ A task is a band of rows of one plane. It walks its input rows once, from ``ry``
 above the band to ``ry`` below: each row is loaded into a buffer (converted, through the
 prologue), its ends extended by the border, filtered horizontally into a ring of the last
 ``2 ry + 1`` filtered rows; each output row is then the vertical combination of the ring's
-rows, through the epilogue into the typed store. Both passes are loops over taps of
-vectorised loops over a row (a symmetric filter adds its pairs of taps first: half the
-multiplies). Without a prologue, integer pixels are read as their values and the unit
-scale rides on the horizontal taps.
+rows, through the epilogue into the typed store. Both passes are vectorised loops over a
+row that take four taps a pass (``core.combine``, ``core.combine_shifted``): one store of
+the accumulator per four rows read (pairing a symmetric filter's taps to halve the
+multiplies ran no faster: the loads bound these loops). Without a prologue, integer
+pixels are read as their values and the unit scale rides on the horizontal taps.
 """
 import numpy as np
 
@@ -18,23 +19,14 @@ from imgfilters.cpu.core import CHAIN, FLOAT, IMAGE, INDEX, INT, ROW, f32
 
 
 @core.jit
-def _horizontal(dst, pad, taps, symmetric, n):
+def _horizontal(dst, pad, taps, offsets, n):
     """dst[j] = sum_v taps[v] * pad[j + v], j < n."""
-    k = taps.shape[0]
-    r = k // 2
-    if symmetric:
-        core.scale_into(dst, pad[r:], taps[r], n)
-        for v in range(r):
-            core.axpy2(dst, pad[v:], pad[k - 1 - v:], taps[v], n)
-    else:
-        core.scale_into(dst, pad, taps[0], n)
-        for v in range(1, k):
-            core.axpy(dst, pad[v:], taps[v], n)
+    core.combine_shifted(dst, pad, 0, offsets, taps, taps.shape[0], n)
 
 
-@core.kernel(*IMAGE, *IMAGE, ROW, ROW, INT, INT, INDEX, INDEX, FLOAT, FLOAT, FLOAT, CHAIN, CHAIN, INT, INT)
-def _separable(lo, hi, xu8, xu16, xf32, kin, yu8, yu16, yf32, kout, tx, ty, sym_x, sym_y, rows, edges,
-               border_value, in_scale, unit, pro, epi, n_bands, band_rows):
+@core.kernel(*IMAGE, *IMAGE, ROW, ROW, INDEX, INDEX, FLOAT, FLOAT, FLOAT, CHAIN, CHAIN, INT, INT)
+def _separable(lo, hi, xu8, xu16, xf32, kin, yu8, yu16, yf32, kout, tx, ty, rows, edges, border_value, in_scale,
+               unit, pro, epi, n_bands, band_rows):
     """Tasks ``lo .. hi - 1`` of ``planes * n_bands``: Y = EPI(ty^T * (PRO(X~) * tx)).
     ``rows`` maps the extended rows ``-ry .. H + ry - 1`` to input rows (-1: the constant
     border), ``edges`` the extended columns outside the image (``cpu.edge_map``);
@@ -47,6 +39,8 @@ def _separable(lo, hi, xu8, xu16, xf32, kin, yu8, yu16, yf32, kout, tx, ty, sym_
     ring = np.empty((ky, W), np.float32)
     acc = np.empty(W, np.float32)
     xin = np.empty(W, np.float32)
+    offsets = np.arange(kx)
+    slots = np.empty(ky, np.int64)
     reads = core.reads_input(epi)
     for t in range(lo, hi):
         plane, band = t // n_bands, t % n_bands
@@ -62,28 +56,19 @@ def _separable(lo, hi, xu8, xu16, xf32, kin, yu8, yu16, yf32, kout, tx, ty, sym_
                 core.load_row(xu8, xu16, xf32, kin, b, c, r, pad[rx:], in_scale)
                 core.apply_chain(pad[rx:], xin, W, pro[c])
                 core.fill_edges(pad, rx, W, edges, border_value)
-            _horizontal(ring[(i - first) % ky], pad, tx, sym_x, W)
+            _horizontal(ring[(i - first) % ky], pad, tx, offsets, W)
             o = i - ry  # the output row this input row completes
             if o < i0:
                 continue
             base = o - ry - first
-            if sym_y:
-                core.scale_into(acc, ring[(base + ry) % ky], ty[ry], W)
-                for u in range(ry):
-                    core.axpy2(acc, ring[(base + u) % ky], ring[(base + ky - 1 - u) % ky], ty[u], W)
-            else:
-                core.scale_into(acc, ring[base % ky], ty[0], W)
-                for u in range(1, ky):
-                    core.axpy(acc, ring[(base + u) % ky], ty[u], W)
+            for u in range(ky):
+                slots[u] = (base + u) % ky
+            core.combine(acc, ring, slots, ty, ky, W)
             if reads:
                 core.load_row(xu8, xu16, xf32, kin, b, c, o, xin, unit)
                 core.apply_chain(xin, xin, W, pro[c])
             core.apply_chain(acc, xin, W, epi[c])
             core.store_row(yu8, yu16, yf32, kout, b, c, o, acc)
-
-
-def _symmetric(taps):
-    return bool((taps == taps[::-1]).all())
 
 
 def separable_filter(img, tx, ty, code, border_value, fusion=None, unsharp=None):
@@ -105,8 +90,7 @@ def separable_filter(img, tx, ty, code, border_value, fusion=None, unsharp=None)
     n_bands, band_rows = cpu.bands(B * C, H, min_rows=max(16, 4 * ry))
     cpu.run(_separable, B * C * n_bands, *xs, *out.args,
             (tx64 * unit if linear else tx64).astype(np.float32), ty64.astype(np.float32),
-            int(_symmetric(tx64)), int(_symmetric(ty64)), cpu.border_map(H, ry, ry, code),
-            cpu.edge_map(W, rx, rx, code),
+            cpu.border_map(H, ry, ry, code), cpu.edge_map(W, rx, rx, code),
             f32(border_value / unit if linear else border_value), f32(1.0 if linear else unit), f32(unit),
             pro, epi, n_bands, band_rows)
     out.finish()
