@@ -131,3 +131,17 @@ def test_every_dtype_in_and_out_through_one_kernel(gen):
         tol = 1 if dtype in _image.MAX_VALUE else 2 ** -7
         assert (y.double() - expected.double()).abs().max() <= tol
     assert len(engine._separable.signatures) == 1
+
+
+@pytest.mark.usefixtures("cpu_engine")
+def test_fused_pipelines_equal_unfused_ones_whatever_ops_the_engine_has(gen):
+    """A fused pipeline on CPU tensors: ops on the engine take their prologue and
+    epilogue; an op that runs the float64 reference gets its steps one after the other."""
+    from torchvision.transforms import v2
+    from imgfilters import transforms as T
+    x = random_image((2, 3, 12, 14), torch.uint8, gen)
+    for filt in (T.Bilateral(0.1, radius=1), T.GaussianBlur(3, 1.0), T.Resize((9, 11))):
+        steps = [v2.ToDtype(torch.float32, scale=True), v2.Normalize([0.4, 0.5, 0.6], [0.2, 0.3, 0.1]), filt,
+                 v2.Normalize([0.1], [2.0])]
+        got, expected = imgfilters.fuse(steps)(x), v2.Compose(steps)(x)
+        assert ((got - expected).abs() / expected.abs().clamp(min=1)).max() <= 2e-5, type(filt).__name__
