@@ -1,6 +1,8 @@
 """The CPU engine's infrastructure: which tensors take it, its switch, its threads, its
 first calls (compiled cold, loaded from the disk cache warm)."""
 import os
+import platform
+import re
 import subprocess
 import sys
 
@@ -14,6 +16,7 @@ from imgfilters.reference import separable as ref
 from helpers import random_image
 
 pytest.importorskip("numba")
+from imgfilters.cpu import core  # noqa: E402
 
 
 def test_which_tensors_take_the_engine():
@@ -145,3 +148,32 @@ def test_fused_pipelines_equal_unfused_ones_whatever_ops_the_engine_has(gen):
                  v2.Normalize([0.1], [2.0])]
         got, expected = imgfilters.fuse(steps)(x), v2.Compose(steps)(x)
         assert ((got - expected).abs() / expected.abs().clamp(min=1)).max() <= 2e-5, type(filt).__name__
+
+
+def _asm(fn, *args):
+    """The machine code of a fresh, uncached compile of the jitted helper ``fn`` for ``args``
+    (numba does not show the code of functions loaded from its cache)."""
+    import numba
+    fresh = numba.njit(nogil=True, fastmath=core.FASTMATH, error_model="numpy")(fn.py_func)
+    fresh(*args)
+    return "\n".join(fresh.inspect_asm().values())
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="reads x86 vector instructions")
+def test_inner_loops_vectorise():
+    """The row loops compile to packed SIMD instructions (AVX: ymm/zmm registers, or SSE's
+    xmm): the conversions of a uint8 row, the four-row passes, the typed store."""
+    import numpy as np
+    n = 64
+    row, u8 = np.zeros(n + 8, np.float32), np.zeros((1, 1, 1, n), np.uint8)
+    f16, f32 = np.zeros((1, 1, 1, 1), np.uint16), np.zeros((1, 1, 1, 1), np.float32)
+    packed = re.compile(r"\s(v?(?:fmadd\d*ps|mulps|addps|cvtdq2ps|cvtps2dq|pmovzxbd|maxps|minps))\s+.*%[xyz]mm")
+    checks = {
+        "combine": (core._combine4, (row, row[1:], row[2:], row[3:], row[4:], np.float32(1), np.float32(1),
+                                     np.float32(1), np.float32(1), True, n), {"fmadd", "mulps", "addps"}),
+        "load_row": (core.load_row, (u8, f16, f32, 0, 0, 0, 0, row, np.float32(1)), {"cvtdq2ps", "pmovzxbd"}),
+        "store_row": (core.store_row, (u8, f16, f32, 0, 0, 0, 0, row), {"cvtps2dq", "maxps", "minps"}),
+    }
+    for name, (fn, args, expected) in checks.items():
+        found = {m.group(1) for m in packed.finditer(_asm(fn, *args))}
+        assert any(e in f for f in found for e in expected), f"{name}: no packed instructions ({found})"
