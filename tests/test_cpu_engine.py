@@ -177,3 +177,43 @@ def test_inner_loops_vectorise():
     for name, (fn, args, expected) in checks.items():
         found = {m.group(1) for m in packed.finditer(_asm(fn, *args))}
         assert any(e in f for f in found for e in expected), f"{name}: no packed instructions ({found})"
+
+
+FORKED = """
+import torch, imgfilters
+from torch.utils.data import DataLoader, Dataset
+torch.set_num_threads(2)
+x = torch.randint(0, 256, (3, 64, 80), dtype=torch.uint8)
+parent = imgfilters.gaussian_blur(x, 5, 1.0)  # the engine loaded, its threads started
+
+class Blurred(Dataset):
+    def __len__(self):
+        return 4
+    def __getitem__(self, i):
+        assert torch.get_num_threads() == 1  # (torch's setting in DataLoader workers)
+        return imgfilters.resize(imgfilters.gaussian_blur(x, 5, 1.0), 32)
+
+loader = DataLoader(Blurred(), batch_size=2, num_workers=2, multiprocessing_context="fork")
+batches = list(loader)
+assert len(batches) == 2 and torch.equal(batches[0][0], imgfilters.resize(parent, 32))
+print("ok")
+"""
+
+
+def test_dataloader_workers_forked_after_the_engine_ran():
+    """Forked DataLoader workers (one thread each) run the engine after their parent did:
+    the kernels hold no threading layer that a fork would break."""
+    env = dict(os.environ, IMGFILTERS_CPU_ENGINE="1")
+    out = subprocess.run([sys.executable, "-c", FORKED], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-2000:]
+
+
+def test_calls_from_several_threads_at_once(gen):
+    """Threads of the caller's own (a Dask worker's) call the engine at the same time."""
+    from concurrent.futures import ThreadPoolExecutor
+    x = random_image((2, 3, 40, 50), torch.float32, gen)
+    with _image.cpu_engine(True):
+        expected = imgfilters.gaussian_blur(x, 7, 1.5)
+        with ThreadPoolExecutor(4) as pool:
+            results = list(pool.map(lambda _: imgfilters.gaussian_blur(x, 7, 1.5), range(8)))
+    assert all(torch.equal(r, expected) for r in results)
