@@ -221,6 +221,7 @@ def cli(args):
                    str(src), str(dst)]
         times = []
         for _ in range(2):
+            dst.unlink(missing_ok=True)
             t = time.perf_counter()
             out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=3600)
             times.append(time.perf_counter() - t)
