@@ -112,12 +112,16 @@ _DUMMY = {U8: np.empty((1, 1, 1, 1), np.uint8), U16: np.empty((1, 1, 1, 1), np.u
 
 def threads() -> int:
     """The engine's thread count: ``torch.get_num_threads()``, at most the CPUs this
-    process may run on."""
+    process may run on (read once per process: the query costs microseconds)."""
+    return max(1, min(torch.get_num_threads(), _cpus(os.getpid())))
+
+
+@functools.lru_cache(maxsize=4)
+def _cpus(pid):
     try:
-        cpus = len(os.sched_getaffinity(0))
+        return len(os.sched_getaffinity(0))
     except AttributeError:  # (not on every platform)
-        cpus = os.cpu_count() or 1
-    return max(1, min(torch.get_num_threads(), cpus))
+        return os.cpu_count() or 1
 
 
 _POOL = {"pid": None, "pool": None, "size": 0}
@@ -218,9 +222,11 @@ def border_map(n, before, after, code):
     return j.astype(np.int32)
 
 
+@functools.lru_cache(maxsize=1024)
 def edge_map(n, before, after, code):
     """``border_map`` of the positions outside the axis only: the ``before`` positions
-    before it, then the ``after`` after it (what a row buffer's ends read)."""
+    before it, then the ``after`` after it (what a row buffer's ends read). Shared: not
+    to be modified."""
     m = border_map(n, before, after, code)
     return np.ascontiguousarray(np.concatenate([m[:before], m[before + n:]]))
 
@@ -242,7 +248,9 @@ def chain(steps, channels, first=()):
     return out
 
 
+@functools.lru_cache(maxsize=64)
 def no_chain(channels):
+    """The chain array of no steps (shared: not to be modified)."""
     return np.zeros((channels, 0, 4), np.float32)
 
 
