@@ -33,6 +33,36 @@ def launches_derived_anew():
     forget_relaunches()
 
 
+# The suite's timed steps (cold first calls, helpers.cold_first_call) measure compile time,
+# which 15 other workers compiling at once would stretch. So on a GPU every test holds a
+# shared lock while it runs, and a timed step takes it exclusively: it waits for the tests
+# in flight, and no new test starts until it is done. A gate lock in front gives the timed
+# step precedence (plain flock would let a stream of shared holders starve it).
+LOCKS = "IMGFILTERS_TEST_LOCKS"
+
+
+def pytest_configure(config):
+    if torch.cuda.is_available() and LOCKS not in os.environ:  # (the controller: its workers inherit it)
+        import tempfile
+        os.environ[LOCKS] = tempfile.mkdtemp(prefix="imgfilters-test-locks-")
+
+
+@pytest.fixture(autouse=True)
+def one_timed_step_at_a_time(request):
+    """Hold the suite's shared lock while the test runs (on a GPU; the tests marked
+    ``timed`` take it exclusively in their subprocess instead)."""
+    if not torch.cuda.is_available() or request.node.get_closest_marker("timed"):
+        yield
+        return
+    import fcntl
+    folder = os.environ[LOCKS]
+    with open(os.path.join(folder, "gate"), "a") as gate, open(os.path.join(folder, "tests"), "a") as tests:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        fcntl.flock(tests, fcntl.LOCK_SH)
+        fcntl.flock(gate, fcntl.LOCK_UN)
+        yield
+
+
 @pytest.fixture
 def device():
     """Where kernels run: the GPU, or the interpreter on CPU tensors."""

@@ -491,6 +491,7 @@ def test_every_tile_and_both_variants_match_the_reference_on_photos(name):
 
 
 @gpu
+@pytest.mark.timed
 @pytest.mark.parametrize("setup,first,again", [
     ("x = torch.rand(1, 3, 720, 1280, device='cuda')",
      "imgfilters.bilateral(x, 0.1, 1.5, radius=3)", "imgfilters.bilateral(x, 0.2, 1.5, radius=3)"),

@@ -387,6 +387,7 @@ def test_every_scratch_tile(tile, gen):
 
 
 @gpu
+@pytest.mark.timed
 @pytest.mark.parametrize("case", ["15 float32", "15 uint8", "63 float32"])
 def test_cold_first_call_compiles_in_5_s_and_a_new_sigma_never_recompiles(case, tmp_path):
     ksize, dtype = case.split()
