@@ -35,9 +35,9 @@ def launches_derived_anew():
 
 # The suite's timed steps (cold first calls, helpers.cold_first_call) measure compile time,
 # which 15 other workers compiling at once would stretch. So on a GPU every test holds a
-# shared lock while it runs, and a timed step takes it exclusively: it waits for the tests
-# in flight, and no new test starts until it is done. A gate lock in front gives the timed
-# step precedence (plain flock would let a stream of shared holders starve it).
+# shared lock while it runs, and a timed step takes it exclusively: it waits until no test
+# runs, which under pytest-xdist is when the other workers have run out of tests (a shared
+# lock never waits for a waiting exclusive one), so the timed steps run last, one at a time.
 LOCKS = "IMGFILTERS_TEST_LOCKS"
 
 
@@ -55,11 +55,8 @@ def one_timed_step_at_a_time(request):
         yield
         return
     import fcntl
-    folder = os.environ[LOCKS]
-    with open(os.path.join(folder, "gate"), "a") as gate, open(os.path.join(folder, "tests"), "a") as tests:
-        fcntl.flock(gate, fcntl.LOCK_EX)
+    with open(os.path.join(os.environ[LOCKS], "tests"), "a") as tests:
         fcntl.flock(tests, fcntl.LOCK_SH)
-        fcntl.flock(gate, fcntl.LOCK_UN)
         yield
 
 
