@@ -161,7 +161,7 @@ def _settings(args):
 
 
 def _run(s):
-    from imgfilters.io import read_image, write_image
+    from imgfilters.io import FORMATS, read_image, write_image
     src, dst = Path(s.args.input), Path(s.args.output)
     if not src.exists():
         raise UsageError(f"{src}: no such file or folder")
@@ -171,6 +171,8 @@ def _run(s):
         return _run_folder(s, src, dst)
     if dst.is_dir():
         dst = dst / src.name
+    if dst.suffix.lower() not in FORMATS:
+        raise UsageError(f"{dst}: unknown output format; use one of {', '.join(sorted(FORMATS))}")
     _check_output(s, src, dst)
     if not dst.parent.is_dir():
         raise UsageError(f"{dst}: the folder {dst.parent} does not exist")
@@ -201,13 +203,22 @@ def _check_writable(folder):
 
 
 def _check_output(s, src, dst):
-    from imgfilters.io import FORMATS
-    if os.path.splitext(dst)[1].lower() not in FORMATS:
-        raise UsageError(f"{dst}: unknown output format; use one of {', '.join(sorted(FORMATS))}")
-    if dst.exists() and dst.resolve() == src.resolve():
-        raise UsageError(f"{dst}: refusing to write over the input")
+    """Refuse an output that overlaps the input (``_check_apart``), or that exists unless
+    --overwrite."""
+    _check_apart(src, dst)
     if dst.exists() and not s.args.overwrite:
         raise UsageError(f"{dst}: exists (use --overwrite to replace it)")
+
+
+def _check_apart(src, dst):
+    """Refuse an output that is the input, contains it or lies inside it, however the paths
+    are spelled (relative, through symlinks): replacing a folder or .zarr store that holds
+    the input would delete it, and writing into the input would change it. Every path
+    (file, folder, streamed) checks here, before it writes anything."""
+    a, b = src.resolve(), dst.resolve()
+    relation = "is" if a == b else "contains" if b in a.parents else "is inside" if a in b.parents else None
+    if relation:
+        raise UsageError(f"{dst}: refusing to write there: the output {relation} the input {src}")
 
 
 def _run_folder(s, src, dst):
@@ -216,12 +227,9 @@ def _run_folder(s, src, dst):
     from imgfilters.io import FORMATS, ImageError, read_image, write_image
     if dst.exists() and not dst.is_dir():
         raise UsageError(f"{dst}: is a file; folder input needs an output folder")
-    if dst.resolve() == src.resolve():
-        raise UsageError(f"{dst}: refusing to write into the input folder")
+    _check_apart(src, dst)
     _check_writable(dst)
-    inside = src.resolve() in dst.resolve().parents  # an output folder below the input: skip it
-    files = sorted(p for p in src.rglob("*") if p.is_file() and p.suffix.lower() in FORMATS
-                   and not (inside and dst.resolve() in p.resolve().parents))
+    files = sorted(p for p in src.rglob("*") if p.is_file() and p.suffix.lower() in FORMATS)
     failed, done = [], 0
     bar = tqdm(total=len(files), unit="image", disable=s.args.quiet, file=sys.stderr)
     for start in range(0, len(files), BATCH):
@@ -407,10 +415,7 @@ def _run_streamed(s, src, dst):
         dst = dst / src.name
     if dst.suffix.lower() not in (".tif", ".tiff", ".zarr"):
         raise UsageError(f"{dst}: a large image is written as .tif, .tiff or .zarr")
-    if dst.exists() and dst.resolve() == src.resolve():
-        raise UsageError(f"{dst}: refusing to write over the input")
-    if dst.exists() and not s.args.overwrite:
-        raise UsageError(f"{dst}: exists (use --overwrite to replace it)")
+    _check_output(s, src, dst)
     store = None
     try:
         if src.suffix.lower() == ".zarr":

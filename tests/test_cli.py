@@ -170,15 +170,6 @@ def test_folder_mode_retries_a_failed_batch_without_filtering_twice(tmp_path):
                           np.asarray(Image.open(tmp_path / "alone.png")))
 
 
-def test_output_folder_around_the_input_folder(tmp_path):
-    src = tmp_path / "photos"
-    src.mkdir()
-    Image.fromarray(noisy(clean("camera"), 10)).save(src / "a.png")
-    r = run(src, tmp_path, "--search-radius", "1")  # the output folder contains the input folder
-    assert r.returncode == 0, r.stderr
-    assert (tmp_path / "a.png").exists()
-
-
 def test_outputs_get_the_umask_mode_and_overwrites_keep_theirs(tmp_path):
     from imgfilters import io
     pic = io.read_image(SAMPLES / "camera.png")
@@ -204,6 +195,30 @@ def test_refuses_to_overwrite_unless_asked_and_never_the_input(tmp_path):
     before = (tmp_path / "in.png").read_bytes()
     r = run(tmp_path / "in.png", tmp_path / "in.png", "--overwrite")
     assert one_error_line(r) and (tmp_path / "in.png").read_bytes() == before
+
+
+def test_never_writes_over_into_or_around_the_input(tmp_path, capsys, monkeypatch):
+    """An output that is the input, contains it or lies inside it is refused on every path
+    (file, folder, streamed), however spelled: replacing project.zarr would delete the
+    scan.zarr inside it; shoot/sub/ into shoot/ would write over shoot/a.png."""
+    zarr = pytest.importorskip("zarr")
+    for name in ("_denoise_pictures", "_filter"):
+        monkeypatch.setattr(cli, name, lambda *args, **kw: pytest.fail("an image was computed"))
+    zarr.create_array(str(tmp_path / "project.zarr" / "scan.zarr"), shape=(16, 16), dtype="uint8")[:] = 7
+    (tmp_path / "project.zarr" / "notes.txt").write_text("keep me")
+    _tiny_pngs(tmp_path / "shoot", "a.png", "sub/a.png")
+    (tmp_path / "link").symlink_to(tmp_path / "shoot")
+    files = lambda: {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    before = files()
+    monkeypatch.chdir(tmp_path)
+    for src, dst in (("project.zarr/scan.zarr", "project.zarr"),           # streamed: contains the input
+                     ("project.zarr/scan.zarr", "project.zarr/scan.zarr/out.zarr"),  # and inside it
+                     ("shoot/a.png", "link/a.png"), ("shoot/a.png", "shoot"),  # a file: itself, by a link
+                     ("shoot", "link"), ("shoot/sub", "shoot"), ("shoot", "."),  # a folder: itself, around it
+                     ("shoot", "link/denoised")):                          # and inside it
+        r = run_in_process(capsys, src, dst, "--overwrite", "--method", "bilateral")
+        assert one_error_line(r) and "refusing to write there" in r.stderr, (src, dst, r.stderr)
+    assert files() == before
 
 
 @pytest.mark.filterwarnings("error")  # a warning would be a second line on a terminal
