@@ -174,9 +174,7 @@ def _run(s):
     if dst.suffix.lower() not in FORMATS:
         raise UsageError(f"{dst}: unknown output format; use one of {', '.join(sorted(FORMATS))}")
     _check_output(s, src, dst)
-    if not dst.parent.is_dir():
-        raise UsageError(f"{dst}: the folder {dst.parent} does not exist")
-    _check_writable(dst.parent)
+    _check_folder(dst)
     pic = read_image(src, _max_pixels(s))
     try:
         _denoise_pictures(s, [pic], [src])
@@ -188,6 +186,13 @@ def _run(s):
 
 def _max_pixels(s):
     return round(s.args.max_megapixels * 1e6)
+
+
+def _check_folder(dst):
+    """Refuse an output file whose folder is missing or read-only, before any work."""
+    if not dst.parent.is_dir():
+        raise UsageError(f"{dst}: the folder {dst.parent} does not exist")
+    _check_writable(dst.parent)
 
 
 def _check_writable(folder):
@@ -404,6 +409,8 @@ def _tiff_pixels(path):
 def _run_streamed(s, src, dst):
     """A large TIFF or a .zarr array ((H, W) or (H, W, C), uint8 or uint16) denoised tile
     by tile into a BigTIFF or a .zarr array: neither is ever whole in memory."""
+    import tempfile
+
     import torch
     try:
         import tifffile
@@ -416,6 +423,7 @@ def _run_streamed(s, src, dst):
     if dst.suffix.lower() not in (".tif", ".tiff", ".zarr"):
         raise UsageError(f"{dst}: a large image is written as .tif, .tiff or .zarr")
     _check_output(s, src, dst)
+    _check_folder(dst)
     store = None
     try:
         if src.suffix.lower() == ".zarr":
@@ -441,10 +449,12 @@ def _run_streamed(s, src, dst):
         opts = _nlm_options(s.args, sigma, channels)
     if s.args.print_params:
         print(f"{src}: {s.args.method} " + " ".join(f"{k}={v:.4g}" for k, v in opts.items()))
-    tmp = dst.with_name(f".imgfilters-{dst.name}")
+    # made in a new folder beside dst, then renamed into place: a fixed temporary name could
+    # be the input's, or another run's
+    tmp = Path(tempfile.mkdtemp(dir=dst.parent, prefix=".imgfilters-")) / dst.name
     try:
         if dst.suffix.lower() == ".zarr":
-            out = zarr.create_array(str(tmp), shape=arr.shape, dtype=arr.dtype, chunks=arr.chunks, overwrite=True)
+            out = zarr.create_array(str(tmp), shape=arr.shape, dtype=arr.dtype, chunks=arr.chunks)
         else:
             out = tifffile.memmap(tmp, shape=arr.shape, dtype=arr.dtype, bigtiff=True,
                                   photometric="rgb" if channels == 3 else "minisblack")
@@ -460,8 +470,7 @@ def _run_streamed(s, src, dst):
     except ValueError as e:
         raise UsageError(f"{src}: {e}") from e
     finally:
-        if tmp.exists():
-            shutil.rmtree(tmp) if tmp.is_dir() else tmp.unlink()
+        shutil.rmtree(tmp.parent)
         if store is not None:
             store.close()
     return 0

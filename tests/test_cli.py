@@ -378,3 +378,21 @@ def test_large_tiff_and_zarr_stream_tile_by_tile(tmp_path, monkeypatch, capsys):
         np.testing.assert_array_equal(streamed, whole)
     r = run_in_process(capsys, tmp_path / "in.zarr", tmp_path / "out.png")
     assert one_error_line(r) and "written as .tif" in r.stderr
+
+
+def test_streamed_output_is_made_under_a_name_of_its_own(tmp_path, capsys, monkeypatch):
+    """The streamed output is made in a new temporary folder beside its place: the fixed
+    name it had (.imgfilters-out.zarr for out.zarr) was overwritten even when it was the
+    input. A missing output folder is a usage error, as on the other paths."""
+    zarr = pytest.importorskip("zarr")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # the CLI's CPU path: the float64 reference
+    img = np.arange(256, dtype=np.uint8).reshape(16, 16)
+    src = tmp_path / ".imgfilters-out.zarr"
+    zarr.create_array(str(src), shape=img.shape, dtype=img.dtype)[:] = img
+    r = run_in_process(capsys, src, tmp_path / "out.zarr", "--method", "bilateral", "--radius", "1", "-q")
+    assert r.returncode == 0, r.stderr
+    np.testing.assert_array_equal(zarr.open_array(str(src), mode="r")[:], img)
+    assert zarr.open_array(str(tmp_path / "out.zarr"), mode="r").shape == img.shape
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".imgfilters-out.zarr", "out.zarr"]  # no temporary left
+    r = run_in_process(capsys, src, tmp_path / "nosuch" / "out.tif")
+    assert one_error_line(r) and "does not exist" in r.stderr, r.stderr
