@@ -1,4 +1,4 @@
-"""``imgfilters-denoise`` / ``python scripts/denoise.py``: denoise image files.
+"""``imgfilters-denoise`` / ``python -m imgfilters`` / ``python scripts/denoise.py``: denoise image files.
 
     imgfilters-denoise in.png out.png            # non-local means, automatic parameters
     imgfilters-denoise photos/ denoised/         # every image below photos/, sub-folders mirrored
@@ -474,3 +474,7 @@ def _run_streamed(s, src, dst):
         if store is not None:
             store.close()
     return 0
+
+
+if __name__ == "__main__":  # python -m imgfilters.cli
+    sys.exit(main())

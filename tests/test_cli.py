@@ -270,6 +270,18 @@ def test_console_script_is_installed():
     assert r.returncode == 0 and "--search-radius" in r.stdout
 
 
+@pytest.mark.parametrize("module", ["imgfilters", "imgfilters.cli"])
+def test_python_dash_m_denoises_and_returns_the_exit_code(tmp_path, module):
+    """``python -m imgfilters.cli`` exited 0 and did nothing: a script took it for success."""
+    script = (sys.executable, "-m", module)
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, (16, 16), dtype=np.uint8)).save(tmp_path / "in.png")
+    r = run(tmp_path / "in.png", tmp_path / "out.png", "--method", "bilateral", "--radius", "1", script=script)
+    assert r.returncode == 0, r.stderr
+    assert not np.array_equal(np.asarray(Image.open(tmp_path / "out.png")), np.asarray(Image.open(tmp_path / "in.png")))
+    r = run(tmp_path / "in.png", tmp_path / "out2.png", "--quality", "0", script=script)
+    assert one_error_line(r) and "--quality" in r.stderr
+
+
 def test_version_and_help_state_every_default(capsys):
     from importlib.metadata import version
     with pytest.raises(SystemExit) as e:
