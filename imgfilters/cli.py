@@ -161,7 +161,7 @@ def _settings(args):
 
 
 def _run(s):
-    from imgfilters.io import FORMATS, read_image, write_image
+    from imgfilters.io import output_format, write_image
     src, dst = Path(s.args.input), Path(s.args.output)
     if not src.exists():
         raise UsageError(f"{src}: no such file or folder")
@@ -171,11 +171,10 @@ def _run(s):
         return _run_folder(s, src, dst)
     if dst.is_dir():
         dst = dst / src.name
-    if dst.suffix.lower() not in FORMATS:
-        raise UsageError(f"{dst}: unknown output format; use one of {', '.join(sorted(FORMATS))}")
+    output_format(dst)
     _check_output(s, src, dst)
     _check_folder(dst)
-    pic = read_image(src, _max_pixels(s))
+    pic = _read(s, src, dst)
     try:
         _denoise_pictures(s, [pic], [src])
     except ValueError as e:  # parameters the library refuses for this image (size, radius...)
@@ -184,8 +183,13 @@ def _run(s):
     return 0
 
 
-def _max_pixels(s):
-    return round(s.args.max_megapixels * 1e6)
+def _read(s, src, dst):
+    """``src`` read (within --max-megapixels), once ``dst``'s format is known to hold it:
+    a 16-bit or alpha image bound for JPEG stops here, not after its filtering."""
+    from imgfilters.io import output_format, read_image
+    pic = read_image(src, round(s.args.max_megapixels * 1e6))
+    output_format(dst, pic)
+    return pic
 
 
 def _check_folder(dst):
@@ -229,7 +233,7 @@ def _check_apart(src, dst):
 def _run_folder(s, src, dst):
     from tqdm import tqdm
 
-    from imgfilters.io import FORMATS, ImageError, read_image, write_image
+    from imgfilters.io import FORMATS, ImageError, write_image
     if dst.exists() and not dst.is_dir():
         raise UsageError(f"{dst}: is a file; folder input needs an output folder")
     _check_apart(src, dst)
@@ -243,7 +247,7 @@ def _run_folder(s, src, dst):
             out = dst / path.relative_to(src)
             try:
                 _check_output(s, path, out)
-                chunk.append((path, out, read_image(path, _max_pixels(s))))
+                chunk.append((path, out, _read(s, path, out)))
             except (UsageError, ImageError) as e:
                 failed.append(str(e))
                 bar.update(1)

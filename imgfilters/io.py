@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from PIL import Image, ImageCms, ImageOps
 
-__all__ = ["Picture", "ImageError", "read_image", "write_image", "FORMATS"]
+__all__ = ["Picture", "ImageError", "read_image", "write_image", "output_format", "FORMATS"]
 
 # extension -> Pillow format
 FORMATS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".tif": "TIFF", ".tiff": "TIFF", ".webp": "WEBP"}
@@ -142,16 +142,24 @@ def _file_mode(path):
         return 0o666 & ~umask
 
 
-def write_image(path, pic: Picture, quality=None):
-    """Write ``pic`` in the format of ``path``'s extension, with its ICC profile and EXIF,
-    atomically (no partial file is ever left at ``path``)."""
+def output_format(path, pic: Optional[Picture] = None):
+    """The Pillow format of ``path``'s extension, once it is known to hold ``pic`` (when
+    given): ImageError, saying what would, for an unknown extension, 16-bit in JPEG or
+    WebP, or alpha in JPEG. The command line asks before it filters, not only on writing."""
     fmt = FORMATS.get(os.path.splitext(str(path))[1].lower())
     if fmt is None:
         raise ImageError(f"{path}: unknown output format; use one of {', '.join(sorted(FORMATS))}")
-    if fmt in ("JPEG", "WEBP") and pic.planes.dtype == torch.uint16:
+    if pic is not None and fmt in ("JPEG", "WEBP") and pic.planes.dtype == torch.uint16:
         raise ImageError(f"{path}: {fmt} cannot hold 16-bit images; write PNG or TIFF")
-    if fmt == "JPEG" and pic.alpha is not None:
+    if pic is not None and fmt == "JPEG" and pic.alpha is not None:
         raise ImageError(f"{path}: JPEG cannot hold an alpha channel; write PNG, TIFF or WebP")
+    return fmt
+
+
+def write_image(path, pic: Picture, quality=None):
+    """Write ``pic`` in the format of ``path``'s extension, with its ICC profile and EXIF,
+    atomically (no partial file is ever left at ``path``)."""
+    fmt = output_format(path, pic)
     planes = pic.planes if pic.alpha is None else torch.cat([pic.planes, pic.alpha])
     arr = planes.permute(1, 2, 0).contiguous().cpu().numpy()
     # Pillow infers the mode: uint16 (H, W) -> I;16, uint8 (H, W) / (H, W, 2|3|4) -> L / LA / RGB / RGBA

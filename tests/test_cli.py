@@ -319,6 +319,20 @@ def test_read_only_output_stops_before_the_first_image(tmp_path, capsys, monkeyp
         assert one_error_line(r) and "cannot write" in r.stderr, r.stderr
 
 
+def test_an_output_format_that_cannot_hold_the_image_stops_before_filtering(tmp_path, capsys, monkeypatch):
+    """16-bit into JPEG or WebP, alpha into JPEG: one line saying what would work, before
+    the filter runs (it failed only on writing, after minutes of filtering on a CPU)."""
+    monkeypatch.setattr(cli, "_denoise_pictures", lambda *args: pytest.fail("an image was computed"))
+    grey = np.arange(256, dtype=np.uint8).reshape(16, 16)
+    Image.fromarray(grey.astype(np.uint16) * 257).save(tmp_path / "deep.png")
+    Image.fromarray(np.dstack([grey, grey])).save(tmp_path / "la.png")
+    for src, dst, would in (("deep.png", "o.jpg", "PNG or TIFF"), ("deep.png", "o.webp", "PNG or TIFF"),
+                            ("la.png", "o.jpg", "PNG, TIFF or WebP")):
+        r = run_in_process(capsys, tmp_path / src, tmp_path / dst)
+        assert one_error_line(r) and dst in r.stderr and would in r.stderr, r.stderr
+    assert not list(tmp_path.glob("o.*"))
+
+
 def test_every_failure_line_names_its_file(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # the CLI's CPU path: the float64 reference
     _tiny_pngs(tmp_path / "shoot", "a.png", "sub/b.png", "sub/c.png")
