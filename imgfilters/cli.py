@@ -428,13 +428,18 @@ def _run_streamed(s, src, dst):
         raise UsageError(f"{dst}: a large image is written as .tif, .tiff or .zarr")
     _check_output(s, src, dst)
     _check_folder(dst)
+    from imgfilters.io import ImageError, check_one_picture
     store = None
     try:
         if src.suffix.lower() == ".zarr":
             arr = zarr.open_array(str(src), mode="r")
         else:
-            store = tifffile.imread(src, aszarr=True)
+            with tifffile.TiffFile(src) as tif:
+                check_one_picture(src, [page.subfiletype for page in tif.pages])
+            store = tifffile.imread(src, aszarr=True, level=0)  # (a pyramid: its full resolution)
             arr = zarr.open_array(store, mode="r")
+    except ImageError:
+        raise
     except Exception as e:
         raise UsageError(f"{src}: cannot read the image ({e})") from None
     if arr.dtype not in ("uint8", "uint16") or arr.ndim not in (2, 3) or arr.ndim == 3 and arr.shape[2] not in (1, 3):

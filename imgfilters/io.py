@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from PIL import Image, ImageCms, ImageOps
 
-__all__ = ["Picture", "ImageError", "read_image", "write_image", "output_format", "FORMATS"]
+__all__ = ["Picture", "ImageError", "read_image", "write_image", "output_format", "check_one_picture", "FORMATS"]
 
 # extension -> Pillow format
 FORMATS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".tif": "TIFF", ".tiff": "TIFF", ".webp": "WEBP"}
@@ -27,6 +27,10 @@ ORIENTATION = 0x0112
 # picture rather than the file's layout (strips, samples, photometric), and only these are
 # carried to the output.
 DESCRIPTIVE_TAGS = (0x010E, 0x010F, 0x0110, 0x0131, 0x0132, 0x013B, 0x8298)
+NEW_SUBFILE_TYPE = 0x00FE
+# its bit 0: the page is a reduced-resolution copy of another (a thumbnail, a pyramid
+# level), not a picture of its own
+REDUCED_PAGE = 1
 
 
 class ImageError(Exception):
@@ -53,6 +57,7 @@ def read_image(path, max_pixels=None) -> Picture:
             if max_pixels and im.width * im.height > max_pixels:
                 raise ImageError(f"{path}: {im.width} x {im.height} is {im.width * im.height / 1e6:.1f} megapixels, "
                                  f"more than the limit of {max_pixels / 1e6:g} (--max-megapixels; 0 for no limit)")
+            check_one_picture(path, _subfile_types(im))
             if im.mode in ("RGB", "RGBA") and any("16" in str(t[3]) for t in im.tile):
                 raise ImageError(f"{path}: 16-bit colour images are not supported (Pillow would read them "
                                  "as 8-bit); use 16-bit grey or 8-bit colour")
@@ -91,6 +96,32 @@ def read_image(path, max_pixels=None) -> Picture:
     else:
         raise ImageError(f"{path}: unsupported image mode {im.mode}")
     return Picture(planes, alpha, icc, exif.tobytes() if len(exif) else None)
+
+
+def check_one_picture(path, subfile_types):
+    """Refuse a file of several pictures (a multi-page TIFF, an animated PNG or WebP): only
+    the first would be denoised and the others lost. ``subfile_types``: each page's TIFF
+    NewSubfileType (0 for frames of other formats); reduced-resolution pages are copies of
+    a picture, and are left behind."""
+    pictures = sum(not t & REDUCED_PAGE for t in subfile_types)
+    if pictures > 1:
+        raise ImageError(f"{path}: holds {pictures} pictures (pages or frames); only single-picture files are "
+                         "supported: save each page as a file of its own first")
+
+
+def _subfile_types(im):
+    """Each frame's NewSubfileType (0 outside TIFF), ``im`` left on its first frame. An MPO
+    (a camera JPEG with previews after its picture) is one picture, as it always read."""
+    if im.format == "MPO":
+        return [0]
+    if im.format != "TIFF":
+        return [0] * getattr(im, "n_frames", 1)
+    types = []
+    for frame in range(im.n_frames):
+        im.seek(frame)
+        types.append(im.tag_v2.get(NEW_SUBFILE_TYPE, 0))
+    im.seek(0)
+    return types
 
 
 @contextlib.contextmanager

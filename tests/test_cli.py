@@ -333,6 +333,32 @@ def test_an_output_format_that_cannot_hold_the_image_stops_before_filtering(tmp_
     assert not list(tmp_path.glob("o.*"))
 
 
+def test_files_of_several_pictures_are_refused_and_thumbnails_left_behind(tmp_path, capsys, monkeypatch):
+    """Of a multi-page TIFF or an animated PNG only the first picture was denoised, the
+    rest silently lost: such files are refused, read by Pillow or streamed. A reduced-
+    resolution page (a thumbnail, a pyramid level) is a copy, no picture of its own."""
+    tifffile = pytest.importorskip("tifffile")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # the CLI's CPU path: the float64 reference
+    page = np.arange(256, dtype=np.uint8).reshape(16, 16)
+    tifffile.imwrite(tmp_path / "pages.tif", page)
+    tifffile.imwrite(tmp_path / "pages.tif", page[:8], append=True)
+    tifffile.imwrite(tmp_path / "thumb.tif", page)
+    tifffile.imwrite(tmp_path / "thumb.tif", page[::4, ::4], append=True, subfiletype=1)
+    Image.fromarray(page).save(tmp_path / "anim.png", save_all=True, append_images=[Image.fromarray(255 - page)])
+    args = ("--method", "bilateral", "--radius", "1", "-q")
+    in_memory = cli.STREAM_PIXELS
+    for streamed in (False, True):
+        monkeypatch.setattr(cli, "STREAM_PIXELS", 100 if streamed else in_memory)  # 16 x 16 streams at 100
+        for name in ("pages.tif",) if streamed else ("pages.tif", "anim.png"):
+            r = run_in_process(capsys, tmp_path / name, tmp_path / f"out{streamed}.tif", *args)
+            assert one_error_line(r) and "2 pictures" in r.stderr and name in r.stderr, r.stderr
+            assert not (tmp_path / f"out{streamed}.tif").exists()
+        r = run_in_process(capsys, tmp_path / "thumb.tif", tmp_path / f"thumb{streamed}.tif", *args)
+        assert r.returncode == 0, r.stderr
+        with tifffile.TiffFile(tmp_path / f"thumb{streamed}.tif") as tif:
+            assert [p.shape for p in tif.pages] == [page.shape]
+
+
 def test_every_failure_line_names_its_file(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # the CLI's CPU path: the float64 reference
     _tiny_pngs(tmp_path / "shoot", "a.png", "sub/b.png", "sub/c.png")
