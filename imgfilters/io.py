@@ -54,9 +54,11 @@ def read_image(path, max_pixels=None) -> Picture:
     error above 179). 0 means no limit; None keeps Pillow's check."""
     try:
         with _pillow_limit(None if max_pixels is not None else Image.MAX_IMAGE_PIXELS), Image.open(path) as im:
-            if max_pixels and im.width * im.height > max_pixels:
-                raise ImageError(f"{path}: {im.width} x {im.height} is {im.width * im.height / 1e6:.1f} megapixels, "
-                                 f"more than the limit of {max_pixels / 1e6:g} (--max-megapixels; 0 for no limit)")
+            pixels = im.width * im.height
+            if max_pixels and pixels > max_pixels:  # (the exact count too: megapixels round)
+                raise ImageError(f"{path}: {im.width} x {im.height} is {pixels:,} pixels ({pixels / 1e6:g} "
+                                 f"megapixels), more than the limit of {max_pixels / 1e6:g} megapixels "
+                                 "(--max-megapixels; 0 for no limit)")
             check_one_picture(path, _subfile_types(im))
             if im.mode in ("RGB", "RGBA") and any("16" in str(t[3]) for t in im.tile):
                 raise ImageError(f"{path}: 16-bit colour images are not supported (Pillow would read them "
