@@ -416,6 +416,8 @@ def _run_streamed(s, src, dst):
     import tempfile
 
     import torch
+
+    from imgfilters.io import ImageError, check_one_picture
     try:
         import tifffile
         import zarr
@@ -428,7 +430,6 @@ def _run_streamed(s, src, dst):
         raise UsageError(f"{dst}: a large image is written as .tif, .tiff or .zarr")
     _check_output(s, src, dst)
     _check_folder(dst)
-    from imgfilters.io import ImageError, check_one_picture
     store = None
     try:
         if src.suffix.lower() == ".zarr":

@@ -47,7 +47,8 @@ class Picture:
 
 def read_image(path, max_pixels=None) -> Picture:
     """Read PNG, JPEG, TIFF or WebP: 8-bit grey, RGB, RGBA, LA, palette (converted to RGB or
-    RGBA), bilevel (to grey) and 16-bit grey. Raises ImageError with a one-line reason.
+    RGBA), bilevel (to grey) and 16-bit grey, from a file of one picture (``check_one_picture``).
+    Raises ImageError with a one-line reason.
 
     ``max_pixels``: refuse larger images before decoding them; this replaces Pillow's own
     decompression-bomb check (a raw ``DecompressionBombWarning`` above 89 megapixels, an
