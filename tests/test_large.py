@@ -5,13 +5,15 @@ offsets are largest: the op run on a corner crop large enough that the compared 
 read only pixels inside it (the crop's own cut edges are farther than the filter reaches).
 
 A single-plane 46400 x 46400 uint8 image holds 2.15e9 elements (2 GiB); the tests that
-need a floating-point image (gradients) use float32 (8 GiB). They hold a file lock while
-they run, so that the suite's parallel workers do not all hold such images at once.
+need a floating-point image (gradients) use float32 (8 GiB). Each holds GPU memory slots
+while it runs (``gpu_memory_slots``): a uint8 test one of SLOTS, a gradient test all of
+them, so that the suite's parallel workers never hold more than a few such images at once.
 """
 import contextlib
 import fcntl
 import os
 import tempfile
+import time
 
 import pytest
 import torch
@@ -28,18 +30,36 @@ pytestmark = gpu
 SIDE = 46400  # SIDE ** 2 > 2 ** 31
 CROP = 96  # the corner crop the float64 path filters
 KEEP = 48  # the corner pixels compared: every filter below reaches less than CROP - KEEP
+SLOTS = 4  # uint8 tests at once (about 7 GiB each at most); a gradient test (about 35 GiB) takes all
 
 
 @contextlib.contextmanager
-def one_at_a_time():
-    """Hold the suite-wide lock of the large tests (one large image on the GPU at a time)."""
-    with open(os.path.join(tempfile.gettempdir(), "imgfilters-large-tests.lock"), "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            torch.cuda.empty_cache()
-            fcntl.flock(f, fcntl.LOCK_UN)
+def gpu_memory_slots(n=1):
+    """Hold ``n`` of the suite's SLOTS slot locks (files shared by the workers) meanwhile."""
+    folder = os.path.join(tempfile.gettempdir(), "imgfilters-large-tests")
+    os.makedirs(folder, exist_ok=True)
+    files = [open(os.path.join(folder, str(k)), "a") for k in range(SLOTS)]
+    held = []
+    try:
+        if n == SLOTS:  # all of them, in order (no two takers can deadlock)
+            for f in files:
+                fcntl.flock(f, fcntl.LOCK_EX)
+                held.append(f)
+        while len(held) < n:  # the first free one
+            for f in files:
+                try:
+                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    held.append(f)
+                    break
+                except BlockingIOError:
+                    continue
+            else:
+                time.sleep(0.1)
+        yield
+    finally:
+        torch.cuda.empty_cache()  # (this worker's cached blocks would hold the image's memory)
+        for f in files:
+            f.close()  # (releases its lock)
 
 
 def large_image(gen, dtype=torch.uint8, side=SIDE):
@@ -84,12 +104,12 @@ FILTERS = {
 
 @pytest.mark.parametrize("name", FILTERS)
 def test_filters_past_2_31_elements(name, gen):
-    with one_at_a_time():
+    with gpu_memory_slots():
         check_corner(FILTERS[name], large_image(gen))
 
 
 def test_joint_bilateral_past_2_31_elements(gen):
-    with one_at_a_time():
+    with gpu_memory_slots():
         x = large_image(gen)
         check_corner(lambda a, g: imgfilters.joint_bilateral(a, g, 0.1, 1.5, radius=3), x, x.flip(-2).flip(-1))
 
@@ -97,7 +117,7 @@ def test_joint_bilateral_past_2_31_elements(gen):
 def test_jpeg_past_2_31_elements(gen):
     from imgfilters.ops import jpeg
     from imgfilters.reference import jpeg as ref
-    with one_at_a_time():
+    with gpu_memory_slots():
         x = large_image(gen)
         y = jpeg.round_trip(x, 70)
         # blocks of 8 x 8 pixels: the crop starts on a block edge (SIDE % 16 == 0); float32
@@ -109,7 +129,7 @@ def test_jpeg_past_2_31_elements(gen):
 
 
 def test_joint_bilateral_upsample_past_2_31_elements(gen):
-    with one_at_a_time():
+    with gpu_memory_slots():
         guide = large_image(gen)
         low = large_image(gen, side=SIDE // 4)
         y = imgfilters.joint_bilateral_upsample(low, guide, 0.1, 1.0, radius=2)
@@ -145,7 +165,7 @@ RESAMPLING = {
 @pytest.mark.parametrize("name", RESAMPLING)
 def test_resampling_past_2_31_elements(name, gen):
     call, side, crop, reference = RESAMPLING[name]
-    with one_at_a_time():
+    with gpu_memory_slots():
         x = large_image(gen, side=side)
         y = call(x)
         assert max(x.numel(), y.numel()) > 2 ** 31
@@ -156,7 +176,7 @@ def test_resampling_past_2_31_elements(name, gen):
 
 
 def test_estimate_noise_past_2_31_elements():
-    with one_at_a_time():
+    with gpu_memory_slots():
         # Gaussian noise of sigma 10 levels on mid grey everywhere: the estimate reads its
         # patches across the whole image, the far corner too
         x = torch.empty(1, 1, SIDE, SIDE, dtype=torch.uint8, device="cuda")
@@ -177,7 +197,7 @@ GRADIENTS = {
 @pytest.mark.parametrize("name", GRADIENTS)
 def test_gradients_past_2_31_elements(name, gen):
     fn = GRADIENTS[name]
-    with one_at_a_time():
+    with gpu_memory_slots(SLOTS):
         side = SIDE // 2 if name == "upsample" else SIDE  # (the gradient of the output past 2**31)
         x = large_image(gen, torch.float32, side).requires_grad_()
         y = fn(x)
