@@ -16,7 +16,11 @@ bfloat16, or uint8/uint16 (the steps run in float32; the result comes back in th
 dtype). Every transform is a ``torchvision.transforms.v2``
 transform; with ``seed=`` its draws are reproducible (its own generators), else it uses
 torch's global generators. Defaults are Real-ESRGAN's published training options
-(``options/train_realesrgan_x4plus.yml``).
+(``options/train_realesrgan_x4plus.yml``). A transform refuses at the call an image that
+one of its draws could not take: the JPEG steps (``RandomJPEG``, ``RealESRGANDegradation``)
+take 1 or 3 channels (grey or RGB), a ``RandomResize`` that scales down (the first resize
+of ``RealESRGANDegradation``) images that keep a pixel a side at its lowest scale (7 at
+0.15).
 """
 import math
 import random
@@ -28,7 +32,9 @@ from torchvision.transforms import v2
 from imgfilters import _image
 from imgfilters.kernels import degrade as kernels
 from imgfilters.ops.filter2d import filter2d
-from imgfilters.ops.jpeg import qualities as jpeg_qualities, round_trip as jpeg_round_trip
+from imgfilters.ops.jpeg import CHANNELS as JPEG_CHANNELS, check_batch as check_jpeg_batch, \
+    qualities as jpeg_qualities, round_trip as jpeg_round_trip
+from imgfilters.ops import resample as _resample
 from imgfilters.ops.resample import upsample
 from imgfilters.reference import degrade as reference, jpeg as reference_jpeg
 
@@ -191,15 +197,37 @@ def _gray(x):
     return x.mean(1, keepdim=True)
 
 
+def _noise_args(x, amount, name, gray):
+    """The noise functions' arguments, checked: ``x`` a floating-point (B, C, H, W)
+    batch; ``amount`` (named ``name``) a number >= 0 or a tensor of one value or one per
+    image; ``gray`` a bool or a bool tensor of one value or one per image. Returns
+    ``amount`` and ``gray`` as (B or 1, 1, 1, 1) tensors on ``x``'s device."""
+    _image.check_image(x, "x")
+    if not x.is_floating_point():
+        raise TypeError(f"x must be a floating-point batch, got dtype {x.dtype}")
+    if x.ndim != 4:
+        raise ValueError(f"x must be a (B, C, H, W) batch, got shape {tuple(x.shape)}")
+    b = x.shape[0]
+    amount = _image.per_image(amount, name, b, positive=False).to(x.device, x.dtype).reshape(-1, 1, 1, 1)
+    if isinstance(gray, bool):
+        gray = torch.tensor(gray)
+    if not isinstance(gray, torch.Tensor) or gray.dtype != torch.bool:
+        raise TypeError(f"gray must be a bool or a bool tensor, got {getattr(gray, 'dtype', type(gray).__name__)}")
+    if gray.numel() != 1 and (gray.ndim != 1 or gray.numel() != b):
+        raise ValueError(f"gray as a tensor must be 1-D with one value per image ({b}), got shape {tuple(gray.shape)}")
+    return amount, gray.to(x.device).reshape(-1, 1, 1, 1)
+
+
 def add_gaussian_noise(x, sigma, gray, *, generator=None, clip=True):
     """BasicSR's ``generate_gaussian_noise_pt``: ``x + n`` with ``n ~ N(0, (sigma/255)^2)``
     per pixel, ``sigma`` per image (0..255 units); where ``gray`` (per image) is true, the
     same noise for every channel (BasicSR draws one grey field for the whole batch; here
-    each image has its own). ``x`` is a float (B, C, H, W) batch; clipped to [0, 1]."""
+    each image has its own). ``x`` is a float (B, C, H, W) batch; clipped to [0, 1].
+    ``sigma`` and ``gray``: a number (a bool) or a tensor of one value or one per image."""
+    sigma, gray = _noise_args(x, sigma, "sigma", gray)
     b, c, h, w = x.shape
-    s = (sigma.to(x.dtype) / 255.0).view(b, 1, 1, 1)
     noise = torch.randn(b, c + 1, h, w, generator=generator, device=x.device, dtype=x.dtype)
-    noise = torch.where(gray.view(b, 1, 1, 1), noise[:, :1], noise[:, 1:]) * s
+    noise = torch.where(gray, noise[:, :1], noise[:, 1:]) * (sigma / 255.0)
     out = x + noise
     return out.clamp(0, 1) if clip else out
 
@@ -220,15 +248,15 @@ def add_poisson_noise(x, scale, gray, *, generator=None, clip=True):
     """BasicSR's ``generate_poisson_noise_pt``: the image rounded to 8 bits, ``vals`` its
     distinct levels rounded up to a power of two, noise ``poisson(x * vals) / vals - x``
     times ``scale`` (per image); where ``gray`` (per image) is true, the noise of the luma
-    for every channel."""
-    b = x.shape[0]
+    for every channel. Arguments as ``add_gaussian_noise``'s."""
+    scale, gray = _noise_args(x, scale, "scale", gray)
     xr = (x * 255.0).round().clamp(0, 255) / 255.0
     vals = _levels(xr)
     noise = torch.poisson(xr * vals, generator=generator) / vals - xr
     g = (_gray(x) * 255.0).round().clamp(0, 255) / 255.0
     gvals = _levels(g)
     gnoise = torch.poisson(g * gvals, generator=generator) / gvals - g
-    noise = torch.where(gray.view(b, 1, 1, 1), gnoise, noise) * scale.to(x.dtype).view(b, 1, 1, 1)
+    noise = torch.where(gray, gnoise, noise) * scale
     out = x + noise
     return out.clamp(0, 1) if clip else out
 
@@ -257,13 +285,13 @@ def jpeg(x, quality, codec="imgfilters"):
     Against libjpeg the first differs by about a level on average, mostly where libjpeg's
     decoder smooths the chroma (``imgfilters.reference.jpeg``)."""
     _check_codec(codec)
-    x = _image.to_unit(x, torch.float32, copy=False)
+    check_jpeg_batch(x, "x")
     if codec == "imgfilters":
-        return jpeg_round_trip(x, quality)
+        return jpeg_round_trip(_image.to_unit(x, torch.float32, copy=False), quality)
     from torchvision.io import decode_jpeg, encode_jpeg
     b = x.shape[0]
-    u8 = (x.clamp(0, 1) * 255.0).round().to(torch.uint8)
     q = reference_jpeg.integer_qualities(jpeg_qualities(quality, b, x.device)).tolist()  # (the encoder takes ints)
+    u8 = (_image.to_unit(x, torch.float32, copy=False).clamp(0, 1) * 255.0).round().to(torch.uint8)
     encoded = [None] * b
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torchvision >= 0.29 deprecates its codecs for TorchCodec
@@ -292,7 +320,8 @@ def _on_gpu_or_cpu(codec, images, **kwargs):
 # ---- transforms ----------------------------------------------------------------------------
 
 class _Degradation(v2.Transform):
-    """Shared: reproducible draws (``seed``), the batch as float (B, C, H, W).
+    """Shared: reproducible draws (``seed``), the batch as float (B, C, H, W), the image
+    checked before any work (``check``).
 
     Per-image draws come from torch generators on the images' device; batch-level choices
     (a resize's way and mode, the noise's kind) from a Python ``random.Random`` on the host:
@@ -334,6 +363,7 @@ class _Degradation(v2.Transform):
         if inpt.ndim not in (3, 4):
             raise ValueError(f"degradations take (B, C, H, W) or (C, H, W) images, got {tuple(inpt.shape)}")
         x = inpt.as_subclass(torch.Tensor)
+        self.check(x)
         batch = x if x.ndim == 4 else x[None]
         if batch.dtype != torch.float32:  # the pipeline runs in float32 (torch.poisson, the codecs)
             batch = _image.to_unit(batch, torch.float32, copy=False)
@@ -342,6 +372,10 @@ class _Degradation(v2.Transform):
         if not inpt.is_floating_point():
             out = _image.from_unit(out, inpt.dtype)
         return _image.wrap(inpt, out.to(inpt.dtype))
+
+    def check(self, img):
+        """Raise ValueError unless every draw of this transform can take ``img``, a (C, H, W)
+        or (B, C, H, W) tensor: refused at the call, not in the middle of a pipeline."""
 
 
 def _batch_choice(rng, n, weights=None):
@@ -398,9 +432,21 @@ class RandomResize(_Degradation):
         super().__init__(seed)
         self.resize_prob = _probabilities(resize_prob, 3, "resize_prob").tolist()
         self.resize_range = _range(resize_range, "resize_range", low=1e-6)
+        if not self.resize_range[0] <= 1.0 <= self.resize_range[1]:
+            raise ValueError(f"resize_range must hold 1 (down to its low, up to its high), got {resize_range!r}")
         if not modes or any(m not in RESIZE_MODES for m in modes):
             raise ValueError(f"modes must be a non-empty subset of {RESIZE_MODES}, got {modes!r}")
-        self.modes, self.size_base = tuple(modes), size_base
+        self.modes = tuple(modes)
+        self.size_base = None if size_base is None else _resample._pair_of(size_base, "size_base", int)
+
+    def check(self, img):
+        """Scaled down without a ``size_base``, each side must keep a pixel (``floor(side *
+        scale)``, as ``upsample`` sizes it)."""
+        lowest = self.resize_range[0]
+        if self.size_base is None and self.resize_prob[1] > 0 and math.floor(min(img.shape[-2:]) * lowest) < 1:
+            h, w = img.shape[-2:]
+            raise ValueError(f"img of {h} x {w} is too small: a random resize down to {lowest} of its size would "
+                             f"leave no pixels (it needs at least {math.ceil(1 / lowest)} a side)")
 
     def degrade(self, x, rng):
         way = _batch_choice(rng, 3, self.resize_prob)
@@ -449,6 +495,11 @@ class RandomJPEG(_Degradation):
         self.quality = _range(quality, "quality", low=1, high=100)
         self.codec = _check_codec(codec)
 
+    def check(self, img):
+        if img.shape[-3] not in JPEG_CHANNELS:
+            raise ValueError(f"JPEG takes grey or RGB images: img must have 1 or 3 channels, got {img.shape[-3]} "
+                             f"(shape {tuple(img.shape)})")
+
     def degrade(self, x, rng):
         q = reference.uniform(torch.rand(x.shape[0], generator=self.generator(x.device), device=x.device), self.quality)
         return jpeg(x, q, self.codec)
@@ -494,14 +545,19 @@ class RealESRGANDegradation(_Degradation):
 
     def forward(self, *inputs):
         gt = inputs[0] if len(inputs) == 1 else inputs
-        if not isinstance(gt, torch.Tensor):
+        if not isinstance(gt, torch.Tensor) or _not_image(gt):
             raise TypeError(f"RealESRGANDegradation takes one image batch, got {type(gt).__name__}")
         return self.transform(gt, {}), gt
 
-    def degrade(self, gt, rng):
-        h, w = gt.shape[-2:]
+    def check(self, img):
+        h, w = img.shape[-2:]
         if h < self.scale or w < self.scale:
             raise ValueError(f"images of {h} x {w} are smaller than the scale {self.scale}")
+        self.resize1.check(img)  # (the later resizes scale the final size)
+        self.jpeg1.check(img)
+
+    def degrade(self, gt, rng):
+        h, w = gt.shape[-2:]
         final = (h // self.scale, w // self.scale)
         out = self.resize1.degrade(self.blur1.degrade(gt, rng), rng)
         out = self.jpeg1.degrade(self.noise1.degrade(out, rng), rng)

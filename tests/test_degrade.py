@@ -1,6 +1,7 @@
 """Real-ESRGAN degradations: kernel generators vs the float64 formulas (and those vs hand-worked
 values and BasicSR's sinc formula), each transform's statistics, the pipeline's determinism."""
 import math
+import re
 
 import numpy as np
 import pytest
@@ -8,6 +9,7 @@ import scipy.special
 import torch
 import triton
 import triton.language as tl
+from torchvision import tv_tensors
 from torchvision.transforms import v2
 
 import imgfilters
@@ -15,7 +17,7 @@ from imgfilters import degrade
 from imgfilters.kernels import degrade as kernels
 from imgfilters.reference import degrade as ref
 
-from helpers import random_image, sample
+from helpers import count_launches, random_image, sample
 
 
 # ---- the reference formulas ----------------------------------------------------------------
@@ -289,6 +291,8 @@ def test_composes_with_v2_and_fuse(gen, device):
 
 @pytest.mark.parametrize("make,match", [
     (lambda: degrade.RandomKernelBlur(sigma=(3.0, 0.2)), "low <= high"),
+    (lambda: degrade.RandomResize(resize_range=(0.2, 0.5)), "resize_range must hold 1"),
+    (lambda: degrade.RandomResize(size_base=(0, 4)), "size_base"),
     (lambda: degrade.RandomKernelBlur(kernel_sizes=(7, 8)), "odd"),
     (lambda: degrade.RandomKernelBlur(kernel_prob=(1.0, 0.0)), "kernel_prob"),
     (lambda: degrade.RandomResize((0.5, 0.5)), "resize_prob"),
@@ -309,6 +313,69 @@ def test_bad_options_raise_when_made(make, match):
 def test_images_smaller_than_the_scale_raise():
     with pytest.raises(ValueError, match="smaller than the scale"):
         degrade.RealESRGANDegradation(scale=4)(torch.rand(1, 3, 3, 8))
+
+
+# Inputs a step cannot take are refused when the transform is called, naming what is wrong
+# in the input as given, before any draw or launch (not later, with an intermediate's shape).
+@pytest.mark.parametrize("make", [lambda: degrade.RealESRGANDegradation(scale=2, seed=0),
+                                  lambda: degrade.RandomJPEG(seed=0)], ids=["RealESRGAN", "RandomJPEG"])
+@pytest.mark.parametrize("shape", [(1, 4, 25, 25), (2, 25, 25)])
+def test_jpeg_steps_refuse_other_channel_counts_at_the_call(make, shape):
+    with count_launches() as launches, pytest.raises(
+            ValueError, match=re.escape(f"img must have 1 or 3 channels, got {shape[-3]} (shape {shape})")):
+        make()(torch.rand(shape))
+    assert not launches
+
+
+@pytest.mark.parametrize("make", [lambda: degrade.RealESRGANDegradation(scale=4, seed=4),
+                                  lambda: degrade.RandomResize((0.0, 1.0, 0.0), seed=0)],
+                         ids=["RealESRGAN", "RandomResize"])
+def test_images_a_random_resize_would_empty_are_refused_at_the_call(make):
+    # scaled by 0.15 (the lowest of resize_range), 6 rows would be none: some draws failed
+    # in the middle of the pipeline
+    t = make()
+    with count_launches() as launches, pytest.raises(ValueError, match=r"img of 6 x 9 is too small.* 7 a side"):
+        t(torch.rand(1, 1, 6, 9))
+    assert not launches
+
+
+def test_real_esrgan_takes_images_only():
+    with pytest.raises(TypeError, match="takes one image batch, got Mask"):
+        degrade.RealESRGANDegradation(scale=2)(tv_tensors.Mask(torch.ones(1, 8, 8)))
+
+
+@pytest.mark.parametrize("codec", degrade.JPEG_CODECS)
+@pytest.mark.parametrize("shape", [(3, 8, 8), (1, 4, 8, 8)])
+def test_jpeg_refuses_what_it_cannot_code_naming_x(codec, shape):
+    with pytest.raises(ValueError, match=re.escape(f"x must be a (B, C, H, W) batch with C = 1 or 3 (grey or RGB), "
+                                                   f"got shape {shape}")):
+        degrade.jpeg(torch.rand(shape), 50, codec=codec)
+    with pytest.raises(TypeError, match="x must be a torch.Tensor"):
+        degrade.jpeg(np.zeros((1, 3, 8, 8)), 50, codec=codec)
+
+
+@pytest.mark.parametrize("call,error,match", [
+    (lambda x: degrade.add_gaussian_noise(x[0], 5.0, False), ValueError, r"x must be a \(B, C, H, W\) batch"),
+    (lambda x: degrade.add_gaussian_noise((x * 255).to(torch.uint8), 5.0, False), TypeError, "x must be a floating"),
+    (lambda x: degrade.add_gaussian_noise(x, "5", False), TypeError, "sigma must be a real number"),
+    (lambda x: degrade.add_gaussian_noise(x, torch.ones(3), False), ValueError, "sigma as a tensor"),
+    (lambda x: degrade.add_poisson_noise(x, -1.0, False), ValueError, "scale must be >= 0"),
+    (lambda x: degrade.add_poisson_noise(x, 1.0, torch.ones(2)), TypeError, "gray must be a bool"),
+    (lambda x: degrade.add_poisson_noise(x, 1.0, torch.ones(3, dtype=torch.bool)), ValueError, "gray as a tensor"),
+])
+def test_noise_functions_check_their_arguments(call, error, match):
+    with pytest.raises(error, match=match):
+        call(torch.rand(2, 3, 4, 5))
+
+
+def test_noise_functions_take_numbers_and_bools(device):
+    x = torch.full((2, 3, 8, 8), 0.5, device=device)
+    grey = degrade.add_gaussian_noise(x, 8.0, True, generator=torch.Generator(device).manual_seed(0))
+    assert torch.equal(grey[:, 0], grey[:, 2]) and 0.01 < (grey - x).std() < 0.05
+    sigma, gray = torch.tensor([8.0, 8.0], device=device), torch.tensor([True, True], device=device)
+    same = degrade.add_gaussian_noise(x, sigma, gray, generator=torch.Generator(device).manual_seed(0))
+    assert torch.equal(grey, same)
+    assert torch.equal(degrade.add_poisson_noise(x, 0.0, False), x)
 
 
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.float16])
