@@ -133,6 +133,19 @@ def test_bessel_j1_matches_scipy(device):
     assert np.abs(y.cpu().numpy() - scipy.special.j1(x.cpu().numpy())).max() <= 2e-8
 
 
+def test_values_a_kind_does_not_use_are_placeholders(device):
+    # the isotropic kinds' sigma_y and theta, the Gaussians' beta, the sigmas and beta of
+    # sinc, everything of the pulse but its size: the kernels ignore them, as the reference
+    nan = float("nan")
+    params = dict(kind=torch.tensor([0, 2, 4, 1, 6, 7]), size=torch.tensor([7, 9, 5, 7, 9, 3]),
+                  sigma_x=torch.tensor([1.0, 1.5, 0.8, 1.2, nan, nan]),
+                  sigma_y=torch.tensor([2.0, nan, 0.0, 0.6, nan, nan]),
+                  theta=torch.tensor([0.5, nan, 1.0, 0.3, nan, nan]), beta=torch.tensor([2.0, 1.5, 0.7, nan, nan, nan]),
+                  cutoff=torch.tensor([nan, nan, nan, nan, 1.2, nan]))
+    k = degrade.make_kernels({n: t.to(device) for n, t in params.items()}).cpu().double()
+    assert torch.isfinite(k).all() and (k - ref.kernels(params)).abs().max() <= 1e-6
+
+
 def test_fractional_beta_keeps_the_centre_finite(device):
     """Q^beta at the centre (Q = 0) with beta < 1 is 0, not beta times log(0)."""
     params = dict(kind=torch.tensor([3, 5]), size=torch.tensor([21, 9]), sigma_x=torch.tensor([1.5, 0.4]),
