@@ -22,7 +22,9 @@ take 1 or 3 channels (grey or RGB), a ``RandomResize`` that scales down (the fir
 of ``RealESRGANDegradation``) images that keep a pixel a side at its lowest scale (7 at
 0.15).
 """
+import collections.abc
 import math
+import operator
 import random
 import warnings
 
@@ -31,7 +33,7 @@ from torchvision.transforms import v2
 
 from imgfilters import _image
 from imgfilters.kernels import degrade as kernels
-from imgfilters.ops.filter2d import filter2d
+from imgfilters.ops.filter2d import MAX_SIZE, filter2d
 from imgfilters.ops.jpeg import CHANNELS as JPEG_CHANNELS, check_batch as check_jpeg_batch, \
     qualities as jpeg_qualities, round_trip as jpeg_round_trip
 from imgfilters.ops import resample as _resample
@@ -51,13 +53,29 @@ PAD_TO = 21
 
 # ---- random kernels ------------------------------------------------------------------------
 
+def _integer(value, name, low=None, high=None):
+    """``value`` as an int in [low, high]: Python, numpy and 0-d torch integers; not bools
+    or floats."""
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an integer, got bool")
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__}") from None
+    if (low is not None and value < low) or (high is not None and value > high):
+        bounds = f"from {low} to {high}" if high is not None else f">= {low}"
+        raise ValueError(f"{name} must be an integer {bounds}, got {value}")
+    return value
+
+
 def _range(value, name, low=None, high=None):
     """A validated (low, high) pair of floats."""
     try:
-        lo, hi = (float(v) for v in value)
+        lo, hi = value
     except (TypeError, ValueError):
         raise TypeError(f"{name} must be a (low, high) pair of numbers, got {value!r}") from None
-    if not (math.isfinite(lo) and math.isfinite(hi)) or lo > hi:
+    lo, hi = _image.check_number(lo, name), _image.check_number(hi, name)
+    if lo > hi:
         raise ValueError(f"{name} must be a finite (low, high) range with low <= high, got {value!r}")
     if (low is not None and lo < low) or (high is not None and hi > high):
         raise ValueError(f"{name} must lie in [{low}, {high}], got {value!r}")
@@ -65,14 +83,23 @@ def _range(value, name, low=None, high=None):
 
 
 def _probabilities(value, n, name):
-    p = torch.as_tensor(value, dtype=torch.float64)
+    try:
+        p = torch.as_tensor(value)
+    except (TypeError, ValueError, RuntimeError):
+        raise TypeError(f"{name} must be {n} numbers, got {value!r}") from None
+    if p.dtype == torch.bool or p.is_complex():
+        raise TypeError(f"{name} must hold real numbers, got dtype {p.dtype}")
+    p = p.to(torch.float64)
     if p.shape != (n,) or not torch.isfinite(p).all() or (p < 0).any() or p.sum() <= 0:
         raise ValueError(f"{name} must be {n} non-negative numbers with a positive sum, got {value!r}")
     return p / p.sum()
 
 
 def _sizes(value):
-    sizes = tuple(int(k) for k in value)
+    try:
+        sizes = tuple(_integer(k, "kernel_sizes") for k in value)
+    except TypeError:
+        raise TypeError(f"kernel_sizes must be a sequence of integers, got {value!r}") from None
     if not sizes or any(k < 1 or k % 2 == 0 or k > PAD_TO for k in sizes):
         raise ValueError(f"kernel_sizes must be odd sizes from 1 to {PAD_TO}, got {value!r}")
     return sizes
@@ -97,13 +124,14 @@ def _sample(sampler, options, batch, generator, device, size=None):
     ``sample_kernel_params`` returns; with ``size``, their ``make_kernels(params, size)``
     instead, sampled and made in one launch on kernel devices."""
     rows, define, launch = sampler
+    batch = _integer(batch, "batch", 0)
     if device is None:
         device = generator.device if generator is not None else "cpu"
     u = torch.rand(rows, batch, generator=generator, device=device)
     if not _image.uses_kernels(u):  # the float64 definitions, stored as the kernel stores them
         params = {name: t.to(torch.float32) if t.is_floating_point() else t
                   for name, t in define(u.double(), **options).items()}
-        return params if size is None else make_kernels(params, size)
+        return params if size is None else reference.kernels(params, size).to(torch.float32)
     params = torch.empty(len(reference.PARAMS), batch, device=u.device)
     k = None if size is None else _empty_kernels(batch, size, u.device)
     launch(u, params, k, **dict(options, kernel_sizes=_image.on(options["kernel_sizes"], u.device)))
@@ -116,6 +144,11 @@ def _empty_kernels(batch, size, device):
     """``make_kernels``' output: (batch, n, n) float32, n = 2 * (size // 2) + 1."""
     n = 2 * (size // 2) + 1
     return torch.empty(batch, n, n, device=device)
+
+
+def _grid_size(size):
+    """``size`` of ``make_kernels`` and ``random_kernels``: kernels that ``filter2d`` takes."""
+    return _integer(size, "size", 1, MAX_SIZE)
 
 
 def sample_kernel_params(batch, *, generator=None, device=None, kernel_sizes=KERNEL_SIZES, kernel_prob=KERNEL_PROB,
@@ -163,16 +196,76 @@ def _sinc_options(prob, cutoff, kernel_sizes):
 
 def make_kernels(params, size=PAD_TO):
     """The ``(batch, n, n)`` float32 kernels of a parameter dict on its device, n = 2 *
-    (size // 2) + 1 (``size`` when odd): each image's kernel of its own size centred in the
-    n x n grid with zeros around it (BasicSR pads every kernel to 21; a larger one is
-    cropped), normalised to sum 1 (``reference.kernels``). On CUDA (and in Triton's
-    interpreter) one launch in float32, elsewhere the float64 definition, rounded."""
-    p = torch.stack([params[name] for name in reference.PARAMS]).to(torch.float32)
+    (size // 2) + 1 (``size`` when odd, 1 to 63: ``filter2d``'s sizes): each image's kernel
+    of its own size centred in the n x n grid with zeros around it (BasicSR pads every
+    kernel to 21; a larger one is cropped), normalised to sum 1 (``reference.kernels``).
+    On CUDA (and in Triton's interpreter) one launch in float32, elsewhere the float64
+    definition, rounded.
+
+    ``params``: ``sample_kernel_params``' dict, or one like it: (batch,) tensors (or
+    sequences of numbers) on one device, checked before any work (which waits for a
+    device's values): ``kind`` codes 0 to 7 (``KERNEL_KINDS``), ``size`` integers from 1 to
+    63, and the values each kind uses finite and at least 1e-6 (``sigma_x``; ``sigma_y``
+    of the anisotropic kinds; ``beta`` of the generalized and plateau kinds; ``cutoff`` of
+    sinc), ``theta`` of the anisotropic kinds finite. The values a kind does not use are
+    placeholders, never read."""
+    rows = _given_params(params)
+    size = _grid_size(size)
+    p = rows.to(torch.float32)
     if not _image.uses_kernels(p):
-        return reference.kernels(params, size).to(torch.float32)
+        return reference.kernels(dict(zip(reference.PARAMS, rows)), size).to(torch.float32)
     k = _empty_kernels(p.shape[1], size, p.device)
     kernels.launch_given(p, k)
     return k
+
+
+def _given_params(params):
+    """``make_kernels``' parameter dict, checked, as the (7, B) float64 rows of
+    ``reference.PARAMS`` on its device."""
+    if not isinstance(params, collections.abc.Mapping):
+        raise TypeError(f"params must be a dict of (batch,) tensors named {', '.join(reference.PARAMS)}, "
+                        f"got {type(params).__name__}")
+    missing = [name for name in reference.PARAMS if name not in params]
+    if missing:
+        raise ValueError(f"params lacks {', '.join(missing)} (it needs {', '.join(reference.PARAMS)})")
+    rows = []
+    for name in reference.PARAMS:
+        try:
+            t = torch.as_tensor(params[name])
+        except (TypeError, ValueError, RuntimeError):
+            raise TypeError(f"params[{name!r}] must be a tensor of numbers, got {type(params[name]).__name__}") \
+                from None
+        if t.dtype == torch.bool or t.is_complex():
+            raise TypeError(f"params[{name!r}] must hold real numbers, got dtype {t.dtype}")
+        first = rows[0] if rows else t
+        if t.ndim != 1 or t.shape != first.shape or t.device != first.device:
+            than = f", params['kind'] {tuple(first.shape)} on {first.device}" if rows else ""
+            raise ValueError(f"params' values must be 1-D tensors of one length on one device: "
+                             f"params[{name!r}] has shape {tuple(t.shape)} on {t.device}{than}")
+        rows.append(t.detach().to(torch.float64))
+    rows = torch.stack(rows)
+    host = dict(zip(reference.PARAMS, rows.cpu()))  # (the one wait for a device's values)
+
+    def whole(v, low, high):
+        return (v >= low) & (v <= high) & (v == v.round())
+
+    kind = host["kind"]
+    _refuse_any(host, "kind", ~whole(kind, 0, PULSE), f"kind codes from 0 to {PULSE} (KERNEL_KINDS)")
+    _refuse_any(host, "size", ~whole(host["size"], 1, MAX_SIZE), f"integers from 1 to {MAX_SIZE}")
+    mixed = kind < SINC
+    aniso = mixed & (kind % 2 == 1)
+    for name, used in (("sigma_x", mixed), ("sigma_y", aniso), ("beta", mixed & (kind >= 2)), ("cutoff", kind == SINC)):
+        ok = torch.isfinite(host[name]) & (host[name] >= 1e-6)
+        _refuse_any(host, name, used & ~ok, "finite values of at least 1e-6 where the kind uses them")
+    _refuse_any(host, "theta", aniso & ~torch.isfinite(host["theta"]), "finite values where the kind uses them")
+    return rows
+
+
+def _refuse_any(params, name, bad, what):
+    """Raise naming the first image where ``bad`` holds."""
+    if bad.any():
+        i = int(bad.nonzero()[0])
+        raise ValueError(f"params[{name!r}] must hold {what}, got {params[name][i].item():g} (image {i})")
 
 
 def random_kernels(batch, *, generator=None, device=None, size=PAD_TO, **options):
@@ -184,6 +277,7 @@ def random_kernels(batch, *, generator=None, device=None, size=PAD_TO, **options
     if unknown:
         raise TypeError(f"random_kernels got unknown options {sorted(unknown)}; it takes those of "
                         f"sample_kernel_params: {', '.join(_MIXED_DEFAULTS)}")
+    size = _grid_size(size)
     options = _mixed_options(**{**_MIXED_DEFAULTS, **options})
     return _sample(_MIXED, options, batch, generator, device, size)
 
@@ -320,8 +414,8 @@ def _on_gpu_or_cpu(codec, images, **kwargs):
 # ---- transforms ----------------------------------------------------------------------------
 
 class _Degradation(v2.Transform):
-    """Shared: reproducible draws (``seed``), the batch as float (B, C, H, W), the image
-    checked before any work (``check``).
+    """Shared: reproducible draws (``seed``: None or an integer), the batch as float (B, C,
+    H, W), the image checked before any work (``check``).
 
     Per-image draws come from torch generators on the images' device; batch-level choices
     (a resize's way and mode, the noise's kind) from a Python ``random.Random`` on the host:
@@ -333,9 +427,10 @@ class _Degradation(v2.Transform):
 
     def __init__(self, seed=None):
         super().__init__()
-        self.seed = seed
+        # (torch's generators take seeds from -2**63 to 2**64 - 1; RealESRGANDegradation adds up to 9)
+        self.seed = None if seed is None else _integer(seed, "seed", -2 ** 63, 2 ** 63 - 1)
         self._generators = {}
-        self._host = None if seed is None else random.Random(seed)
+        self._host = None if seed is None else random.Random(self.seed)
 
     def generator(self, device):
         """This transform's generator on ``device`` (None: torch's global one)."""
@@ -527,9 +622,8 @@ class RealESRGANDegradation(_Degradation):
 
     def __init__(self, scale=4, *, second_blur_prob=0.8, jpeg_codec="imgfilters", seed=None):
         super().__init__(seed)
-        if isinstance(scale, bool) or not isinstance(scale, int) or scale < 1:
-            raise ValueError(f"scale must be a positive integer, got {scale!r}")
-        self.scale = scale
+        self.scale = _integer(scale, "scale", 1)
+        seed = self.seed  # (its parts' seeds follow it)
         self.second_blur_prob = _image.check_number(second_blur_prob, "second_blur_prob", low=0.0, high=1.0)
         self.blur1 = RandomKernelBlur(seed=seed)
         self.blur2 = RandomKernelBlur(sigma=(0.2, 1.5), seed=None if seed is None else seed + 1)

@@ -146,6 +146,49 @@ def test_values_a_kind_does_not_use_are_placeholders(device):
     assert torch.isfinite(k).all() and (k - ref.kernels(params)).abs().max() <= 1e-6
 
 
+GOOD = dict(kind=[0], size=[7], sigma_x=[1.0], sigma_y=[1.0], theta=[0.0], beta=[1.0], cutoff=[1.0])
+
+
+@pytest.mark.parametrize("call,error,match", [
+    (lambda: degrade.random_kernels(2, size=-3), ValueError, "size must be an integer from 1 to 63, got -3"),
+    (lambda: degrade.random_kernels(2, size=21.0), TypeError, "size must be an integer, got float"),
+    (lambda: degrade.random_kernels(2, size=True), TypeError, "size must be an integer, got bool"),
+    (lambda: degrade.random_kernels(2, size=65), ValueError, "size must be an integer from 1 to 63"),  # filter2d's
+    (lambda: degrade.random_kernels(-1), ValueError, "batch must be an integer >= 0, got -1"),
+    (lambda: degrade.random_kernels(1.5), TypeError, "batch must be an integer, got float"),
+    (lambda: degrade.sample_kernel_params(True), TypeError, "batch must be an integer, got bool"),
+    (lambda: degrade.sample_sinc_params(-2), ValueError, "batch"),
+    (lambda: degrade.random_kernels(2, kernel_sizes=(7.5,)), TypeError, "kernel_sizes must be a sequence of integers"),
+    (lambda: degrade.random_kernels(2, kernel_sizes=("7",)), TypeError, "kernel_sizes must be a sequence of integers"),
+    (lambda: degrade.sample_sinc_params(2, kernel_sizes=7), TypeError, "kernel_sizes must be a sequence of integers"),
+    (lambda: degrade.random_kernels(2, sigma=(0.2, "3")), TypeError, "sigma must be a real number"),
+    (lambda: degrade.random_kernels(2, kernel_prob="abcdef"), TypeError, "kernel_prob"),
+    (lambda: degrade.make_kernels(GOOD, size=0), ValueError, "size must be an integer from 1 to 63"),
+    (lambda: degrade.make_kernels(GOOD, size=7.0), TypeError, "size must be an integer"),
+    (lambda: degrade.make_kernels([GOOD]), TypeError, "params must be a dict"),
+    (lambda: degrade.make_kernels({n: v for n, v in GOOD.items() if n != "beta"}), ValueError, "params lacks beta"),
+    (lambda: degrade.make_kernels({**GOOD, "kind": [0, 1]}), ValueError,
+     r"one length on one device: params\['size'\] has shape \(1,\) on cpu, params\['kind'\] \(2,\)"),
+    (lambda: degrade.make_kernels({**GOOD, "kind": ["iso"]}), TypeError, r"params\['kind'\] must be a tensor"),
+    (lambda: degrade.make_kernels({**GOOD, "kind": [8]}), ValueError,
+     r"params\['kind'\] must hold kind codes from 0 to 7 \(KERNEL_KINDS\), got 8"),
+    (lambda: degrade.make_kernels({**GOOD, "kind": [-1]}), ValueError, r"params\['kind'\]"),
+    (lambda: degrade.make_kernels({**GOOD, "size": [7.5]}), ValueError, r"params\['size'\] must hold integers"),
+    (lambda: degrade.make_kernels({**GOOD, "size": [0]}), ValueError, r"params\['size'\]"),
+    (lambda: degrade.make_kernels({**GOOD, "sigma_x": [0.0]}), ValueError,  # (a NaN kernel)
+     r"params\['sigma_x'\] must hold finite values of at least 1e-6 where the kind uses them, got 0 \(image 0\)"),
+    (lambda: degrade.make_kernels({**GOOD, "kind": [1], "sigma_y": [float("inf")]}), ValueError, "sigma_y"),
+    (lambda: degrade.make_kernels({**GOOD, "kind": [3], "theta": [float("nan")]}), ValueError, "theta"),
+    (lambda: degrade.make_kernels({**GOOD, "kind": [4], "beta": [-1.0]}), ValueError, "beta"),
+    (lambda: degrade.make_kernels({**GOOD, "kind": [6], "cutoff": [0.0]}), ValueError, "cutoff"),
+    (lambda: degrade.make_kernels({**GOOD, "kind": [True]}), TypeError, r"params\['kind'\] must hold real numbers"),
+])
+def test_bad_kernel_arguments_raise_before_any_work(call, error, match):
+    with count_launches() as launches, pytest.raises(error, match=match):
+        call()
+    assert not launches
+
+
 def test_fractional_beta_keeps_the_centre_finite(device):
     """Q^beta at the centre (Q = 0) with beta < 1 is 0, not beta times log(0)."""
     params = dict(kind=torch.tensor([3, 5]), size=torch.tensor([21, 9]), sigma_x=torch.tensor([1.5, 0.4]),
@@ -306,6 +349,7 @@ def test_composes_with_v2_and_fuse(gen, device):
     (lambda: degrade.RandomKernelBlur(sigma=(3.0, 0.2)), "low <= high"),
     (lambda: degrade.RandomResize(resize_range=(0.2, 0.5)), "resize_range must hold 1"),
     (lambda: degrade.RandomResize(size_base=(0, 4)), "size_base"),
+    (lambda: degrade.RandomKernelBlur(seed=2 ** 63), "seed must be an integer from"),
     (lambda: degrade.RandomKernelBlur(kernel_sizes=(7, 8)), "odd"),
     (lambda: degrade.RandomKernelBlur(kernel_prob=(1.0, 0.0)), "kernel_prob"),
     (lambda: degrade.RandomResize((0.5, 0.5)), "resize_prob"),
@@ -321,6 +365,21 @@ def test_composes_with_v2_and_fuse(gen, device):
 def test_bad_options_raise_when_made(make, match):
     with pytest.raises(ValueError, match=match):
         make()
+
+
+@pytest.mark.parametrize("seed", ["a", 1.5, True, torch.Generator()])
+@pytest.mark.parametrize("make", [degrade.RandomNoise, degrade.RealESRGANDegradation])
+def test_seeds_are_integers(make, seed):
+    with pytest.raises(TypeError, match="seed must be an integer"):
+        make(seed=seed)
+
+
+def test_numpy_integers_are_seeds_and_scales(gen, device):
+    x = random_image((1, 1, 8, 8), torch.float32, gen, device)
+    assert torch.equal(degrade.RandomKernelBlur(seed=np.int64(5))(x), degrade.RandomKernelBlur(seed=5)(x))
+    assert degrade.RealESRGANDegradation(np.int32(2), seed=np.uint8(1)).scale == 2
+    with pytest.raises(TypeError, match="scale must be an integer, got float"):
+        degrade.RealESRGANDegradation(2.0)
 
 
 def test_images_smaller_than_the_scale_raise():
