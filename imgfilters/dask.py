@@ -7,9 +7,9 @@ Filters run through ``dask.array.map_overlap`` with ``depth`` = the filter's hal
 neighbours and nothing where the image ends, so the filter's own border mode applies at
 the true edges only; each block then drops the halo on the sides that ``block_info``
 says have a neighbour. Resampling builds each output block from the source rows and
-columns that its output span reads (``reference.weights_span``). Either way the result
-equals the in-memory call (exactly on the float64 path; within float32 rounding, one
-level for integers, on a GPU).
+columns that its output span reads, with the float64 reference's arithmetic
+(``tiling.resample_tile``). Either way the result equals the in-memory call (exactly on
+the float64 path; within float32 rounding, one level for integers, on a GPU).
 
 Each task moves its block to the worker's GPU (the current CUDA device, so one worker
 per GPU: ``dask_cuda.LocalCUDACluster``, or workers started with one
@@ -149,8 +149,8 @@ def _resample(call, darr):
         spans.append([])
         for s in range(0, n, step):
             out = (s, min(s + step, n))
-            first, w = call.axes[axis](*out)
-            spans[-1].append((out, (first, first + w.shape[1])))
+            first, stop, _ = tiling.support(*call.axes[axis](*out))
+            spans[-1].append((out, (first, stop)))
     task = dask.delayed(_resample_block, pure=True)
     (ph, kh), (pw, kw) = ((p.args, p.keywords) for p in call.axes)
     rows = []
@@ -164,11 +164,11 @@ def _resample(call, darr):
 
 
 def _resample_block(crop, rows, cols, rows_kw, cols_kw, integer):
-    """One output block: the weight rows of its spans (rebuilt here, not shipped in the
-    graph: they are as large as the block) applied to its source crop."""
-    from imgfilters.reference.resample import weights_span
-    _, wh = weights_span(*rows, **rows_kw)
-    _, ww = weights_span(*cols, **cols_kw)
+    """One output block: the taps of its spans (rebuilt here, not shipped in the graph:
+    they are as large as the block) applied to its source crop."""
+    from imgfilters.reference.resample import row_taps
+    _, _, wh = tiling.support(*row_taps(*rows, **rows_kw))
+    _, _, ww = tiling.support(*row_taps(*cols, **cols_kw))
     x = torch.from_numpy(np.ascontiguousarray(crop)).to(_device())
     return tiling.resample_tile(x, wh, ww, integer).cpu().numpy()
 

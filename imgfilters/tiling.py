@@ -7,8 +7,10 @@ At a true image edge the crop ends where the image ends, so the filter applies i
 border mode there; at a seam between tiles the crop holds the real neighbours, and the
 pixels next to the crop's own cut edges, which read the border extension, lie in the
 halo and are dropped. The result therefore equals the untiled call. Resampling tiles
-read the source support of their output span (``reference.weights_span``) and apply
-the call's weight rows: exact on the float64 path, within float32 rounding on the GPU.
+read the source support of their output span and apply the call's taps to it with the
+float64 reference's own arithmetic (``reference.resample``: each output the sum of its
+nonzero taps in a fixed order), so a tile equals the untiled call bit for bit on the
+float64 path, and within float32 rounding of the kernels on the GPU.
 
 On a GPU the tiles flow through pinned staging buffers and three CUDA streams, so the
 host-to-device copy of one tile, the filter on the one before and the device-to-host
@@ -103,10 +105,10 @@ def tiled(fn, img, *args, tile=None, out=None, device=None, progress=None, **par
 @dataclass
 class _Span:
     """Along one axis: the output pixels of a tile, the source pixels they need, and (for
-    resampling) the weight rows from those source pixels to those outputs."""
+    resampling) their taps, columns counted from the first source pixel."""
     out: tuple
     src: tuple
-    weights: torch.Tensor = None
+    taps: tuple = None
 
 
 def _tile_size(tile, width, bands):
@@ -282,8 +284,8 @@ class Call:
             for start in range(0, n_out, t):
                 stop = min(start + t, n_out)
                 if self.halo is None:
-                    first, w = self.axes[axis](start, stop)
-                    spans.append(_Span((start, stop), (first, first + w.shape[1]), w))
+                    first, last, taps = support(*self.axes[axis](start, stop))
+                    spans.append(_Span((start, stop), (first, last), taps))
                 else:
                     h = self.halo[axis]
                     spans.append(_Span((start, stop), (max(0, start - h), min(n_in, stop + h))))
@@ -293,20 +295,29 @@ class Call:
     def compute(self, crops, r, c):
         """The output tile ``r x c`` from the crops of the image (and guide) on the device."""
         if self.halo is None:
-            return resample_tile(crops[0], r.weights, c.weights, self.integer)
+            return resample_tile(crops[0], r.taps, c.taps, self.integer)
         y = self.fn(*crops, **self.params)
         return y[..., r.out[0] - r.src[0]:r.out[1] - r.src[0], c.out[0] - c.src[0]:c.out[1] - c.src[0]]
 
 
-def resample_tile(x, wh, ww, integer):
-    """``wh @ x @ ww^T`` in unit scale (float64 on the CPU and for float64 images, as the
-    reference; float32 for the others on a GPU), along W first and clamped between the
-    passes for integer images, as ``reference.resize``."""
+def support(cols, values):
+    """The source pixels that taps ``(cols, values)`` (``reference.row_taps``) read:
+    ``first, stop`` (those of nonzero weight), and the taps with their columns counted
+    from ``first`` (those of weight 0, which read nothing, moved to ``first``)."""
+    read = values != 0
+    first = int(cols[read].min()) if read.any() else 0
+    stop = int(cols[read].max()) + 1 if read.any() else 1
+    return first, stop, (torch.where(read, cols - first, 0), values)
+
+
+def resample_tile(x, rows, cols, integer):
+    """A resampled tile: the taps ``rows`` and ``cols`` (``support``) on its source crop
+    ``x``, by ``reference.resample`` in unit scale: float64 on the CPU and for float64
+    images, as the untiled call's reference path; float32 for the others on a GPU."""
+    from imgfilters.reference import resample as reference
     f = torch.float64 if x.device.type == "cpu" or x.dtype == torch.float64 else torch.float32
-    y = torch.einsum("...hw,pw->...hp", _image.to_unit(x, f), ww.to(x.device, f))
-    if integer:
-        y = y.clamp(0, 1)
-    return _image.from_unit(torch.einsum("oh,...hp->...op", wh.to(x.device, f), y), x.dtype)
+    y = reference.resample(_image.to_unit(x, f), rows, cols, intermediate_clamp=integer)
+    return _image.from_unit(y, x.dtype)
 
 
 def _pipeline(call, sources, dst, jobs, device, bar):

@@ -133,6 +133,19 @@ def test_bad_input_writes_nothing(gen):
     assert not out.any()
 
 
+@pytest.mark.parametrize("fn,args,shape,dtype,tile", [
+    (imgfilters.imresize, (2.5,), (3, 26, 34), torch.uint8, 3),
+    (imgfilters.resize, ((6, 8), "area"), (3, 9, 20), torch.uint16, 1)], ids=["imresize", "area"])
+def test_integer_resampling_equals_untiled_bit_for_bit(fn, args, shape, dtype, tile, gen, monkeypatch):
+    """On the float64 path a tile computes each output with the untiled call's own
+    arithmetic, so exact .5 ties of integer outputs round the same way."""
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # uint8 on the CPU: the float64 reference
+    x = random_image((2, *shape), dtype, gen)
+    params = {"antialias": False} if fn is imgfilters.imresize else {}
+    expected = fn(x, *args, **params)
+    assert torch.equal(imgfilters.tiled(fn, x, *args, tile=tile, progress=False, **params), expected)
+
+
 @gpu
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
 def test_gpu_pipeline(dtype, gen):
