@@ -2,7 +2,10 @@
 rest, same names and signatures, for ``(..., C, H, W)`` dask arrays (``pip install
 imgfilters[dask]``).
 
-Filters run through ``dask.array.map_overlap`` with ``depth`` = the filter's halo and
+Every argument is checked when the graph is built, as the in-memory call checks them
+(``tiling.Call`` calls the filter on meta tensors of the whole array's shape), so a bad
+one fails before anything is computed or stored. Filters run through
+``dask.array.map_overlap`` with ``depth`` = the filter's halo and
 ``boundary="none"``: a block gets its neighbours' pixels on the sides where it has
 neighbours and nothing where the image ends, so the filter's own border mode applies at
 the true edges only; each block then drops the halo on the sides that ``block_info``
@@ -60,8 +63,9 @@ def _check(darr, name):
 
 
 def _call(fn, darr, args, params, name="img"):
-    """The ``tiling.Call`` of ``fn`` on ``darr``, with the dask arrays among the image
-    arguments (a guide) collected in ``call.images``."""
+    """The ``tiling.Call`` of ``fn`` on ``darr``, every argument checked (as the in-memory
+    call checks them: ``tiling.Call``), with the dask arrays among the image arguments (a
+    guide) collected in ``call.images``."""
     _check(darr, name)
     images = []
 
@@ -75,7 +79,9 @@ def _call(fn, darr, args, params, name="img"):
     def read(rows, cols):
         return torch.from_numpy(np.ascontiguousarray(darr[..., slice(*rows), slice(*cols)].compute()))
 
-    call = tiling.Call(fn, darr.shape, _torch_dtype(darr.dtype), args, params, read, _device(), image)
+    call = tiling.Call(fn, torch.empty(darr.shape, dtype=_torch_dtype(darr.dtype), device="meta"), args, params,
+                       image)
+    call.prepare(read, _device())
     call.images = images
     return call
 
@@ -92,8 +98,8 @@ def _filter(fn, darr, *args, **params):
     depth = {d: 0 for d in range(darr.ndim)}
     depth.update({darr.ndim - 2: hy, darr.ndim - 1: hx})
     batch = int(np.prod(darr.shape[:-3])) if darr.ndim > 3 else 1
-    return da.map_overlap(_block, *arrays, depth=depth, boundary="none", trim=False, dtype=_numpy(call.out_dtype),
-                          chunks=arrays[0].chunks, meta=np.empty((0,) * darr.ndim, _numpy(call.out_dtype)),
+    return da.map_overlap(_block, *arrays, depth=depth, boundary="none", trim=False, dtype=_numpy(call.out.dtype),
+                          chunks=arrays[0].chunks, meta=np.empty((0,) * darr.ndim, _numpy(call.out.dtype)),
                           fn=fn, params=call.params, halo=(hy, hx), batch=batch, lead=darr.shape[:-3])
 
 
@@ -145,7 +151,7 @@ def _resample(call, darr):
     lead = darr.shape[:-2]
     spans = []  # per axis: (output span, source span)
     for axis, chunks in enumerate(darr.chunks[-2:]):
-        n, step = call.out_shape[-2 + axis], max(chunks)
+        n, step = call.out.shape[-2 + axis], max(chunks)
         spans.append([])
         for s in range(0, n, step):
             out = (s, min(s + step, n))
@@ -158,7 +164,7 @@ def _resample(call, darr):
         row = []
         for c, cs in spans[1]:
             block = task(darr[..., slice(*rs), slice(*cs)], (*ph, *r), (*pw, *c), kh, kw, call.integer)
-            row.append(da.from_delayed(block, (*lead, r[1] - r[0], c[1] - c[0]), dtype=_numpy(call.out_dtype)))
+            row.append(da.from_delayed(block, (*lead, r[1] - r[0], c[1] - c[0]), dtype=_numpy(call.out.dtype)))
         rows.append(row)
     return da.block(rows)
 

@@ -78,6 +78,29 @@ def test_joint_bilateral_guide_chunks_follow_the_image(gen):
     np.testing.assert_allclose(got.compute(scheduler="threads"), expected, rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("name,args,params,message", [
+    ("bilateral", (-0.1,), {}, "sigma_color must be"),
+    ("bilateral", (0.1,), {"window": "round"}, "window must be one of"),
+    ("gaussian_blur", (5,), {"border": "wrap"}, "border must be one of"),
+    ("nl_means", (-0.1,), {"sigma": 0.02}, "h must be"),
+    ("pointwise", ([pw.normalize([0.5, 0.5], [0.2, 0.2])],), {}, "normalize has 2 values for 3"),
+    ("bilateral", (torch.tensor([0.1, 0.2, 0.3]),), {}, r"one value per image \(2\)"),
+    ("resize", ((0, 9),), {}, "output size"),
+], ids=["sigma", "window", "border", "h", "normalize", "per-image", "size"])
+def test_arguments_are_checked_when_the_graph_is_built(tmp_path, name, args, params, message, gen):
+    """A bad argument fails when the graph is built, so ``to_zarr(..., overwrite=True)``
+    never empties an existing result before failing."""
+    zarr = pytest.importorskip("zarr")
+    x = random_image((2, 3, 12, 14), torch.float64, gen).numpy()
+    zarr.create_array(str(tmp_path / "result.zarr"), shape=x.shape, chunks=(1, 3, 6, 7), dtype=x.dtype)[:] = x
+    with pytest.raises((TypeError, ValueError), match=message):
+        getattr(idask, name)(da.from_array(x, chunks=(1, 3, 6, 7)), *args, **params).to_zarr(
+            str(tmp_path / "result.zarr"), overwrite=True)
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "result.zarr"), mode="r")[:], x)
+    with pytest.raises(ValueError, match="img has 5 channels; nl_means supports 1 to 4"):
+        idask.nl_means(da.from_array(np.zeros((5, 40, 40))), 0.1, sigma=0.02)
+
+
 @pytest.mark.parametrize("name", ["bilateral", "resize"])
 def test_distributed_cluster(client, name, gen):
     args, params = next((a, p) for n, a, p in CALLS if n == name)
