@@ -118,7 +118,11 @@ def test_halo_larger_than_the_image(gen):
     ("bilateral", (torch.tensor([0.1, 0.2, 0.3]),), {}, r"one value per image \(2\)"),
     ("filter2d", (torch.ones(3, 3, 3),), {}, "one per image"),
     ("resize", ((0, 9),), {}, "output size"),
-], ids=["sigma", "window", "border", "h", "normalize", "per-image", "kernels", "size"])
+    ("bilateral", (0.1, 20.0), {}, "default radius of 40"),  # (values that the op reads:)
+    ("bilateral", (torch.tensor([0.1, -0.2]),), {}, "sigma_color must be finite and > 0, got -0.2"),
+    ("nl_means", (torch.tensor([0.1, -1.0]),), {"sigma": 0.02}, "h must be finite and > 0"),
+], ids=["sigma", "window", "border", "h", "normalize", "per-image", "kernels", "size", "radius", "sigma-values",
+        "h-values"])
 def test_arguments_are_checked_when_the_graph_is_built(tmp_path, name, args, params, message, gen):
     """A bad argument fails when the graph is built, so ``to_zarr(..., overwrite=True)``
     never empties an existing result before failing."""

@@ -181,8 +181,11 @@ class CountedReads:
     (imgfilters.filter2d, (torch.ones(3, 3, 3),), {}, 3, "one per image"),
     (imgfilters.resize, ((0, 9),), {}, 3, "output size"),
     (imgfilters.bilateral, (), {"sigma": 0.1}, 3, "unexpected keyword"),
+    (imgfilters.bilateral, (0.1, 20.0), {}, 3, "default radius of 40"),  # (values that the op reads:)
+    (imgfilters.bilateral, (torch.tensor([0.1, -0.2]),), {}, 3, "sigma_color must be finite and > 0, got -0.2"),
+    (imgfilters.nl_means, (torch.tensor([0.1, -1.0]),), {"sigma": 0.02}, 3, "h must be finite and > 0"),
 ], ids=["sigma", "window", "border", "h", "patch", "channels", "normalize", "per-image", "kernels", "size",
-        "keyword"])
+        "keyword", "radius", "sigma-values", "h-values"])
 def test_arguments_are_checked_before_anything_is_read(fn, args, params, channels, message, gen):
     """Every argument is checked on the whole image's shape before a crop is read, the
     noise estimated or a tile written (``tiling.Call``'s call on meta tensors)."""
