@@ -5,7 +5,7 @@ blocks (``tiling.NOT_TILED`` says why).
 
 Every argument is checked when the graph is built, as the in-memory call checks them
 (``tiling.Call`` calls the filter on meta tensors of the whole array's shape), so a bad
-one fails before anything is computed or stored. Filters run through
+one fails before the graph runs or anything is stored. Filters run through
 ``dask.array.map_overlap`` with ``depth`` = the filter's halo and ``boundary="none"``: a
 block gets its neighbours' pixels on the sides where it has neighbours and nothing where
 the image ends, so the filter's own border mode applies at the true edges only; each

@@ -12,9 +12,10 @@ float64 reference's own arithmetic (``reference.resample``: each output the sum 
 nonzero taps in a fixed order), so a tile equals the untiled call bit for bit on the
 float64 path, and within float32 rounding of the kernels on the GPU.
 
-Every argument is checked before anything is read or written: ``Call`` calls the filter
+Every argument is checked before any tile is read or written: ``Call`` calls the filter
 once on meta tensors of the whole image's shape, which runs the public function's checks
-and its op's shape inference.
+and its op's shape inference, and the families' ``halo`` hooks check the values of
+per-image tensors, which a meta call cannot read.
 
 On a GPU the tiles flow through pinned buffers and three CUDA streams, so the
 host-to-device copy of one tile, the filter on the one before and the device-to-host
@@ -59,7 +60,8 @@ FILTERS = ("bilateral", "joint_bilateral", "nl_means", "separable_filter", "gaus
 # why the other public functions cannot be tiled
 NOT_TILED = {
     "joint_bilateral_upsample": "its output lies on the guide's grid and its samples on lowres's, at fractional "
-                                "positions set by the two whole sizes, which crops of the two do not keep",
+                                "positions set by the two whole sizes, which crops of the two keep only where "
+                                "both are cut where the grids meet; tiles are not cut so",
     "estimate_noise": "it returns one value per image, not an image",
 }
 
@@ -92,7 +94,7 @@ def tiled(fn, img, *args, tile=None, out=None, device=None, progress=None, **par
         progress: a progress bar on stderr: None shows it once the call has taken a
             second, True at once, False never.
 
-    Every argument is checked before anything is read or written. ``nl_means`` with
+    Every argument is checked before any tile is read or written. ``nl_means`` with
     ``sigma=None`` estimates the noise once, on a deterministic sample of crops
     (``noise.sample_windows``; the whole image up to 2048 x 2048), not per tile. The
     result carries no gradient. Returns ``out``.
