@@ -106,6 +106,7 @@ MODES = ("nearest", "nearest-exact", "bilinear", "bicubic", "lanczos", "area", "
 
 _TORCH_CUBIC_A = -0.75
 _PIL_CUBIC_A = -0.5
+CPU_BLOCK = 1 << 16  # values a block of outputs holds in ``_apply_taps`` (512 KiB of float64)
 
 
 def keys_cubic(x, a):
@@ -297,18 +298,24 @@ def resample(x, rows, cols, *, intermediate_clamp=False):
 def _apply_taps(x, cols, values, axis):
     """``x`` resampled along ``axis`` (-1 or -2) by ``(cols, values)``: each output the sum
     of its taps of nonzero weight in ascending column order, a product and an addition at
-    a time (module docstring): the same arithmetic whatever else is computed with it."""
-    masked = (values == 0).any(0).tolist()  # (read on the CPU: no device sync a tap)
-    cols, values = cols.to(x.device), values.to(x.device, x.dtype)
-    shape = (-1,) if axis == -1 else (-1, 1)
-    y = None
-    for k, zero in enumerate(masked):
-        v = values[:, k].reshape(shape)
-        term = x.index_select(axis, cols[:, k]) * v
-        if zero:  # a weight of 0 reads nothing: 0 * inf would be NaN
-            term = torch.where(v != 0, term, 0.0)
-        y = term if y is None else y + term
-    return y
+    a time (module docstring): the same arithmetic whatever else is computed with it. The
+    axis goes first, so that each tap gathers whole rows, and the taps of weight 0 read
+    an appended row of zeros (0 * inf would be NaN). On the CPU the outputs go in blocks
+    of about CPU_BLOCK values, whose taps' products and sums stay in the cache."""
+    rows = x.movedim(axis, 0)
+    rows = torch.cat([rows, rows.new_zeros((1, *rows.shape[1:]))])
+    cols = torch.where(values != 0, cols, x.shape[axis]).to(x.device)
+    values = values.to(x.device, x.dtype).reshape(*values.shape, *(1,) * (x.ndim - 1))
+    step = max(1, CPU_BLOCK // rows[0].numel()) if x.device.type == "cpu" else len(cols)
+    blocks = []
+    for start in range(0, len(cols), step):
+        c, v = cols[start:start + step], values[start:start + step]
+        y = None
+        for k in range(c.shape[1]):
+            term = rows.index_select(0, c[:, k]) * v[:, k]
+            y = term if y is None else y + term
+        blocks.append(y)
+    return torch.cat(blocks).movedim(0, axis)
 
 
 def imresize(x, out_size=None, *, scale=None, antialias=True):
