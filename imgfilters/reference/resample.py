@@ -315,7 +315,7 @@ def _apply_taps(x, cols, values, axis):
             term = rows.index_select(0, c[:, k]) * v[:, k]
             y = term if y is None else y + term
         blocks.append(y)
-    return torch.cat(blocks).movedim(0, axis)
+    return (blocks[0] if len(blocks) == 1 else torch.cat(blocks)).movedim(0, axis)
 
 
 def imresize(x, out_size=None, *, scale=None, antialias=True):
