@@ -5,6 +5,7 @@ Integers are read as value / max, floats as they are. Every check raises before 
 launch, naming the argument and what is allowed.
 """
 import contextlib
+import contextvars
 import functools
 import math
 import numbers
@@ -97,11 +98,26 @@ def uses_cpu_engine(img) -> bool:
     """True when ``img`` is processed by the compiled CPU engine (``imgfilters.cpu``): CPU
     tensors that are not float64, except under ``TRITON_INTERPRET=1`` (there CPU tensors
     run the Triton kernels in the interpreter: how CI tests the kernels) unless
-    ``cpu_engine(True)`` or ``IMGFILTERS_CPU_ENGINE=1`` says otherwise. Tensors wrapped by a
-    ``torch.func`` transform (the float64 reference's gradient) take the reference."""
-    if img.dtype == torch.float64 or img.device.type != "cpu" or not _engine_selected():
+    ``cpu_engine(True)`` or ``IMGFILTERS_CPU_ENGINE=1`` says otherwise; and never inside
+    ``differentiating`` (the float64 reference's gradient, whose tensors the engine
+    cannot read)."""
+    if img.dtype == torch.float64 or img.device.type != "cpu" or _DIFFERENTIATING.get():
         return False
-    return not torch._C._functorch.is_functorch_wrapped_tensor(img)
+    return _engine_selected()
+
+
+_DIFFERENTIATING = contextvars.ContextVar("differentiating", default=False)
+
+
+@contextlib.contextmanager
+def differentiating():
+    """Within the block (this thread's), CPU tensors take the float64 reference: what
+    ``torch.func`` differentiates there (``ops/library.py``, the reference path's backward)."""
+    token = _DIFFERENTIATING.set(True)
+    try:
+        yield
+    finally:
+        _DIFFERENTIATING.reset(token)
 
 
 _ENGINE = [None]  # cpu_engine's switch: None follows IMGFILTERS_CPU_ENGINE and TRITON_INTERPRET

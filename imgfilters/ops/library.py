@@ -230,6 +230,7 @@ def _reference_vjp(impl, grad, args, slots):
             full[i] = t
         return impl(*full)
 
-    _, vjp = torch.func.vjp(forward, *(args[i] for i in floats))
-    found = dict(zip(floats, vjp(grad)))
+    with _image.differentiating():
+        _, vjp = torch.func.vjp(forward, *(args[i] for i in floats))
+        found = dict(zip(floats, vjp(grad)))
     return tuple(found[i] if i in found else torch.zeros_like(args[i]) for i in slots)
