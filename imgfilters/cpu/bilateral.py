@@ -1,0 +1,386 @@
+"""The bilateral family on the CPU engine: ``bilateral``, ``joint_bilateral`` (a fused
+prologue and epilogue on the first) and ``joint_bilateral_upsample``.
+
+``bilateral`` and ``joint_bilateral``: a task is a band of rows of one image, all its
+channels. It walks its input rows once, from ``r`` rows above the band to ``r`` below,
+each loaded once (values V in unit scale through the prologue; a joint guide G) into a
+ring of the last ``2 r + 1`` rows, their ends extended by the border. The weight of a
+pair of pixels p, q = p + (dy, dx)
+
+    w = 2^(space (dy^2 + dx^2) - colour D^2),  D^2 = sum_c (G_q - G_p)^2 (l2) or (sum_c |G_q - G_p|)^2 (l1)
+
+(``fastexp.exp2_neg``: arithmetic, no call) is the same for both, so it is computed once,
+for the half of the window after the centre, and added to both pixels' sums (``_forward``,
+``_backward``): half the exponentials and distances of a direct loop over the window.
+Every loop runs over contiguous pixels of the padded rows, in blocks of columns whose
+sums stay in cache, with loops written out for three channels; the window (square or
+disk) is a list of taps, the border a map of rows and the rows' ends: one compiled kernel
+for every option and dtype. Each pixel's sums start from its own value with weight 1.
+
+``joint_bilateral_upsample``: per output row, two passes over the taps (the largest
+exponent of each pixel, then the weights relative to it), each tap's low-resolution
+samples gathered for the row's columns.
+"""
+import numpy as np
+import torch
+from numba import types
+
+from imgfilters import _image, cpu
+from imgfilters.cpu import core
+from imgfilters.cpu.core import CHAIN, FLOAT, IMAGE, INDEX, INT, ROW, f32
+from imgfilters.cpu.fastexp import LOG2E, exp2_neg, not_inlined, wide_vectors
+
+BLOCK = 512  # pixels of a row per pass over the taps: the sums and a tap's rows stay in L1 and L2
+SLACK = 16  # loops run over whole vectors of 16 (AVX-512 float32)
+LIMIT = 1e30  # the largest coefficient (ops.bilateral's, as _image.finite_ratio keeps them)
+
+
+@core.jit
+def _forward(w, A, ap, V, qs, ps, G, gq, gp, joint, x0, dx, n, C, CG, s, s2, l1):
+    """For the n pixels p of a row from padded column x0 and their taps q = p + dx in the
+    row at ring slot ``qs`` (p's row at ``ps``): the weights w[i] = 2^(s - s2 D^2), D
+    between the guide's pixels (V's, or G's at slots gq, gp when ``joint``), and p's sums
+    A[ap, c] += w V_q, A[ap, C] += w. Indices are unsigned: no wraparound for numba to
+    check, so the loops vectorise."""
+    wide_vectors()
+    if not joint and C == 3:  # (the guide's values are the values: one load each)
+        for i in range(n):
+            a, b = np.uint64(x0 + dx + i), np.uint64(x0 + i)
+            q0, q1, q2 = V[qs, 0, a], V[qs, 1, a], V[qs, 2, a]
+            d0, d1, d2 = q0 - V[ps, 0, b], q1 - V[ps, 1, b], q2 - V[ps, 2, b]
+            if l1:
+                d = abs(d0) + abs(d1) + abs(d2)
+                e = exp2_neg(s - s2 * (d * d))
+            else:
+                e = exp2_neg(s - s2 * (d0 * d0 + d1 * d1 + d2 * d2))
+            w[i] = e
+            A[ap, 0, b] += e * q0
+            A[ap, 1, b] += e * q1
+            A[ap, 2, b] += e * q2
+            A[ap, 3, b] += e
+        return
+    if not joint and C == 1:
+        for i in range(n):
+            a, b = np.uint64(x0 + dx + i), np.uint64(x0 + i)
+            q = V[qs, 0, a]
+            d = q - V[ps, 0, b]
+            e = exp2_neg(s - s2 * (d * d))
+            w[i] = e
+            A[ap, 0, b] += e * q
+            A[ap, 1, b] += e
+        return
+    if not joint:
+        G, gq, gp, CG = V, qs, ps, C
+    for i in range(n):
+        w[i] = f32(0.0)
+    for c in range(CG):
+        for i in range(n):
+            d = G[gq, c, np.uint64(x0 + dx + i)] - G[gp, c, np.uint64(x0 + i)]
+            w[i] += abs(d) if l1 else d * d
+    for i in range(n):
+        d2 = w[i] * w[i] if l1 else w[i]
+        w[i] = exp2_neg(s - s2 * d2)
+    for c in range(C + 1):
+        for i in range(n):
+            b = np.uint64(x0 + i)
+            A[ap, c, b] += w[i] * (V[qs, c, np.uint64(x0 + dx + i)] if c < C else f32(1.0))
+
+
+@core.jit
+def _backward(w, A, aq, V, ps, x0, dx, n, C):
+    """q's sums from the weights ``w`` of ``_forward``: A[aq, c, x0 + dx + i] +=
+    w[i] V[ps, c, x0 + i] (the values of p), A[aq, C, ...] += w[i]."""
+    wide_vectors()
+    if C == 3:
+        for i in range(n):
+            a, b = np.uint64(x0 + dx + i), np.uint64(x0 + i)
+            e = w[i]
+            A[aq, 0, a] += e * V[ps, 0, b]
+            A[aq, 1, a] += e * V[ps, 1, b]
+            A[aq, 2, a] += e * V[ps, 2, b]
+            A[aq, 3, a] += e
+    else:
+        for c in range(C + 1):
+            for i in range(n):
+                a, b = np.uint64(x0 + dx + i), np.uint64(x0 + i)
+                A[aq, c, a] += w[i] * (V[ps, c, b] if c < C else f32(1.0))
+
+
+@core.jit
+def _load(V, slot, xu8, xu16, xf32, kind, b, C, m, W, r, edges, unit, value, pro, chained):
+    """Ring slot ``slot`` of V: row ``m`` (-1: the constant border) of image b's C
+    channels at columns r.., through the prologue if ``chained``, the ends from the
+    border."""
+    not_inlined()
+    for c in range(C):
+        row = V[slot, c]
+        if m < 0:
+            core.fill(row, value, W + 2 * r)
+        else:
+            core.load_row(xu8, xu16, xf32, kind, b, c, m, row[r:], unit)
+            if chained:
+                core.apply_chain(row[r:], row[r:], W, pro[c])
+            core.fill_edges(row, r, W, edges, value)
+
+
+@core.jit
+def _store(A, ap, C, W, r, inv, out, epi, yu8, yu16, yf32, ky, b, y):
+    """Output row y of image b from its sums A[ap] (padded columns), through the epilogue."""
+    not_inlined()
+    den = A[ap, C]
+    for x in range(W):
+        inv[x] = f32(1.0) / den[np.uint64(r + x)]
+    for c in range(C):
+        o, num = out[c], A[ap, c]
+        for x in range(W):
+            o[x] = num[np.uint64(r + x)] * inv[x]
+        core.apply_chain(o, o, W, epi[c])
+        core.store_row(yu8, yu16, yf32, ky, b, c, y, o)
+
+
+@core.kernel(*IMAGE, *IMAGE, *IMAGE, ROW, ROW, INDEX, INDEX, INDEX, INDEX, FLOAT, FLOAT, FLOAT, INT, INT, CHAIN,
+             CHAIN, INT, INT)
+def _bilateral(lo, hi, xu8, xu16, xf32, kx, gu8, gu16, gf32, kg, yu8, yu16, yf32, ky, colour, space, dys, dxs,
+               rows, edges, xunit, gunit, value, l1, joint, pro, epi, n_bands, band_rows):
+    """Tasks lo .. hi - 1 of ``B * n_bands`` (a band of ``band_rows`` rows of one image):
+    Y = EPI(sum_q w(p, q) X~_q / sum_q w(p, q)). ``colour`` and ``space`` are per image
+    (log2(e) / (2 sigma_color^2) and -log2(e) / (2 sigma_space^2)); ``dys, dxs`` the
+    window's taps after the centre in row-major order (the other half mirrors them);
+    ``rows`` maps the extended rows -r .. H + r - 1 to image rows (-1: constant),
+    ``edges`` the row buffers' ends (``cpu.edge_map``); the guide is X through PRO unless
+    ``joint`` (then G, whose batch may be 1).
+
+    w(p, q) = w(q, p): each weight is computed once, at the pixel p of the pair whose row
+    comes first (or whose column does, in one row), and added to both sums: p's from q's
+    values, q's from p's. The sums of the r + 1 rows that p's row reaches stay in a ring
+    ``A`` of padded rows; a row's sums are complete once it has been p's. Every pixel of
+    the padded rows from r above the band is a p (its sums, out of the image or the band,
+    are never read), so that the loops have no conditions, and run over whole vectors:
+    rows have SLACK columns more than the padding, which only such sums reach."""
+    B, C, H, W = core.shape(xu8, xu16, xf32, kx)
+    GB, CG = core.shape(gu8, gu16, gf32, kg)[:2]
+    taps = dys.shape[0]
+    r = (rows.shape[0] - H) // 2
+    n = 2 * r + 1
+    Wp = W + 2 * r
+    V = np.zeros((n, C, Wp + SLACK), np.float32)
+    G = np.zeros((n if joint else 1, CG if joint else 1, Wp + SLACK), np.float32)
+    A = np.zeros((r + 1, C + 1, Wp + SLACK), np.float32)
+    w = np.empty(BLOCK, np.float32)
+    out = np.empty((C, W), np.float32)
+    inv = np.empty(W, np.float32)
+    sp = np.empty(max(taps, 1), np.float32)
+    for t in range(lo, hi):
+        b, band = t // n_bands, t % n_bands
+        i0 = band * band_rows
+        i1 = min(H, i0 + band_rows)
+        s2 = colour[b]
+        for k in range(taps):
+            sp[k] = space[b] * f32(dys[k] * dys[k] + dxs[k] * dxs[k])
+        for i in range(i0 - r, i1 + r):
+            slot = (i - i0 + r) % n
+            m = rows[i + r]
+            _load(V, slot, xu8, xu16, xf32, kx, b, C, m, W, r, edges, xunit, value, pro, 1)
+            if joint:
+                _load(G, slot, gu8, gu16, gf32, kg, b if GB > 1 else 0, CG, m, W, r, edges, gunit, value, pro, 0)
+            at = (i - i0 + r) % (r + 1)  # row i's sums start from its centre pixel, weight 1
+            for c in range(C):
+                A[at, c, :Wp] = V[slot, c, :Wp]
+            A[at, C, :Wp] = f32(1.0)
+            y = i - r  # p's row: rows y .. y + r are loaded
+            if y < i0 - r:
+                continue
+            ps, ap = (y - i0 + r) % n, (y - i0 + r) % (r + 1)
+            for z0 in range(0, Wp, BLOCK):  # blocks of p's columns: the sums they reach stay in cache
+                for k in range(taps):
+                    dy, dx = dys[k], dxs[k]
+                    qs, aq = (y + dy - i0 + r) % n, (y + dy - i0 + r) % (r + 1)
+                    # p's padded columns whose q = p + dx is one too, from xa to xb, this
+                    # block's BLOCK of them; the last block as whole vectors (past xb, p's
+                    # sums are in the padding and q's in the slack)
+                    xa, xb = max(0, -dx), Wp - max(dx, 0)
+                    x0 = xa + z0
+                    if x0 >= xb:
+                        continue
+                    nx = min(BLOCK, xb - x0)
+                    if x0 + nx == xb:
+                        nx = (nx + SLACK - 1) & -SLACK
+                    _forward(w, A, ap, V, qs, ps, G, qs, ps, joint, x0, dx, nx, C, CG, sp[k], s2, l1)
+                    _backward(w, A, aq, V, ps, x0, dx, nx, C)
+            if y >= i0:  # p's row is complete
+                _store(A, ap, C, W, r, inv, out, epi, yu8, yu16, yf32, ky, b, y)
+
+
+def _taps(radius, window):
+    """The window's offsets (dy, dx) after the centre in row-major order (the half that
+    the kernel mirrors), as two int32 arrays."""
+    offsets = [(dy, dx) for dy in range(0, radius + 1) for dx in range(-radius, radius + 1)
+               if (dy > 0 or dx > 0) and (window == "square" or dy * dy + dx * dx <= radius * radius)]
+    dys = np.array([o[0] for o in offsets], np.int32)
+    dxs = np.array([o[1] for o in offsets], np.int32)
+    return dys, dxs
+
+
+def _coefficients(colors, spaces):
+    """(colour, space) per image, float32: log2(e) / (2 sigma_color^2) and -log2(e) /
+    (2 sigma_space^2), each kept within LIMIT (a sigma whose square underflows gives
+    weights of 0 off the centre, as in the kernels)."""
+    colour = np.array([_image.finite_ratio(LOG2E, 2 * s * s, LIMIT) for s in colors], np.float32)
+    space = np.array([_image.finite_ratio(-LOG2E, 2 * s * s, LIMIT) for s in spaces], np.float32)
+    return colour, space
+
+
+def bilateral(img, guide, colors, spaces, radius, window, color_distance, border, border_value, fusion=None):
+    """The bilateral filter of ``img`` (``guide`` None) or the joint one, as ``ops.bilateral``'s
+    implementation: ``colors`` and ``spaces`` the per-image sigmas (tuples), ``border`` a
+    border code; returns the output tensor."""
+    x4 = _image.as_planes(img)
+    B, C, H, W = x4.shape
+    pro, epi, dtype = cpu.fused(fusion, C, img.dtype)
+    y = _image.new_image(img, dtype=dtype)
+    out = cpu.Output(_image.as_planes(y))
+    g4 = x4 if guide is None else _image.as_planes(guide)
+    colour, space = _coefficients(colors, spaces)
+    dys, dxs = _taps(radius, window)
+    rows = cpu.border_map(H, radius, radius, border)
+    edges = cpu.edge_map(W, radius, radius, border)
+    n_bands, band_rows = cpu.bands(B, H, min_rows=max(16, 4 * radius))
+    xa, ga = cpu.image_args(x4), cpu.image_args(g4)
+    cpu.run(_bilateral, B * n_bands, *xa, *ga, *out.args, colour, space, dys, dxs, rows, edges,
+            f32(cpu.unit_scale(xa[3])), f32(cpu.unit_scale(ga[3])), f32(border_value), int(color_distance == "l1"),
+            int(guide is not None), pro, epi, n_bands, band_rows)
+    out.finish()
+    return y
+
+
+@core.jit
+def _gather(dst, src, row, cols, b0, shift, n, value):
+    """dst[x] = src[row, cols[b0[x] + shift]] for x < n (-1 in ``cols`` or a ``row`` of
+    -1: the constant border's ``value``): the low-resolution samples that a row of
+    output pixels reaches at one tap."""
+    if row < 0:
+        for x in range(n):
+            dst[x] = value
+        return
+    for x in range(n):
+        j = cols[b0[x] + shift]
+        dst[x] = src[row, j] if j >= 0 else value
+
+
+@core.jit
+def _up_exponents(e, GQ, gy, CG, srow, scol, s2, W, l1):
+    """e[x] = srow + scol[x] - s2 D^2 between the guide row ``gy`` (CG, W) and the
+    gathered samples GQ (CG, W)."""
+    wide_vectors()
+    for x in range(W):
+        e[x] = f32(0.0)
+    for c in range(CG):
+        for x in range(W):
+            d = GQ[c, x] - gy[c, x]
+            e[x] += abs(d) if l1 else d * d
+    for x in range(W):
+        d2 = e[x] * e[x] if l1 else e[x]
+        e[x] = srow + scol[x] - s2 * d2
+
+
+@core.kernel(*IMAGE, *IMAGE, *IMAGE, types.Array(types.float32, 4, "A"), ROW, ROW, INDEX, INDEX, INDEX, INDEX,
+             INDEX, INDEX, ROW, ROW, FLOAT, FLOAT, FLOAT, INT, INT, INT)
+def _upsample(lo, hi, lu8, lu16, lf32, kl, gu8, gu16, gf32, kg, yu8, yu16, yf32, ky, glow, colour, space, dys, dxs,
+              rows, cols, a0, b0, u, v, lunit, gunit, value, l1, n_bands, band_rows):
+    """Tasks lo .. hi - 1 of ``B * n_bands`` (a band of output rows of one image): joint
+    bilateral upsampling of the low-resolution image L (B, C, h, w) to the guide's rows
+    and columns. ``glow`` is the guide resampled to (h, w) (batch 1 or B); ``rows`` and
+    ``cols`` map the low-resolution rows and columns extended by r (-1: constant); ``a0``,
+    ``b0`` are each output row's and column's nearest sample, ``u``, ``v`` their positions
+    in low-resolution pixels. Two passes over the taps: the largest exponent of each
+    pixel, then the weights relative to it (no tap has weight 1 here, and all of them can
+    underflow, as the reference says)."""
+    B, C, h, w = core.shape(lu8, lu16, lf32, kl)
+    GB, CG, H, W = core.shape(gu8, gu16, gf32, kg)
+    taps = dys.shape[0]
+    r = (rows.shape[0] - h) // 2
+    gy = np.empty((CG, W), np.float32)
+    GQ = np.empty((CG, W), np.float32)
+    LQ = np.empty((C, W), np.float32)
+    e = np.empty(W, np.float32)
+    top = np.empty(W, np.float32)
+    num = np.empty((C, W), np.float32)
+    den = np.empty(W, np.float32)
+    scol = np.empty((2 * r + 1, W), np.float32)
+    lrow = np.empty((C, w), np.float32)
+    for t in range(lo, hi):
+        b, band = t // n_bands, t % n_bands
+        bg = b if GB > 1 else 0
+        bl = b if glow.shape[0] > 1 else 0
+        s2, sp = colour[b], space[b]
+        for k in range(2 * r + 1):
+            for x in range(W):
+                d = v[x] - f32(b0[x] + k - r)
+                scol[k, x] = sp * (d * d)
+        for y in range(band * band_rows, min(H, (band + 1) * band_rows)):
+            for c in range(CG):
+                core.load_row(gu8, gu16, gf32, kg, bg, c, y, gy[c], gunit)
+            for x in range(W):
+                top[x] = -np.inf
+            for k in range(taps):
+                dy, dx = dys[k], dxs[k]
+                row = rows[a0[y] + dy + r]
+                for c in range(CG):
+                    _gather(GQ[c], glow[bl, c], row, cols, b0, dx + r, W, value)
+                dr = u[y] - f32(a0[y] + dy)
+                _up_exponents(e, GQ, gy, CG, sp * (dr * dr), scol[dx + r], s2, W, l1)
+                for x in range(W):
+                    if e[x] > top[x]:
+                        top[x] = e[x]
+            num[:, :] = f32(0.0)
+            den[:] = f32(0.0)
+            for k in range(taps):
+                dy, dx = dys[k], dxs[k]
+                row = rows[a0[y] + dy + r]
+                for c in range(CG):
+                    _gather(GQ[c], glow[bl, c], row, cols, b0, dx + r, W, value)
+                for c in range(C):
+                    if row >= 0:
+                        core.load_row(lu8, lu16, lf32, kl, b, c, row, lrow[c], lunit)
+                    _gather(LQ[c], lrow[c:c + 1], 0 if row >= 0 else -1, cols, b0, dx + r, W, value)
+                dr = u[y] - f32(a0[y] + dy)
+                _up_exponents(e, GQ, gy, CG, sp * (dr * dr), scol[dx + r], s2, W, l1)
+                for x in range(W):
+                    wt = exp2_neg(e[x] - top[x])
+                    den[x] += wt
+                    for c in range(C):
+                        num[c, x] += wt * LQ[c, x]
+            for c in range(C):
+                for x in range(W):
+                    num[c, x] = num[c, x] / den[x]
+                core.store_row(yu8, yu16, yf32, ky, b, c, y, num[c])
+
+
+def joint_bilateral_upsample(low, guide, colors, spaces, radius, window, color_distance, border, border_value):
+    """``ops.bilateral.joint_bilateral_upsample``'s implementation on the engine: ``colors``
+    and ``spaces`` the per-image sigmas (tuples), ``border`` a border code."""
+    l4, g4 = _image.as_planes(low), _image.as_planes(guide)
+    B, C, h, w = l4.shape
+    H, W = g4.shape[-2:]
+    y = _image.new_image(low, (*low.shape[:-2], H, W))
+    out = cpu.Output(_image.as_planes(y))
+    colour, space = _coefficients(colors, spaces)
+    offsets = [(dy, dx) for dy in range(-radius, radius + 1) for dx in range(-radius, radius + 1)
+               if window == "square" or dy * dy + dx * dx <= radius * radius]
+    dys = np.array([o[0] for o in offsets], np.int32)
+    dxs = np.array([o[1] for o in offsets], np.int32)
+    # the guide at the samples' centres, as the reference resamples it (float32 here)
+    glow = torch.nn.functional.interpolate(_image.to_unit(g4, torch.float32), size=(h, w), mode="bilinear",
+                                           align_corners=False)
+    a0 = ((2 * np.arange(H, dtype=np.int64) + 1) * h // (2 * H)).astype(np.int32)
+    b0 = ((2 * np.arange(W, dtype=np.int64) + 1) * w // (2 * W)).astype(np.int32)
+    u = ((np.arange(H) + 0.5) * (h / H) - 0.5).astype(np.float32)
+    v = ((np.arange(W) + 0.5) * (w / W) - 0.5).astype(np.float32)
+    n_bands, band_rows = cpu.bands(B, H)
+    la, ga = cpu.image_args(l4), cpu.image_args(g4)
+    cpu.run(_upsample, B * n_bands, *la, *ga, *out.args, glow.numpy(), colour, space, dys, dxs,
+            cpu.border_map(h, radius, radius, border), cpu.border_map(w, radius, radius, border), a0, b0, u, v,
+            f32(cpu.unit_scale(la[3])), f32(cpu.unit_scale(ga[3])), f32(border_value),
+            int(color_distance == "l1"), n_bands, band_rows)
+    out.finish()
+    return y
