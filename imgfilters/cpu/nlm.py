@@ -3,17 +3,20 @@ epilogue).
 
 A task is a band of rows of one image. It loads the band's rows and the ``M = P // 2 + R``
 rows on either side once, through the prologue, into padded rows (the border applied once
-at their ends), then works in blocks of columns. For each block and each search offset
-``d = (dy, dx)`` it marches down the band's patch rows: the row of distances
+at their ends), then works in blocks of columns. The weight of a pair of pixels p and
+q = p + d is the same for both, so each search offset ``d = (dy, dx)`` of the half after
+the centre serves both: for each block it marches down the patch rows from ``dy`` above
+the band (pixels p whose q lies in the band), the row of distances
 
     D(y, x) = sum_c (I_c(y, x) - I_c(y + dy, x + dx))^2
 
-goes into a ring of the last P such rows; an output row's patch distance is the P x P box
-sum of D (the ring's rows added, then P columns added: sums of P terms, no running
-subtraction, so a non-finite D stays in the windows that hold it), its weight
+going into a ring of the last P such rows; a row's patch distances are the P x P box sums
+of D (the ring's rows added, then P columns: sums of P terms, no running subtraction, so a
+non-finite D stays in the windows that hold it), its weights
 ``2^(coef * max(S - floor, 0))`` (``fastexp.exp2_neg``; ``coef = -log2(e) / (h^2 P^2 C)``,
-``floor = 2 sigma^2 P^2 C``, per image) and the weighted neighbour ``I(p + d)`` go into the
-block's sums. Every loop runs over contiguous pixels of such rows.
+``floor = 2 sigma^2 P^2 C``, per image), added with the values at q to p's sums and with
+those at p to q's, where they lie in the block. Every loop runs over contiguous pixels of
+such rows. Half the distances and exponentials of a loop over the whole search window.
 """
 import numpy as np
 
@@ -72,23 +75,23 @@ def _weights(w, D, P, colsum, n, coef, floor):
 
 
 @core.jit
-def _accumulate(A, y, w, X, C, yq, xq, n):
-    """A[y, c, i] += w[i] X[c, yq, xq + i], A[y, C, i] += w[i], i < n."""
+def _accumulate(A, y, a0, w, w0, X, C, xr, x0, n):
+    """A[y, c, a0 + i] += w[w0 + i] X[c, xr, x0 + i], A[y, C, a0 + i] += w[w0 + i], i < n."""
     wide_vectors()
     if C == 3:
         for i in range(n):
-            b = np.uint64(xq + i)
-            e = w[i]
-            A[y, 0, i] += e * X[0, yq, b]
-            A[y, 1, i] += e * X[1, yq, b]
-            A[y, 2, i] += e * X[2, yq, b]
-            A[y, 3, i] += e
+            a, b = np.uint64(a0 + i), np.uint64(x0 + i)
+            e = w[np.uint64(w0 + i)]
+            A[y, 0, a] += e * X[0, xr, b]
+            A[y, 1, a] += e * X[1, xr, b]
+            A[y, 2, a] += e * X[2, xr, b]
+            A[y, 3, a] += e
     else:
         for c in range(C):
             for i in range(n):
-                A[y, c, i] += w[i] * X[c, yq, np.uint64(xq + i)]
+                A[y, c, np.uint64(a0 + i)] += w[np.uint64(w0 + i)] * X[c, xr, np.uint64(x0 + i)]
         for i in range(n):
-            A[y, C, i] += w[i]
+            A[y, C, np.uint64(a0 + i)] += w[np.uint64(w0 + i)]
 
 
 @core.jit
@@ -126,9 +129,9 @@ def _nl_means(lo, hi, xu8, xu16, xf32, kx, yu8, yu16, yf32, ky, coefs, floors, P
     M = f + R
     Wp = W + 2 * M
     X = np.empty((C, band_rows + 2 * M, Wp + SLACK), np.float32)
-    D = np.empty((P, BLOCK + 2 * f + SLACK), np.float32)
-    colsum = np.empty(BLOCK + 2 * f + SLACK, np.float32)
-    w = np.empty(BLOCK + SLACK, np.float32)
+    D = np.empty((P, BLOCK + 2 * R + 2 * f + SLACK), np.float32)
+    colsum = np.empty(BLOCK + 2 * R + 2 * f + SLACK, np.float32)
+    w = np.empty(BLOCK + 2 * R + SLACK, np.float32)
     A = np.empty((band_rows, C + 1, BLOCK + SLACK), np.float32)
     out = np.empty((band_rows, C, W), np.float32)
     for t in range(lo, hi):
@@ -148,19 +151,27 @@ def _nl_means(lo, hi, xu8, xu16, xf32, kx, yu8, yu16, yf32, ky, coefs, floors, P
                         A[y, c, i] = X[c, y + M, np.uint64(M + j0 + i)]
                 for i in range(nv):
                     A[y, C, i] = f32(1.0)
-            for dy in range(-R, R + 1):
+            # w(p, q) = w(q, p): each offset d of the half after the centre serves p (the
+            # values at q = p + d) and q (those at p); p runs over the rows from dy above
+            # the band and the columns whose p or q lies in the block
+            for dy in range(0, R + 1):
                 for dx in range(-R, R + 1):
-                    if dy == 0 and dx == 0:
+                    if dy == 0 and dx <= 0:
                         continue
-                    # patch rows of output row y: X rows y + M - f .. y + M + f
-                    for k in range(th + 2 * f):
-                        yc = k + M - f  # X row of the patch row
-                        _distances(D, k % P, X, C, yc, yc + dy, M + j0 - f, M + j0 - f + dx, nv + 2 * f)
+                    xa, xb = min(0, -dx), max(bw, bw - dx)  # p's columns, relative to j0
+                    nw = (xb - xa + SLACK - 1) & -SLACK  # whole vectors (the rows have SLACK more)
+                    for k in range(th + dy + 2 * f):  # patch rows, from f above p's first row
+                        yc = M - dy - f + k  # their X row
+                        _distances(D, k % P, X, C, yc, yc + dy, M + j0 + xa - f, M + j0 + xa - f + dx, nw + 2 * f)
                         if k < 2 * f:
                             continue
-                        y = k - 2 * f
-                        _weights(w, D, P, colsum, nv, coef, floor)
-                        _accumulate(A, y, w, X, C, y + M + dy, M + j0 + dx, nv)
+                        y = k - 2 * f - dy  # p's row in the band (negative: above it)
+                        _weights(w, D, P, colsum, nw, coef, floor)
+                        if y >= 0:  # p's sums, columns 0 .. bw
+                            _accumulate(A, y, 0, w, -xa, X, C, y + M + dy, M + j0 + dx, bw)
+                        if y + dy < th:  # q's, its columns max(xa + dx, 0) .. min(xb + dx, bw)
+                            c0, c1 = max(xa + dx, 0), min(xb + dx, bw)
+                            _accumulate(A, y + dy, c0, w, c0 - dx - xa, X, C, y + M, M + j0 + c0 - dx, c1 - c0)
             for y in range(th):  # the block's columns of the output rows
                 for i in range(bw):
                     inv = f32(1.0) / A[y, C, i]

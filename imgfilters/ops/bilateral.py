@@ -299,7 +299,7 @@ def _upsample_op(lowres: Tensor, guide: Tensor, sigma_color: Tensor, sigma_space
     low4, g4 = _image.as_planes(lowres), _image.as_planes(guide)
     p = _Params(low4, sigma_color, sigma_space, radius)
     if _image.uses_cpu_engine(lowres):
-        from imgfilters.cpu import bilateral as engine
+        from imgfilters.cpu import upsample as engine
         return engine.joint_bilateral_upsample(lowres, guide, p.colors, p.spaces, p.radius, window, color_distance,
                                                _image.check_border(border), border_value)
     if not _image.uses_kernels(lowres):
