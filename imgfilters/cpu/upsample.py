@@ -2,10 +2,11 @@
 
 A task is a band of output rows of one image. For each output row, two passes over the
 window's taps: the largest exponent of each pixel, then the weights relative to it (no
-tap has weight 1 here, and all of them can underflow, as the reference says); each tap's
-low-resolution samples and resampled guide are gathered for the row's columns, then the
-exponents and sums are loops over contiguous pixels. A module of its own, so that the
-bilateral filters' first call does not compile it.
+tap has weight 1 here, and all of them can underflow, as the reference says). Each tap's
+low-resolution samples (in unit scale, float32: a copy of the small image) and resampled
+guide are gathered for a chunk of the row's columns once for all the output rows that
+share their nearest sample row; the exponents and sums are loops over contiguous pixels.
+A module of its own, so that the bilateral filters' first call does not compile it.
 """
 import numpy as np
 import torch
@@ -17,109 +18,120 @@ from imgfilters.cpu.core import FLOAT, IMAGE, INDEX, INT, ROW, f32
 from imgfilters.cpu.fastexp import LOG2E, exp2_neg, wide_vectors
 
 LIMIT = 1e30  # the largest coefficient (as ops.bilateral's, ``_image.finite_ratio``)
+F32_4D = types.Array(types.float32, 4, "A")
+CACHE = 2 ** 18  # floats (1 MiB) of samples and exponents per column chunk
 
 
 @core.jit
-def _gather(dst, src, row, cols, b0, shift, n, value):
-    """dst[x] = src[row, cols[b0[x] + shift]] for x < n (-1 in ``cols`` or a ``row`` of
-    -1: the constant border's ``value``): the low-resolution samples that a row of
-    output pixels reaches at one tap."""
-    if row < 0:
-        for x in range(n):
-            dst[x] = value
-        return
-    for x in range(n):
-        j = cols[b0[x] + shift]
-        dst[x] = src[row, j] if j >= 0 else value
+def _gather(Q, src, row, cols, b0, shift, x0, n, value):
+    """Q[c, i] = src[c, row, cols[b0[x0 + i] + shift]] for every channel, i < n (-1 in
+    ``cols`` or a ``row`` of -1: the constant border's ``value``): the low-resolution
+    samples that a tap reaches from a row of output pixels."""
+    for c in range(Q.shape[0]):
+        if row < 0:
+            for i in range(n):
+                Q[c, i] = value
+        else:
+            for i in range(n):
+                j = cols[b0[x0 + i] + shift]
+                Q[c, i] = src[c, row, j] if j >= 0 else value
 
 
 @core.jit
-def _up_exponents(e, GQ, gy, CG, srow, scol, s2, W, l1):
-    """e[x] = srow + scol[x] - s2 D^2 between the guide row ``gy`` (CG, W) and the
-    gathered samples GQ (CG, W)."""
+def _exponents(e, GQ, gy, x0, n, CG, srow, scol, s2, l1):
+    """e[i] = srow + scol[i] - s2 D^2 between the guide row ``gy`` (CG, W) from column x0
+    and the gathered samples GQ (CG, n)."""
     wide_vectors()
-    for x in range(W):
-        e[x] = f32(0.0)
+    for i in range(n):
+        e[i] = f32(0.0)
     for c in range(CG):
-        for x in range(W):
-            d = GQ[c, x] - gy[c, x]
-            e[x] += abs(d) if l1 else d * d
-    for x in range(W):
-        d2 = e[x] * e[x] if l1 else e[x]
-        e[x] = srow + scol[x] - s2 * d2
+        for i in range(n):
+            d = GQ[c, i] - gy[c, np.uint64(x0 + i)]
+            e[i] += abs(d) if l1 else d * d
+    for i in range(n):
+        d2 = e[i] * e[i] if l1 else e[i]
+        e[i] = srow + scol[i] - s2 * d2
 
 
-@core.kernel(*IMAGE, *IMAGE, *IMAGE, types.Array(types.float32, 4, "A"), ROW, ROW, INDEX, INDEX, INDEX, INDEX,
-             INDEX, INDEX, ROW, ROW, FLOAT, FLOAT, FLOAT, INT, INT, INT)
-def _upsample(lo, hi, lu8, lu16, lf32, kl, gu8, gu16, gf32, kg, yu8, yu16, yf32, ky, glow, colour, space, dys, dxs,
-              rows, cols, a0, b0, u, v, lunit, gunit, value, l1, n_bands, band_rows):
+@core.jit
+def _sums(num, den, e, top, LQ, C, n):
+    """A tap's weights 2^(e - top) (overwriting e) into the sums."""
+    wide_vectors()
+    for i in range(n):
+        e[i] = exp2_neg(e[i] - top[i])
+        den[i] += e[i]
+    for c in range(C):
+        for i in range(n):
+            num[c, i] += e[i] * LQ[c, i]
+
+
+@core.kernel(F32_4D, *IMAGE, *IMAGE, F32_4D, ROW, ROW, INDEX, INDEX, INDEX, INDEX, INDEX, INDEX, ROW, ROW, FLOAT,
+             FLOAT, INT, INT, INT, INT)
+def _upsample(lo, hi, low, gu8, gu16, gf32, kg, yu8, yu16, yf32, ky, glow, colour, space, dys, dxs, rows, cols, a0, b0,
+              u, v, gunit, value, l1, n_bands, band_rows, chunk):
     """Tasks lo .. hi - 1 of ``B * n_bands`` (a band of output rows of one image): joint
-    bilateral upsampling of the low-resolution image L (B, C, h, w) to the guide's rows
-    and columns. ``glow`` is the guide resampled to (h, w) (batch 1 or B); ``rows`` and
-    ``cols`` map the low-resolution rows and columns extended by r (-1: constant); ``a0``,
-    ``b0`` are each output row's and column's nearest sample, ``u``, ``v`` their positions
-    in low-resolution pixels. Two passes over the taps: the largest exponent of each
-    pixel, then the weights relative to it (no tap has weight 1 here, and all of them can
-    underflow, as the reference says)."""
-    B, C, h, w = core.shape(lu8, lu16, lf32, kl)
+    bilateral upsampling of the low-resolution image ``low`` (B, C, h, w, unit scale) to
+    the guide's rows and columns. ``glow`` is the guide resampled to (h, w) (batch 1 or
+    B); ``rows`` and ``cols`` map the low-resolution rows and columns extended by r (-1:
+    constant); ``a0``, ``b0`` are each output row's and column's nearest sample, ``u``,
+    ``v`` their positions in low-resolution pixels. Columns go in chunks of ``chunk``, for
+    which every tap's gathered samples stay until the nearest sample row changes (output
+    rows that share it read the same samples) and every tap's exponents until both passes
+    are done."""
+    B, C = low.shape[:2]
     GB, CG, H, W = core.shape(gu8, gu16, gf32, kg)
+    h = low.shape[2]
     taps = dys.shape[0]
     r = (rows.shape[0] - h) // 2
     gy = np.empty((CG, W), np.float32)
-    GQ = np.empty((CG, W), np.float32)
-    LQ = np.empty((C, W), np.float32)
-    e = np.empty(W, np.float32)
-    top = np.empty(W, np.float32)
-    num = np.empty((C, W), np.float32)
-    den = np.empty(W, np.float32)
-    scol = np.empty((2 * r + 1, W), np.float32)
-    lrow = np.empty((C, w), np.float32)
+    GQ = np.empty((taps, CG, chunk), np.float32)
+    LQ = np.empty((taps, C, chunk), np.float32)
+    E = np.empty((taps, chunk), np.float32)
+    top = np.empty(chunk, np.float32)
+    num = np.empty((C, chunk), np.float32)
+    den = np.empty(chunk, np.float32)
+    scol = np.empty((2 * r + 1, chunk), np.float32)
+    out = np.empty((C, W), np.float32)
     for t in range(lo, hi):
         b, band = t // n_bands, t % n_bands
         bg = b if GB > 1 else 0
         bl = b if glow.shape[0] > 1 else 0
         s2, sp = colour[b], space[b]
-        for k in range(2 * r + 1):
-            for x in range(W):
-                d = v[x] - f32(b0[x] + k - r)
-                scol[k, x] = sp * (d * d)
-        for y in range(band * band_rows, min(H, (band + 1) * band_rows)):
+        y0, y1 = band * band_rows, min(H, (band + 1) * band_rows)
+        for y in range(y0, y1):
             for c in range(CG):
                 core.load_row(gu8, gu16, gf32, kg, bg, c, y, gy[c], gunit)
-            for x in range(W):
-                top[x] = -np.inf
-            for k in range(taps):
-                dy, dx = dys[k], dxs[k]
-                row = rows[a0[y] + dy + r]
-                for c in range(CG):
-                    _gather(GQ[c], glow[bl, c], row, cols, b0, dx + r, W, value)
-                dr = u[y] - f32(a0[y] + dy)
-                _up_exponents(e, GQ, gy, CG, sp * (dr * dr), scol[dx + r], s2, W, l1)
-                for x in range(W):
-                    if e[x] > top[x]:
-                        top[x] = e[x]
-            num[:, :] = f32(0.0)
-            den[:] = f32(0.0)
-            for k in range(taps):
-                dy, dx = dys[k], dxs[k]
-                row = rows[a0[y] + dy + r]
-                for c in range(CG):
-                    _gather(GQ[c], glow[bl, c], row, cols, b0, dx + r, W, value)
+            for x0 in range(0, W, chunk):
+                n = min(chunk, W - x0)
+                if y == y0 or a0[y] != a0[y - 1]:  # the taps' samples for this row of them
+                    for k in range(2 * r + 1):
+                        for i in range(n):
+                            d = v[x0 + i] - f32(b0[x0 + i] + k - r)
+                            scol[k, i] = sp * (d * d)
+                    for k in range(taps):
+                        row = rows[a0[y] + dys[k] + r]
+                        _gather(GQ[k], glow[bl], row, cols, b0, dxs[k] + r, x0, n, value)
+                        _gather(LQ[k], low[b], row, cols, b0, dxs[k] + r, x0, n, value)
+                for i in range(n):
+                    top[i] = -np.inf
+                for k in range(taps):  # the largest exponent of each pixel
+                    dr = u[y] - f32(a0[y] + dys[k])
+                    _exponents(E[k], GQ[k], gy, x0, n, CG, sp * (dr * dr), scol[dxs[k] + r], s2, l1)
+                    for i in range(n):
+                        if E[k, i] > top[i]:  # (NaN never is: it stays in E, and the weight)
+                            top[i] = E[k, i]
                 for c in range(C):
-                    if row >= 0:
-                        core.load_row(lu8, lu16, lf32, kl, b, c, row, lrow[c], lunit)
-                    _gather(LQ[c], lrow[c:c + 1], 0 if row >= 0 else -1, cols, b0, dx + r, W, value)
-                dr = u[y] - f32(a0[y] + dy)
-                _up_exponents(e, GQ, gy, CG, sp * (dr * dr), scol[dx + r], s2, W, l1)
-                for x in range(W):
-                    wt = exp2_neg(e[x] - top[x])
-                    den[x] += wt
-                    for c in range(C):
-                        num[c, x] += wt * LQ[c, x]
+                    for i in range(n):
+                        num[c, i] = f32(0.0)
+                for i in range(n):
+                    den[i] = f32(0.0)
+                for k in range(taps):  # the weights relative to it
+                    _sums(num, den, E[k], top, LQ[k], C, n)
+                for c in range(C):
+                    for i in range(n):
+                        out[c, x0 + i] = num[c, i] / den[i]
             for c in range(C):
-                for x in range(W):
-                    num[c, x] = num[c, x] / den[x]
-                core.store_row(yu8, yu16, yf32, ky, b, c, y, num[c])
+                core.store_row(yu8, yu16, yf32, ky, b, c, y, out[c])
 
 
 def joint_bilateral_upsample(low, guide, colors, spaces, radius, window, color_distance, border, border_value):
@@ -144,10 +156,12 @@ def joint_bilateral_upsample(low, guide, colors, spaces, radius, window, color_d
     u = ((np.arange(H) + 0.5) * (h / H) - 0.5).astype(np.float32)
     v = ((np.arange(W) + 0.5) * (w / W) - 0.5).astype(np.float32)
     n_bands, band_rows = cpu.bands(B, H)
-    la, ga = cpu.image_args(l4), cpu.image_args(g4)
-    cpu.run(_upsample, B * n_bands, *la, *ga, *out.args, glow.numpy(), colour, space, dys, dxs,
+    ga = cpu.image_args(g4)
+    lowf = _image.to_unit(l4, torch.float32, copy=False)  # (small: the samples, read many times each)
+    # columns a chunk: every tap's samples and exponents within CACHE floats
+    chunk = max(16, min(W, CACHE // (len(offsets) * (C + g4.shape[1] + 1)) // 16 * 16))
+    cpu.run(_upsample, B * n_bands, lowf.numpy(), *ga, *out.args, glow.numpy(), colour, space, dys, dxs,
             cpu.border_map(h, radius, radius, border), cpu.border_map(w, radius, radius, border), a0, b0, u, v,
-            f32(cpu.unit_scale(la[3])), f32(cpu.unit_scale(ga[3])), f32(border_value),
-            int(color_distance == "l1"), n_bands, band_rows)
+            f32(cpu.unit_scale(ga[3])), f32(border_value), int(color_distance == "l1"), n_bands, band_rows, chunk)
     out.finish()
     return y
