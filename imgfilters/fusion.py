@@ -71,7 +71,17 @@ class _Filter:
 
     def __call__(self, x):
         op, args = self.transform._op_call(x, self.transform.make_params([x]))
-        return _image.wrap(x, op.fused(self.fusion, *args))
+        if op.can_fuse(x):
+            return _image.wrap(x, op.fused(self.fusion, *args))
+        # a CPU tensor of an op not on the CPU engine (the float64 reference): the steps
+        # one after the other, with the parameters drawn for this call
+        f = self.fusion
+        if f.prologue or x.dtype != f.in_dtype:
+            x = pw.pointwise(x, f.prologue, dtype=f.in_dtype)
+        y = op(x, *args[1:])
+        if f.epilogue or y.dtype != f.out_dtype:
+            y = pw.pointwise(y, f.epilogue, dtype=f.out_dtype)
+        return _image.wrap(x, y)
 
 
 class _Pointwise:

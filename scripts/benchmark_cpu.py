@@ -157,18 +157,18 @@ import sys, time
 import torch, imgfilters, imgfilters.ops
 x = torch.randint(0, 256, (1, 3, 64, 80), dtype=torch.uint8)
 {before}
+t, c = time.perf_counter(), time.process_time()
+{call}
+first, first_cpu = time.perf_counter() - t, time.process_time() - c
 t = time.perf_counter()
 {call}
-first = time.perf_counter() - t
-t = time.perf_counter()
-{call}
-print(first, time.perf_counter() - t)
+print(first, first_cpu, time.perf_counter() - t, "numba" in sys.modules)
 """
 
 
 def first_call(call, cache, before=""):
-    """(first call s, second call s) of ``call`` in a fresh process with the kernel cache in
-    ``cache``."""
+    """(first call's wall s, its CPU s, second call's wall s, whether it ran the engine) of
+    ``call`` in a fresh process with the kernel cache in ``cache``."""
     env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), CUDA_VISIBLE_DEVICES="", IMGFILTERS_CPU_ENGINE="1",
                PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     env.pop("TRITON_INTERPRET", None)
@@ -176,28 +176,33 @@ def first_call(call, cache, before=""):
                          capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-2000:])
-    return tuple(map(float, out.stdout.split()[-2:]))
+    *times, engine = out.stdout.split()[-4:]
+    return (*map(float, times), engine == "True")
 
 
 def first_calls(args):
-    """Each op's first call in fresh processes: cold (empty cache), warm (cached on disk),
-    and warm after another op's first call (numba loaded and set up already)."""
+    """Each op's first call in fresh processes: cold (its own empty kernel cache: numba's
+    setup and the compiles), warm (the kernels cached on disk by the cold run: numba's
+    setup and the loads), and warm after another op's first call (numba set up already)."""
     rows = []
-    with tempfile.TemporaryDirectory() as cache:
-        for name, call in FIRST_CALLS.items():
-            if args.only and not any(o in name for o in args.only):
-                continue
+    for name, call in FIRST_CALLS.items():
+        if args.only and not any(o in name for o in args.only):
+            continue
+        other = FIRST_CALLS["gaussian_blur" if name != "gaussian_blur" else "pointwise"]
+        with tempfile.TemporaryDirectory() as cache:
             try:
-                cold, _ = first_call(call, cache)
-                warm, again = first_call(call, cache)
-                after, _ = first_call(call, cache, before=FIRST_CALLS["gaussian_blur"] if name != "gaussian_blur"
-                                      else FIRST_CALLS["pointwise"])
+                cold, cold_cpu, _, engine = first_call(call, cache)
+                warm, warm_cpu, again, _ = first_call(call, cache)
+                first_call(other, cache)  # (the other op's kernels cached too)
+                after, after_cpu, _, _ = first_call(call, cache, before=other)
             except RuntimeError as e:
                 print(f"first call of {name}: failed: {str(e).splitlines()[-1]}")
                 continue
-            rows.append((name, cold, warm, after, again))
-            print(f"first call {name:16s} cold {cold:6.2f} s  warm process {warm:6.3f} s  "
-                  f"after another op {after:6.3f} s  (second call {again * 1e3:7.2f} ms)", flush=True)
+        rows.append((name, engine, cold, cold_cpu, warm, warm_cpu, after, again))
+        state = "" if engine else "  (not on the engine: the float64 reference)"
+        print(f"first call {name:16s} cold {cold:6.2f} s (CPU {cold_cpu:5.2f})  warm process {warm:6.3f} s "
+              f"(CPU {warm_cpu:5.3f})  after another op {after:6.3f} s  (second call {again * 1e3:7.2f} ms){state}",
+              flush=True)
     return rows
 
 
@@ -216,6 +221,7 @@ def cli(args):
                    str(src), str(dst)]
         times = []
         for _ in range(2):
+            dst.unlink(missing_ok=True)
             t = time.perf_counter()
             out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=3600)
             times.append(time.perf_counter() - t)
@@ -257,10 +263,11 @@ def main(argv=None):
             print(f"| {r['name']} | {r['median']:.2f} | {r['cv_median']:.2f} | {r['ratio']:.2f}x | "
                   f"{r['must']:g}x ({state}) | {r['reference']:.0f} |")
         if firsts:
-            print("\n| op | cold first call s | warm process s | after another op s |")
+            print("\n| op | cold first call s (CPU s) | warm process s (CPU s) | after another op s |")
             print("|---|---|---|---|")
-            for name, cold, warm, after, _ in firsts:
-                print(f"| {name} | {cold:.2f} | {warm:.3f} | {after:.3f} |")
+            for name, engine, cold, cold_cpu, warm, warm_cpu, after, _ in firsts:
+                note = "" if engine else " (float64 reference)"
+                print(f"| {name}{note} | {cold:.2f} ({cold_cpu:.2f}) | {warm:.3f} ({warm_cpu:.3f}) | {after:.3f} |")
         if cli_times:
             print(f"\n`imgfilters-denoise` 1080p sigma 25, no GPU: {cli_times[1]:.2f} s (first run "
                   f"{cli_times[0]:.2f} s)")

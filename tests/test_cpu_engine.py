@@ -1,6 +1,8 @@
 """The CPU engine's infrastructure: which tensors take it, its switch, its threads, its
 first calls (compiled cold, loaded from the disk cache warm)."""
 import os
+import platform
+import re
 import subprocess
 import sys
 
@@ -14,6 +16,7 @@ from imgfilters.reference import separable as ref
 from helpers import random_image
 
 pytest.importorskip("numba")
+from imgfilters.cpu import core  # noqa: E402
 
 
 def test_which_tensors_take_the_engine():
@@ -131,3 +134,86 @@ def test_every_dtype_in_and_out_through_one_kernel(gen):
         tol = 1 if dtype in _image.MAX_VALUE else 2 ** -7
         assert (y.double() - expected.double()).abs().max() <= tol
     assert len(engine._separable.signatures) == 1
+
+
+@pytest.mark.usefixtures("cpu_engine")
+def test_fused_pipelines_equal_unfused_ones_whatever_ops_the_engine_has(gen):
+    """A fused pipeline on CPU tensors: ops on the engine take their prologue and
+    epilogue; an op that runs the float64 reference gets its steps one after the other."""
+    from torchvision.transforms import v2
+    from imgfilters import transforms as T
+    x = random_image((2, 3, 12, 14), torch.uint8, gen)
+    for filt in (T.Bilateral(0.1, radius=1), T.GaussianBlur(3, 1.0), T.Resize((9, 11))):
+        steps = [v2.ToDtype(torch.float32, scale=True), v2.Normalize([0.4, 0.5, 0.6], [0.2, 0.3, 0.1]), filt,
+                 v2.Normalize([0.1], [2.0])]
+        got, expected = imgfilters.fuse(steps)(x), v2.Compose(steps)(x)
+        assert ((got - expected).abs() / expected.abs().clamp(min=1)).max() <= 2e-5, type(filt).__name__
+
+
+def _asm(fn, *args):
+    """The machine code of a fresh, uncached compile of the jitted helper ``fn`` for ``args``
+    (numba does not show the code of functions loaded from its cache)."""
+    import numba
+    fresh = numba.njit(nogil=True, fastmath=core.FASTMATH, error_model="numpy")(fn.py_func)
+    fresh(*args)
+    return "\n".join(fresh.inspect_asm().values())
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="reads x86 vector instructions")
+def test_inner_loops_vectorise():
+    """The row loops compile to packed SIMD instructions (AVX: ymm/zmm registers, or SSE's
+    xmm): the conversions of a uint8 row, the four-row passes, the typed store."""
+    import numpy as np
+    n = 64
+    row, u8 = np.zeros(n + 8, np.float32), np.zeros((1, 1, 1, n), np.uint8)
+    f16, f32 = np.zeros((1, 1, 1, 1), np.uint16), np.zeros((1, 1, 1, 1), np.float32)
+    packed = re.compile(r"\s(v?(?:fmadd\d*ps|mulps|addps|cvtdq2ps|cvtps2dq|pmovzxbd|maxps|minps))\s+.*%[xyz]mm")
+    checks = {
+        "combine": (core._combine4, (row, row[1:], row[2:], row[3:], row[4:], np.float32(1), np.float32(1),
+                                     np.float32(1), np.float32(1), True, n), {"fmadd", "mulps", "addps"}),
+        "load_row": (core.load_row, (u8, f16, f32, 0, 0, 0, 0, row, np.float32(1)), {"cvtdq2ps", "pmovzxbd"}),
+        "store_row": (core.store_row, (u8, f16, f32, 0, 0, 0, 0, row), {"cvtps2dq", "maxps", "minps"}),
+    }
+    for name, (fn, args, expected) in checks.items():
+        found = {m.group(1) for m in packed.finditer(_asm(fn, *args))}
+        assert any(e in f for f in found for e in expected), f"{name}: no packed instructions ({found})"
+
+
+FORKED = """
+import torch, imgfilters
+from torch.utils.data import DataLoader, Dataset
+torch.set_num_threads(2)
+x = torch.randint(0, 256, (3, 64, 80), dtype=torch.uint8)
+parent = imgfilters.gaussian_blur(x, 5, 1.0)  # the engine loaded, its threads started
+
+class Blurred(Dataset):
+    def __len__(self):
+        return 4
+    def __getitem__(self, i):
+        assert torch.get_num_threads() == 1  # (torch's setting in DataLoader workers)
+        return imgfilters.resize(imgfilters.gaussian_blur(x, 5, 1.0), 32)
+
+loader = DataLoader(Blurred(), batch_size=2, num_workers=2, multiprocessing_context="fork")
+batches = list(loader)
+assert len(batches) == 2 and torch.equal(batches[0][0], imgfilters.resize(parent, 32))
+print("ok")
+"""
+
+
+def test_dataloader_workers_forked_after_the_engine_ran():
+    """Forked DataLoader workers (one thread each) run the engine after their parent did:
+    the kernels hold no threading layer that a fork would break."""
+    env = dict(os.environ, IMGFILTERS_CPU_ENGINE="1")
+    out = subprocess.run([sys.executable, "-c", FORKED], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-2000:]
+
+
+def test_calls_from_several_threads_at_once(gen):
+    """Threads of the caller's own (a Dask worker's) call the engine at the same time."""
+    from concurrent.futures import ThreadPoolExecutor
+    x = random_image((2, 3, 40, 50), torch.float32, gen)
+    with _image.cpu_engine(True):
+        expected = imgfilters.gaussian_blur(x, 7, 1.5)
+        with ThreadPoolExecutor(4) as pool:
+            results = list(pool.map(lambda _: imgfilters.gaussian_blur(x, 7, 1.5), range(8)))
+    assert all(torch.equal(r, expected) for r in results)

@@ -69,7 +69,7 @@ def interleave(dst, planar, f, l0, l1):
 
 
 @core.jit
-def horizontal(dst, src, planar, f, l0, l1, offsets, weights, counts, at, cols, col_w, n):
+def horizontal(dst, src, planar, f, l0, l1, offsets, weights, counts, at, cols, col_w, zeros, n):
     """The W pass of the row ``src`` (its zero after it included) into ``dst`` (``n``
     outputs). With ``f`` > 0 the outputs f l + p, l0 <= l < l1, are phase p's taps
     (``offsets`` from l, ``weights``, ``counts[p]`` of them) as vectorised passes over
@@ -85,7 +85,7 @@ def horizontal(dst, src, planar, f, l0, l1, offsets, weights, counts, at, cols, 
         if counts[p] == 0:
             core.fill(row, f32(0.0), m)
         else:
-            core.combine_shifted(row, src, l0, offsets[p], weights[p], counts[p], m)
+            core.combine_shifted(row, src, l0, offsets[p], weights[p], counts[p], zeros, m)
     interleave(dst, planar, f, l0, l1)
     for e in range(at.shape[0]):
         v = col_w[0, e] * src[cols[0, e]]
@@ -116,6 +116,7 @@ def _resample(lo, hi, xu8, xu16, xf32, kin, yu8, yu16, yf32, kout, f, l0, l1, of
     line = np.empty(W + 1, np.float32)
     planar = np.empty((max(f, 1), W), np.float32)
     acc = np.empty(WO, np.float32)
+    zeros = np.zeros(max(W, WO), np.float32)
     for t in range(lo, hi):
         plane, band = t // n_bands, t % n_bands
         b, c = plane // C, plane % C
@@ -138,15 +139,15 @@ def _resample(lo, hi, xu8, xu16, xf32, kin, yu8, yu16, yf32, kout, f, l0, l1, of
                     core.load_row(xu8, xu16, xf32, kin, b, c, r, line, in_scale)
                     core.apply_chain(line, line, W, pro[c])
                     line[W] = 0.0
-                    horizontal(held, line, planar, f, l0, l1, offsets, weights, counts, at, cols, col_w, WO)
+                    horizontal(held, line, planar, f, l0, l1, offsets, weights, counts, at, cols, col_w, zeros, WO)
                     if clamp:
                         clamp01(held, WO)
             if columns_first:
-                core.combine(line, ring, slots, row_w[d], row_counts[d], W)
+                core.combine(line, ring, slots, row_w[d], row_counts[d], zeros, W)
                 line[W] = 0.0
-                horizontal(acc, line, planar, f, l0, l1, offsets, weights, counts, at, cols, col_w, WO)
+                horizontal(acc, line, planar, f, l0, l1, offsets, weights, counts, at, cols, col_w, zeros, WO)
             else:
-                core.combine(acc, ring, slots, row_w[d], row_counts[d], WO)
+                core.combine(acc, ring, slots, row_w[d], row_counts[d], zeros, WO)
             core.apply_chain(acc, acc, WO, epi[c])
             core.store_row(yu8, yu16, yf32, kout, b, c, d, acc)
 

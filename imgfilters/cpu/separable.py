@@ -19,9 +19,9 @@ from imgfilters.cpu.core import CHAIN, FLOAT, IMAGE, INDEX, INT, ROW, f32
 
 
 @core.jit
-def _horizontal(dst, pad, taps, offsets, n):
+def _horizontal(dst, pad, taps, offsets, zeros, n):
     """dst[j] = sum_v taps[v] * pad[j + v], j < n."""
-    core.combine_shifted(dst, pad, 0, offsets, taps, taps.shape[0], n)
+    core.combine_shifted(dst, pad, 0, offsets, taps, taps.shape[0], zeros, n)
 
 
 @core.kernel(*IMAGE, *IMAGE, ROW, ROW, INDEX, INDEX, FLOAT, FLOAT, FLOAT, CHAIN, CHAIN, INT, INT)
@@ -41,6 +41,7 @@ def _separable(lo, hi, xu8, xu16, xf32, kin, yu8, yu16, yf32, kout, tx, ty, rows
     xin = np.empty(W, np.float32)
     offsets = np.arange(kx)
     slots = np.empty(ky, np.int64)
+    zeros = np.zeros(W, np.float32)
     reads = core.reads_input(epi)
     for t in range(lo, hi):
         plane, band = t // n_bands, t % n_bands
@@ -56,14 +57,14 @@ def _separable(lo, hi, xu8, xu16, xf32, kin, yu8, yu16, yf32, kout, tx, ty, rows
                 core.load_row(xu8, xu16, xf32, kin, b, c, r, pad[rx:], in_scale)
                 core.apply_chain(pad[rx:], xin, W, pro[c])
                 core.fill_edges(pad, rx, W, edges, border_value)
-            _horizontal(ring[(i - first) % ky], pad, tx, offsets, W)
+            _horizontal(ring[(i - first) % ky], pad, tx, offsets, zeros, W)
             o = i - ry  # the output row this input row completes
             if o < i0:
                 continue
             base = o - ry - first
             for u in range(ky):
                 slots[u] = (base + u) % ky
-            core.combine(acc, ring, slots, ty, ky, W)
+            core.combine(acc, ring, slots, ty, ky, zeros, W)
             if reads:
                 core.load_row(xu8, xu16, xf32, kin, b, c, o, xin, unit)
                 core.apply_chain(xin, xin, W, pro[c])

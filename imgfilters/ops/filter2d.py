@@ -117,7 +117,7 @@ def _backward(grad, img, kernel, border, border_value):
     return d_img, (d_k if kernel.ndim == 3 else d_k.sum(0))
 
 
-@library.op("filter2d", library.same_as_input, grads=("img", "kernel"), backward=_backward)
+@library.op("filter2d", library.same_as_input, grads=("img", "kernel"), backward=_backward, cpu_engine=True)
 def _filter2d_op(img: Tensor, kernel: Tensor, border: str, border_value: float, *, fusion=None) -> Tensor:
     if _image.uses_cpu_engine(img):
         from imgfilters.cpu import filter2d as engine

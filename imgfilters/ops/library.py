@@ -18,7 +18,8 @@ forward and as much a backward (H200 host), more than a small image's kernel.
 ``imgfilters.fuse`` hands a filter its prologue and epilogue as a ``pointwise.Fusion``,
 which no op schema can carry: an implementation that takes a keyword-only ``fusion``
 registers without it, and ``op.fused(fusion, *args)`` calls it directly (eagerly, without
-gradients, on the kernel path). The other ops have no ``fused``: they are not fusable.
+gradients, on the kernels or the CPU engine: ``op.can_fuse(img)``). The other ops have no
+``fused``: they are not fusable.
 """
 import functools
 import inspect
@@ -36,7 +37,7 @@ def same_as_input(img, *args):
     return _image.new_image(img)
 
 
-def op(name, fake, *, grads=(), backward=None, linear=False):
+def op(name, fake, *, grads=(), backward=None, linear=False, cpu_engine=False):
     """Register the decorated implementation as ``torch.ops.imgfilters.<name>`` and return
     the callable that the public functions call with positional arguments.
 
@@ -56,6 +57,10 @@ def op(name, fake, *, grads=(), backward=None, linear=False):
         linear: the op is linear (or affine) in its image, the first argument, so its
             backward needs only the image's shape, dtype and device: autograd then keeps a
             one-element stand-in, not the image, until the backward pass.
+        cpu_engine: the implementation runs CPU tensors on the CPU engine
+            (``imgfilters.cpu``) when ``_image.uses_cpu_engine`` says so, fused prologue
+            and epilogue included; without it a CPU tensor takes the float64 reference
+            and a fused pipeline runs this op unfused (``fusable``).
 
     The implementation may take a keyword-only ``fusion=None`` last (a ``pointwise.Fusion``
     for its launch): the op is then registered without it, and the returned callable's
@@ -86,14 +91,19 @@ def op(name, fake, *, grads=(), backward=None, linear=False):
             return eager.apply(*args) if recording and torch.is_grad_enabled() else impl(*args)
 
         if fusable:
+            def can_fuse(img):
+                """Whether ``img`` runs a path that takes a prologue and an epilogue: the
+                kernels, or the CPU engine where the op has it."""
+                return _image.uses_kernels(img) or (cpu_engine and _image.uses_cpu_engine(img))
+
             def fused(fusion, *args):
                 """The implementation with ``fusion``'s prologue and epilogue in its launch
-                (``imgfilters.fuse``): eager, no gradient, the kernel path only."""
-                if not (_image.uses_kernels(args[0]) or _image.uses_cpu_engine(args[0])):
+                (``imgfilters.fuse``): eager, no gradient, the kernels or the CPU engine."""
+                if not can_fuse(args[0]):
                     raise ValueError(f"{name}: a fused call runs the kernels or the CPU engine, not the float64 "
                                      f"reference")
                 return impl(*args, fusion=fusion)
-            call.fused = fused
+            call.fused, call.can_fuse = fused, can_fuse
         return call
     return register
 

@@ -370,7 +370,7 @@ def _adjoint_phases(in_size, size, mode, antialias, align_corners, scale):
 
 
 @library.op("resample", lambda img, size, *args: _image.new_image(img, _output_shape(img, size)), grads=("img",),
-            linear=True, backward=lambda grad, img, *args: adjoint(grad, img.shape[-2:], *args))
+            linear=True, cpu_engine=True, backward=lambda grad, img, *args: adjoint(grad, img.shape[-2:], *args))
 def _resample_op(img: Tensor, size: List[int], mode: str, antialias: bool, align_corners: bool,
                  scale: List[float], *, fusion=None) -> Tensor:
     """``resize``, ``upsample`` and ``imresize``: ``size`` (h, w) out, ``scale`` the

@@ -296,7 +296,7 @@ def _box_taps(kernel_size):
     return _box(kernel_size[0]), _box(kernel_size[1])
 
 
-@library.op("separable_filter", library.same_as_input, grads=("img",), linear=True,
+@library.op("separable_filter", library.same_as_input, grads=("img",), linear=True, cpu_engine=True,
             backward=lambda grad, img, tx, ty, border, bv: _adjoint(grad, tx, ty, border, img.shape))
 def _separable_op(img: Tensor, kernel_x: Tensor, kernel_y: Tensor, border: str, border_value: float, *,
                   fusion=None) -> Tensor:
@@ -304,7 +304,7 @@ def _separable_op(img: Tensor, kernel_x: Tensor, kernel_y: Tensor, border: str, 
                    border_value, fusion)
 
 
-@library.op("gaussian_blur", library.same_as_input, grads=("img",), linear=True,
+@library.op("gaussian_blur", library.same_as_input, grads=("img",), linear=True, cpu_engine=True,
             backward=lambda grad, img, ks, sigma, border, bv: _adjoint(grad, *_gaussian_taps(ks, sigma), border,
                                                                        img.shape))
 def _gaussian_op(img: Tensor, kernel_size: List[int], sigma: List[float], border: str,
@@ -312,7 +312,7 @@ def _gaussian_op(img: Tensor, kernel_size: List[int], sigma: List[float], border
     return _filter(img, *_gaussian_taps(kernel_size, sigma), border, border_value, fusion)
 
 
-@library.op("box_blur", library.same_as_input, grads=("img",), linear=True,
+@library.op("box_blur", library.same_as_input, grads=("img",), linear=True, cpu_engine=True,
             backward=lambda grad, img, ks, border, bv: _adjoint(grad, *_box_taps(ks), border, img.shape))
 def _box_op(img: Tensor, kernel_size: List[int], border: str, border_value: float, *, fusion=None) -> Tensor:
     return _filter(img, *_box_taps(kernel_size), border, border_value, fusion)
@@ -332,7 +332,7 @@ def _unsharp_backward(grad, img, sigma, amount, threshold, border, border_value)
     return grad.float() + am_g - _adjoint(am_g, taps, taps, border, img.shape)
 
 
-@library.op("unsharp_mask", library.same_as_input, grads=("img",), backward=_unsharp_backward)
+@library.op("unsharp_mask", library.same_as_input, grads=("img",), backward=_unsharp_backward, cpu_engine=True)
 def _unsharp_op(img: Tensor, sigma: float, amount: float, threshold: float, border: str,
                 border_value: float, *, fusion=None) -> Tensor:
     if _image.uses_cpu_engine(img):
