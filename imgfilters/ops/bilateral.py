@@ -272,7 +272,7 @@ def _upsample_backward(grad, low, guide, sigma_color, sigma_space, radius, windo
 
 # ---- the custom ops (imgfilters.ops.library): gradients flow to the image and the guide ---
 
-@library.op("bilateral", library.same_as_input, grads=("img",),
+@library.op("bilateral", library.same_as_input, grads=("img",), cpu_engine=True,
             backward=lambda grad, img, *args: _backward(grad, img, None, *args)[0])
 def _bilateral_op(img: Tensor, sigma_color: Tensor, sigma_space: Tensor, radius: Optional[int], window: str,
                   color_distance: str, border: str, border_value: float, *, fusion=None) -> Tensor:

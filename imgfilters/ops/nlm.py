@@ -120,7 +120,7 @@ def _check_size(value, name, low, high, odd=False):
     return value
 
 
-@library.op("nl_means", library.same_as_input)
+@library.op("nl_means", library.same_as_input, cpu_engine=True)
 def _nlm_op(img: Tensor, h: Optional[Tensor], sigma: Optional[Tensor], patch_size: Optional[int],
             search_radius: Optional[int], border: str, border_value: float, *, fusion=None) -> Tensor:
     """``h`` or ``sigma`` None: automatic (sigma estimated per image, h from the table);
