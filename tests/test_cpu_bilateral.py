@@ -58,7 +58,7 @@ def test_every_border_window_and_distance(border, gen):
 
 
 @pytest.mark.parametrize("shape,radius", [((1, 1), 2), ((3, 1, 1), 0), ((2, 5, 7), 6), ((4, 3, 9), 1),
-                                          ((2, 2, 1, 6, 5), 2), ((1, 4, 3, 600), 3), ((1, 3, 700, 4), 5)])
+                                          ((2, 2, 1, 6, 5), 2), ((1, 4, 3, 600), 3), ((1, 3, 300, 4), 5)])
 def test_odd_shapes_channels_and_radius_larger_than_the_image(shape, radius, gen):
     x = random_image(shape, torch.float32, gen)
     for border in ("reflect", "constant"):
@@ -67,10 +67,10 @@ def test_odd_shapes_channels_and_radius_larger_than_the_image(shape, radius, gen
 
 
 def test_sample_photos_and_per_image_sigmas():
-    x = torch.stack([sample("astronaut")[:, :150, :226], sample("chelsea")[:, :150, :226]])
+    x = torch.stack([sample("astronaut")[:, 60:140, 50:170], sample("chelsea")[:, 30:110, 50:170]])
     sc, ss = torch.tensor([0.05, 0.2]), torch.tensor([1.0, 3.0])
-    y = imgfilters.bilateral(x, sc, ss, radius=6, window="disk", color_distance="l1")
-    assert_matches(y, reference(x, None, sc, ss, 6, "disk", "l1"))
+    y = imgfilters.bilateral(x, sc, ss, radius=5, window="disk", color_distance="l1")
+    assert_matches(y, reference(x, None, sc, ss, 5, "disk", "l1"))
     assert_matches(imgfilters.bilateral(x.float() / 255, sc, ss, radius=3), reference(x.float() / 255, None, sc, ss, 3))
 
 
