@@ -58,6 +58,14 @@ def test_odd_shapes_and_windows_larger_than_the_image(shape, patch, radius, gen)
     assert_close(y, reference(x, 0.1, 0.01, patch, radius, "symmetric"))
 
 
+def test_the_largest_window_keeps_its_small_weights(gen):
+    """5041 offsets: a float32 sum of each pixel's weights in one would round many small
+    ones away (8e-5 here); the engine sums each row of offsets first."""
+    x = random_image((1, 3, 16, 16), torch.float32, gen)
+    y = imgfilters.nl_means(x, 0.1, sigma=0.02, patch_size=7, search_radius=35, border="replicate")
+    assert_close(y, reference(x, 0.1, 0.02, 7, 35, "replicate"))
+
+
 def test_per_image_parameters_and_threads(gen):
     x = random_image((3, 3, 40, 18), torch.float32, gen)
     h, sigma = torch.tensor([0.05, 0.3, 0.12]), torch.tensor([0.0, 0.1, 0.04])
