@@ -1,6 +1,8 @@
 """The CPU engine's bilateral family against the float64 reference: every dtype, border,
 window, colour distance, layout, guide, per-image sigmas, fused prologue and epilogue,
 through the public functions."""
+import math
+
 import pytest
 import torch
 from torchvision.transforms import v2
@@ -91,6 +93,16 @@ def test_extreme_sigmas_stay_finite(gen):
         y = imgfilters.bilateral(x, sc, ss, radius=2)
         assert torch.isfinite(y).all()
         assert_matches(y, reference(x, None, sc, ss, 2))
+
+
+def test_a_wide_window_keeps_its_small_weights():
+    """One bright pixel whose 1800 neighbours each weigh 3e-8: a float32 weight sum that
+    started at the centre's 1 would round every one of them away (5e-5 in the output)."""
+    x = torch.zeros(1, 1, 49, 49)
+    x[0, 0, 24, 24] = 1.0
+    sc = (2 * -math.log(3e-8)) ** -0.5
+    y = imgfilters.bilateral(x, sc, 1000.0, radius=24, window="disk")
+    assert_matches(y, reference(x, None, sc, 1000.0, 24, "disk"))
 
 
 def test_threads_and_bands_do_not_change_the_result(gen):

@@ -163,12 +163,7 @@ def _nl_means(lo, hi, xu8, xu16, xf32, kx, yu8, yu16, yf32, ky, coefs, floors, P
         for j0 in range(0, W, BLOCK):
             bw = min(BLOCK, W - j0)
             nv = (bw + SLACK - 1) & -SLACK  # whole vectors (the rows have SLACK columns more)
-            for y in range(th):  # the centre pixel, weight 1
-                for c in range(C):
-                    for i in range(nv):
-                        A[y, c, i] = X[c, y + M, np.uint64(M + j0 + i)]
-                for i in range(nv):
-                    A[y, C, i] = f32(1.0)
+            _zero(A, th, C, nv)  # (the centre pixel, weight 1, comes last: small weights add up first)
             # w(p, q) = w(q, p): each offset d of the half after the centre serves p (the
             # values at q = p + d) and q (those at p); p runs over the rows from dy above
             # the band and the columns whose p or q lies in the block
@@ -197,9 +192,9 @@ def _nl_means(lo, hi, xu8, xu16, xf32, kx, yu8, yu16, yf32, ky, coefs, floors, P
                 _add(A, S, th, C, nv)
             for y in range(th):  # the block's columns of the output rows
                 for i in range(bw):
-                    inv = f32(1.0) / A[y, C, i]
+                    inv = f32(1.0) / (A[y, C, i] + f32(1.0))
                     for c in range(C):
-                        out[y, c, j0 + i] = A[y, c, i] * inv
+                        out[y, c, j0 + i] = (A[y, c, i] + X[c, y + M, np.uint64(M + j0 + i)]) * inv
         for y in range(th):
             _finish(out[y], C, W, epi, yu8, yu16, yf32, ky, b, i0 + y)
 
