@@ -172,6 +172,15 @@ def test_upsample_every_dtype_layout_and_shared_guide(dtype, gen):
     assert_matches(y, upsample_reference(low, guide, sc, 0.9, 2))
 
 
+def test_upsample_of_a_wide_window_keeps_its_small_weights():
+    """As for the bilateral filter: 1250 samples of weight 3e-8 next to one of weight 1."""
+    low = torch.zeros(1, 1, 31, 31)
+    low[0, 0, 15, 15] = 1.0
+    sc = (2 * -math.log(3e-8)) ** -0.5
+    y = imgfilters.joint_bilateral_upsample(low, low, sc, 1000.0, radius=20, window="disk")
+    assert_matches(y, upsample_reference(low, low, sc, 1000.0, 20, "disk"))
+
+
 def test_upsample_with_tiny_sigma_color_stays_finite(gen):
     # every sample differs from every pixel by 0.5: all weights underflow without the
     # largest exponent taken out first
