@@ -20,15 +20,17 @@ for every option and dtype. Each pixel's own value, with weight 1, is added to i
 ``joint_bilateral_upsample`` is in ``upsample.py``.
 """
 import numpy as np
+from numba import types
 
 from imgfilters import _image, cpu
 from imgfilters.cpu import core
-from imgfilters.cpu.core import CHAIN, FLOAT, IMAGE, INDEX, INT, ROW, f32
+from imgfilters.cpu.core import CHAIN, FLOAT, IMAGE, INDEX, INT, ROW, TABLE, f32
 from imgfilters.cpu.fastexp import LOG2E, exp2_neg, not_inlined, wide_vectors
 
 BLOCK = 512  # pixels of a row per pass over the taps: the sums and a tap's rows stay in L1 and L2
 SLACK = 16  # loops run over whole vectors of 16 (AVX-512 float32)
 LIMIT = 1e30  # the largest coefficient (ops.bilateral's, as _image.finite_ratio keeps them)
+F32_3D = types.Array(types.float32, 3, "C")
 
 
 @core.jit
@@ -136,9 +138,9 @@ def _store(A, ap, V, ps, C, W, r, inv, out, epi, yu8, yu16, yf32, ky, b, y):
 
 
 @core.kernel(*IMAGE, *IMAGE, *IMAGE, ROW, ROW, INDEX, INDEX, INDEX, INDEX, FLOAT, FLOAT, FLOAT, INT, INT, CHAIN,
-             CHAIN, INT, INT)
+             CHAIN, INT, INT, F32_3D, F32_3D, F32_3D, ROW, TABLE, ROW, ROW)
 def _bilateral(lo, hi, xu8, xu16, xf32, kx, gu8, gu16, gf32, kg, yu8, yu16, yf32, ky, colour, space, dys, dxs,
-               rows, edges, xunit, gunit, value, l1, joint, pro, epi, n_bands, band_rows):
+               rows, edges, xunit, gunit, value, l1, joint, pro, epi, n_bands, band_rows, V, G, A, w, out, inv, sp):
     """Tasks lo .. hi - 1 of ``B * n_bands`` (a band of ``band_rows`` rows of one image):
     Y = EPI(sum_q w(p, q) X~_q / sum_q w(p, q)). ``colour`` and ``space`` are per image
     (log2(e) / (2 sigma_color^2) and -log2(e) / (2 sigma_space^2)); ``dys, dxs`` the
@@ -153,20 +155,16 @@ def _bilateral(lo, hi, xu8, xu16, xf32, kx, gu8, gu16, gf32, kg, yu8, yu16, yf32
     ``A`` of padded rows; a row's sums are complete once it has been p's. Every pixel of
     the padded rows from r above the band is a p (its sums, out of the image or the band,
     are never read), so that the loops have no conditions, and run over whole vectors:
-    rows have SLACK columns more than the padding, which only such sums reach."""
+    rows have SLACK columns more than the padding, which only such sums reach. Buffers (from
+    ``run``): the rings V (2r + 1, C, W + 2r + SLACK), G (the same for the guide's channels,
+    or (1, 1, 1)), A (r + 1, C + 1, W + 2r + SLACK), the weights w (BLOCK), an output row
+    ``out`` (C, W), ``inv`` (W), the taps' spatial terms ``sp``."""
     B, C, H, W = core.shape(xu8, xu16, xf32, kx)
     GB, CG = core.shape(gu8, gu16, gf32, kg)[:2]
     taps = dys.shape[0]
     r = (rows.shape[0] - H) // 2
     n = 2 * r + 1
     Wp = W + 2 * r
-    V = np.zeros((n, C, Wp + SLACK), np.float32)
-    G = np.zeros((n if joint else 1, CG if joint else 1, Wp + SLACK), np.float32)
-    A = np.zeros((r + 1, C + 1, Wp + SLACK), np.float32)
-    w = np.empty(BLOCK, np.float32)
-    out = np.empty((C, W), np.float32)
-    inv = np.empty(W, np.float32)
-    sp = np.empty(max(taps, 1), np.float32)
     chained, unchained = pro.shape[1] > 0, pro.shape[1] < 0
     for t in range(lo, hi):
         b, band = t // n_bands, t % n_bands
@@ -248,9 +246,12 @@ def bilateral(img, guide, colors, spaces, radius, window, color_distance, border
     edges = cpu.edge_map(W, radius, radius, border)
     n_bands, band_rows = cpu.bands(B, H, min_rows=max(16, 4 * radius))
     xa, ga = cpu.image_args(x4), cpu.image_args(g4)
+    n, Wp, CG = 2 * radius + 1, W + 2 * radius + SLACK, g4.shape[1]
+    shapes = ((n, C, Wp), (n, CG, Wp) if guide is not None else (1, 1, 1), (radius + 1, C + 1, Wp), (BLOCK,),
+              (C, W), (W,), (max(len(dys), 1),))
     cpu.run(_bilateral, B * n_bands, *xa, *ga, *out.args, colour, space, dys, dxs, rows, edges,
             f32(cpu.unit_scale(xa[3])), f32(cpu.unit_scale(ga[3])), f32(border_value), int(color_distance == "l1"),
-            int(guide is not None), pro, epi, n_bands, band_rows)
+            int(guide is not None), pro, epi, n_bands, band_rows, scratch=[(shape, np.float32) for shape in shapes])
     out.finish()
     return y
 

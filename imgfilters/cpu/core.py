@@ -54,15 +54,27 @@ def _install_cache_locator():
 _install_cache_locator()
 
 
+def _compiled(fn, *signature):
+    """``fn`` compiled by numba (for ``signature`` if given) without its runtime (no
+    allocations, no reference counts: ``imgfilters.cpu``, "No runtime"), cached on disk;
+    without a disk cache where no cache folder is writable (numba refuses to cache there)."""
+    options = dict(nogil=True, fastmath=FASTMATH, error_model="numpy", _nrt=False)
+    try:
+        return njit(*signature, cache=True, **options)(fn)
+    except RuntimeError as e:
+        if "cannot cache" not in str(e):
+            raise
+        return njit(*signature, cache=False, **options)(fn)
+
+
 def jit(fn):
     """A helper compiled with the kernel that calls it."""
-    return njit(nogil=True, cache=True, fastmath=FASTMATH, error_model="numpy")(fn)
+    return _compiled(fn)
 
 
 def kernel(*arg_types):
     """A kernel ``fn(lo, hi, *args)`` compiled for one signature (``cpu.run`` calls it)."""
-    return njit(types.void(types.int64, types.int64, *arg_types), nogil=True, cache=True, fastmath=FASTMATH,
-                error_model="numpy")
+    return lambda fn: _compiled(fn, types.void(types.int64, types.int64, *arg_types))
 
 
 # argument types
@@ -70,6 +82,7 @@ INT = types.int64
 FLOAT = types.float32
 ROW = types.Array(types.float32, 1, "C")  # taps, weights
 INDEX = types.Array(types.int32, 1, "C")  # border maps, tap indices
+SLOTS = types.Array(types.int64, 1, "C")  # tap offsets, ring slots
 TABLE = types.Array(types.float32, 2, "C")
 CHAIN = types.Array(types.float32, 3, "C")  # (C, steps, 4): cpu.chain
 IMAGE = (types.Array(types.uint8, 4, "A"), types.Array(types.uint16, 4, "A"), types.Array(types.float32, 4, "A"),

@@ -13,23 +13,21 @@ from numba import types
 
 from imgfilters import _image, cpu
 from imgfilters.cpu import core
-from imgfilters.cpu.core import CHAIN, FLOAT, IMAGE, INDEX, INT, f32
+from imgfilters.cpu.core import CHAIN, FLOAT, IMAGE, INDEX, INT, ROW, TABLE, f32
 
 KERNELS = types.Array(types.float32, 3, "C")  # (B or 1, kh, kw)
 
 
-@core.kernel(*IMAGE, *IMAGE, KERNELS, INDEX, INDEX, FLOAT, FLOAT, FLOAT, CHAIN, CHAIN, INT, INT)
+@core.kernel(*IMAGE, *IMAGE, KERNELS, INDEX, INDEX, FLOAT, FLOAT, FLOAT, CHAIN, CHAIN, INT, INT, TABLE, ROW, ROW)
 def _filter2d(lo, hi, xu8, xu16, xf32, kin, yu8, yu16, yf32, kout, k, rows, edges, border_value, in_scale, unit,
-              pro, epi, n_bands, band_rows):
+              pro, epi, n_bands, band_rows, ring, acc, xin):
     """Tasks ``lo .. hi - 1`` of ``planes * n_bands``: Y = EPI(sum_{u,v} k[b, u, v] PRO(X~)[i + u - ry,
-    j + v - rx]); ``rows``, ``edges``, ``in_scale`` and ``unit`` as in the separable kernel."""
+    j + v - rx]); ``rows``, ``edges``, ``in_scale`` and ``unit`` as in the separable kernel.
+    Buffers: ``ring`` (kh, W + 2 rx), ``acc`` and ``xin`` (W)."""
     B, C, H, W = core.shape(xu8, xu16, xf32, kin)
     kh, kw = k.shape[1], k.shape[2]
     rx, ry = kw // 2, kh // 2
     wp = W + 2 * rx
-    ring = np.empty((kh, wp), np.float32)
-    acc = np.empty(W, np.float32)
-    xin = np.empty(W, np.float32)
     reads = core.reads_input(epi)
     for t in range(lo, hi):
         plane, band = t // n_bands, t % n_bands
@@ -81,6 +79,7 @@ def filter2d(img, kernel, code, border_value, fusion=None):
     cpu.run(_filter2d, B * C * n_bands, *xs, *out.args, np.ascontiguousarray(k.numpy(), dtype=np.float32),
             cpu.border_map(H, kh // 2, kh // 2, code), cpu.edge_map(W, kw // 2, kw // 2, code),
             f32(border_value / unit if linear else border_value), f32(1.0 if linear else unit), f32(unit),
-            pro, epi, n_bands, band_rows)
+            pro, epi, n_bands, band_rows,
+            scratch=(((kh, W + 2 * (kw // 2)), np.float32), ((W,), np.float32), ((W,), np.float32)))
     out.finish()
     return y

@@ -14,11 +14,12 @@ from numba import types
 
 from imgfilters import _image, cpu
 from imgfilters.cpu import core
-from imgfilters.cpu.core import IMAGE, INT
+from imgfilters.cpu.core import IMAGE, INT, ROW
 from imgfilters.reference import jpeg as reference
 
 F64 = types.Array(types.float64, 2, "C")
 QUANT = types.Array(types.float64, 3, "C")  # (B, 8, 8)
+PLANES = types.Array(types.float64, 3, "C")
 
 
 @core.jit
@@ -61,19 +62,16 @@ def _block(plane, r0, c0, q, cos, aa, t, s):
             plane[r0 + x, c0 + y] = min(max(np.floor(acc + 128.0 + 0.5), 0.0), 255.0)
 
 
-@core.kernel(*IMAGE, *IMAGE, QUANT, QUANT, F64, F64, INT)
-def _jpeg(lo, hi, xu8, xu16, xf32, kin, yu8, yu16, yf32, kout, luma_q, chroma_q, cos, aa, strips):
-    """Tasks ``lo .. hi - 1`` of ``B * strips``: each image's strip of one coded-unit row."""
+@core.kernel(*IMAGE, *IMAGE, QUANT, QUANT, F64, F64, INT, ROW, PLANES, PLANES, PLANES, F64, F64)
+def _jpeg(lo, hi, xu8, xu16, xf32, kin, yu8, yu16, yf32, kout, luma_q, chroma_q, cos, aa, strips, row, rgb, ycc,
+          chroma, t, s):
+    """Tasks ``lo .. hi - 1`` of ``B * strips``: each image's strip of one coded-unit row.
+    Buffers: ``row`` (W), ``rgb`` (C, mcu, W padded), ``ycc`` (3, ...), ``chroma`` (2, 8,
+    half that), ``t`` and ``s`` (8, 8)."""
     B, C, H, W = core.shape(xu8, xu16, xf32, kin)
     mcu = 16 if C == 3 else 8
     wp = -(-W // mcu) * mcu
     unit = 1.0 if kin == 2 else 1.0 / (255.0 if kin == 0 else 65535.0)
-    row = np.empty(W, np.float32)
-    rgb = np.empty((C, mcu, wp), np.float64)
-    ycc = np.empty((3, mcu, wp), np.float64)
-    chroma = np.empty((2, 8, wp // 2), np.float64)
-    t = np.empty((8, 8), np.float64)
-    s = np.empty((8, 8), np.float64)
     for task in range(lo, hi):
         b, strip = task // strips, task % strips
         r0 = strip * mcu
@@ -134,7 +132,10 @@ def round_trip(img, quality):
     luma = reference.quantisers(reference.LUMA_TABLE, q).contiguous().numpy()
     chroma = reference.quantisers(reference.CHROMA_TABLE, q).contiguous().numpy()
     cos, aa = (np.ascontiguousarray(a.numpy()) for a in reference.dct_parts())
-    strips = -(-H // (16 if C == 3 else 8))
-    cpu.run(_jpeg, B * strips, *cpu.image_args(img), *out.args, luma, chroma, cos, aa, strips)
+    mcu = 16 if C == 3 else 8
+    strips, wp = -(-H // mcu), -(-W // mcu) * mcu
+    cpu.run(_jpeg, B * strips, *cpu.image_args(img), *out.args, luma, chroma, cos, aa, strips,
+            scratch=(((W,), np.float32), ((C, mcu, wp), np.float64), ((3, mcu, wp), np.float64),
+                     ((2, 8, wp // 2), np.float64), ((8, 8), np.float64), ((8, 8), np.float64)))
     out.finish()
     return y

@@ -19,16 +19,18 @@ those at p to q's, where they lie in the block. Every loop runs over contiguous 
 such rows. Half the distances and exponentials of a loop over the whole search window.
 """
 import numpy as np
+from numba import types
 
 from imgfilters import _image, cpu
 from imgfilters.cpu import core
-from imgfilters.cpu.core import CHAIN, FLOAT, IMAGE, INDEX, INT, ROW, f32
+from imgfilters.cpu.core import CHAIN, FLOAT, IMAGE, INDEX, INT, ROW, TABLE, f32
 from imgfilters.cpu.fastexp import LOG2E, exp2_neg, not_inlined, wide_vectors
 
 BLOCK = 256  # output columns per block: the block's rows and sums stay in L2 over all the offsets
 BAND = 32  # output rows per task at most
 SLACK = 16  # loops run over whole vectors of 16 (AVX-512 float32)
 LIMIT = 1e30
+F32_3D = types.Array(types.float32, 3, "C")
 
 
 @core.jit
@@ -135,23 +137,19 @@ def _finish(out, C, W, epi, yu8, yu16, yf32, ky, b, y):
         core.store_row(yu8, yu16, yf32, ky, b, c, y, out[c])
 
 
-@core.kernel(*IMAGE, *IMAGE, ROW, ROW, INT, INT, INDEX, INDEX, FLOAT, FLOAT, CHAIN, CHAIN, INT, INT)
+@core.kernel(*IMAGE, *IMAGE, ROW, ROW, INT, INT, INDEX, INDEX, FLOAT, FLOAT, CHAIN, CHAIN, INT, INT, F32_3D, TABLE,
+             ROW, ROW, F32_3D, F32_3D, F32_3D)
 def _nl_means(lo, hi, xu8, xu16, xf32, kx, yu8, yu16, yf32, ky, coefs, floors, P, R, rows, edges, unit, value,
-              pro, epi, n_bands, band_rows):
+              pro, epi, n_bands, band_rows, X, D, colsum, w, A, S, out):
     """Tasks lo .. hi - 1 of ``B * n_bands`` (a band of ``band_rows`` rows of one image).
     ``coefs`` and ``floors`` per image; ``rows`` maps the extended rows -M .. H + M - 1 to
-    image rows (-1: constant), ``edges`` the padded rows' ends (``cpu.edge_map``)."""
+    image rows (-1: constant), ``edges`` the padded rows' ends (``cpu.edge_map``). Buffers
+    (from ``run``, ``_scratch``): the band's padded rows X, the ring of distances D, a
+    row of column sums, the weights w, the block's sums A and one dy's sums S, the band's
+    output rows."""
     B, C, H, W = core.shape(xu8, xu16, xf32, kx)
     f = P // 2
     M = f + R
-    Wp = W + 2 * M
-    X = np.empty((C, band_rows + 2 * M, Wp + SLACK), np.float32)
-    D = np.empty((P, BLOCK + 2 * R + 2 * f + SLACK), np.float32)
-    colsum = np.empty(BLOCK + 2 * R + 2 * f + SLACK, np.float32)
-    w = np.empty(BLOCK + 2 * R + SLACK, np.float32)
-    A = np.empty((band_rows, C + 1, BLOCK + SLACK), np.float32)
-    S = np.empty((band_rows, C + 1, BLOCK + SLACK), np.float32)
-    out = np.empty((band_rows, C, W), np.float32)
     for t in range(lo, hi):
         b, band = t // n_bands, t % n_bands
         i0 = band * band_rows
@@ -199,6 +197,15 @@ def _nl_means(lo, hi, xu8, xu16, xf32, kx, yu8, yu16, yf32, ky, coefs, floors, P
             _finish(out[y], C, W, epi, yu8, yu16, yf32, ky, b, i0 + y)
 
 
+def _scratch(C, W, P, R, band_rows):
+    """The working buffers of ``_nl_means`` (shape, dtype)."""
+    f, M = P // 2, P // 2 + R
+    wide = BLOCK + 2 * R + SLACK
+    return (((C, band_rows + 2 * M, W + 2 * M + SLACK), np.float32), ((P, wide + 2 * f), np.float32),
+            ((wide + 2 * f,), np.float32), ((wide,), np.float32), ((band_rows, C + 1, BLOCK + SLACK), np.float32),
+            ((band_rows, C + 1, BLOCK + SLACK), np.float32), ((band_rows, C, W), np.float32))
+
+
 def nl_means(img, h, sigma, patch_size, search_radius, border, border_value, fusion=None):
     """``ops.nlm``'s implementation on the engine: ``h`` and ``sigma`` per image (tuples of
     floats), ``border`` a border code; returns the output tensor."""
@@ -218,6 +225,7 @@ def nl_means(img, h, sigma, patch_size, search_radius, border, border_value, fus
     band_rows = -(-H // n_bands)
     xa = cpu.image_args(x4)
     cpu.run(_nl_means, B * n_bands, *xa, *out.args, coefs, floors, patch_size, search_radius, rows, edges,
-            f32(cpu.unit_scale(xa[3])), f32(border_value), pro, epi, n_bands, band_rows)
+            f32(cpu.unit_scale(xa[3])), f32(border_value), pro, epi, n_bands, band_rows,
+            scratch=_scratch(C, W, patch_size, search_radius, band_rows))
     out.finish()
     return y

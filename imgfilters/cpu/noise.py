@@ -16,21 +16,20 @@ from numba import types
 
 from imgfilters import cpu
 from imgfilters.cpu import core
-from imgfilters.cpu.core import IMAGE, INT
+from imgfilters.cpu.core import IMAGE, INT, TABLE
 
 PATCH = 7
 F64_2D = types.Array(types.float64, 2, "C")
 F64_3D = types.Array(types.float64, 3, "C")
 
 
-@core.kernel(*IMAGE, INT, F64_3D, F64_2D)
-def _patches(lo, hi, xu8, xu16, xf32, kind, stride, Q, E):
+@core.kernel(*IMAGE, INT, F64_3D, F64_2D, TABLE)
+def _patches(lo, hi, xu8, xu16, xf32, kind, stride, Q, E, p):
     """Tasks lo .. hi - 1 of ``B * C * rows`` (a row of patch positions of one plane):
     Q[b, n] = the patch's 49 values and 1, E[b, n] = its gradient energy, n numbering the
-    patches of image b by channel, row and column."""
+    patches of image b by channel, row and column. Buffer: the patch rows ``p`` (7, W)."""
     B, C, H, W = core.shape(xu8, xu16, xf32, kind)
     rows, cols = (H - PATCH) // stride + 1, (W - PATCH) // stride + 1
-    p = np.empty((PATCH, W), np.float32)
     for t in range(lo, hi):
         b, rest = t // (C * rows), t % (C * rows)
         c, pr = rest // rows, rest % rows
@@ -64,7 +63,7 @@ def patch_moments(x4, stride):
     rows, cols = (H - PATCH) // stride + 1, (W - PATCH) // stride + 1
     Q = np.empty((B, C * rows * cols, PATCH * PATCH + 1), np.float64)
     E = np.empty((B, C * rows * cols), np.float64)
-    cpu.run(_patches, B * C * rows, *cpu.image_args(x4), stride, Q, E)
+    cpu.run(_patches, B * C * rows, *cpu.image_args(x4), stride, Q, E, scratch=(((PATCH, W), np.float32),))
     return torch.from_numpy(Q), torch.from_numpy(E)
 
 

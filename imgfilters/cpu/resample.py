@@ -28,7 +28,7 @@ from numba import types
 
 from imgfilters import _image, cpu
 from imgfilters.cpu import core
-from imgfilters.cpu.core import CHAIN, FLOAT, IMAGE, INDEX, INT, TABLE, f32
+from imgfilters.cpu.core import CHAIN, FLOAT, IMAGE, INDEX, INT, ROW, SLOTS, TABLE, f32
 from imgfilters.reference import resample as reference
 
 COLUMNS = types.Array(types.uint32, 2, "C")  # (K, n) source columns (W: the zero after the row)
@@ -101,22 +101,18 @@ def clamp01(buf, n):
 
 
 @core.kernel(*IMAGE, *IMAGE, INT, INT, INT, OFFSETS, TABLE, INDEX, INDEX, COLUMNS, TABLE, ROWS, TABLE, INDEX, INT, INT,
-             INT, FLOAT, CHAIN, CHAIN, INT, INT)
+             INT, FLOAT, CHAIN, CHAIN, INT, INT, TABLE, SLOTS, SLOTS, ROW, TABLE, ROW, ROW)
 def _resample(lo, hi, xu8, xu16, xf32, kin, yu8, yu16, yf32, kout, f, l0, l1, offsets, weights, counts, at, cols,
-              col_w, rows, row_w, row_counts, n_slots, columns_first, clamp, in_scale, pro, epi, n_bands, band_rows):
+              col_w, rows, row_w, row_counts, n_slots, columns_first, clamp, in_scale, pro, epi, n_bands, band_rows,
+              ring, tags, slots, line, planar, acc, zeros):
     """Tasks ``lo .. hi - 1`` of ``planes * n_bands``, each a band of output rows: the W
     pass (``horizontal``'s tables) and the H pass (``row_counts[d]`` source ``rows`` of
     output row d, their weights ``row_w``) in either order; ``n_slots`` rows in the ring
-    hold every source row of an output row."""
+    hold every source row of an output row. Buffers (``resample``'s ``scratch``): ``ring``,
+    its rows' ``tags``, an output row's ring ``slots``, a source ``line`` (W + 1), the
+    ``planar`` phases, ``acc`` (W_out) and ``zeros``."""
     B, C, H, W = core.shape(xu8, xu16, xf32, kin)
     HO, WO = core.shape(yu8, yu16, yf32, kout)[2:]
-    ring = np.empty((n_slots, W + 1 if columns_first else WO), np.float32)
-    tags = np.empty(n_slots, np.int64)
-    slots = np.empty(rows.shape[1], np.int64)
-    line = np.empty(W + 1, np.float32)
-    planar = np.empty((max(f, 1), W), np.float32)
-    acc = np.empty(WO, np.float32)
-    zeros = np.zeros(max(W, WO), np.float32)
     for t in range(lo, hi):
         plane, band = t // n_bands, t % n_bands
         b, c = plane // C, plane % C
@@ -259,7 +255,11 @@ def resample(img, size, mode, antialias, align_corners, scale, clamp, fusion=Non
     *tables, columns_first = _plan(
         (H, W), tuple(size), mode, bool(antialias), bool(align_corners), tuple(scale), bool(clamp), linear, unit)
     n_bands, band_rows = cpu.bands(B * C, size[0], min_rows=8)
+    f, rows, n_slots, WO = tables[0], tables[9], tables[-1], size[1]
+    scratch = (((n_slots, W + 1 if columns_first else WO), np.float32), ((n_slots,), np.int64),
+               ((rows.shape[1],), np.int64), ((W + 1,), np.float32), ((max(f, 1), W), np.float32),
+               ((WO,), np.float32), ((max(W, WO),), np.float32))
     cpu.run(_resample, B * C * n_bands, *xs, *out.args, *tables, int(columns_first), int(clamp),
-            f32(1.0 if linear else unit), pro, epi, n_bands, band_rows)
+            f32(1.0 if linear else unit), pro, epi, n_bands, band_rows, scratch=scratch)
     out.finish()
     return y

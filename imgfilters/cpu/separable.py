@@ -15,7 +15,7 @@ import numpy as np
 
 from imgfilters import _image, cpu
 from imgfilters.cpu import core
-from imgfilters.cpu.core import CHAIN, FLOAT, IMAGE, INDEX, INT, ROW, f32
+from imgfilters.cpu.core import CHAIN, FLOAT, IMAGE, INDEX, INT, ROW, SLOTS, TABLE, f32
 
 
 @core.jit
@@ -24,24 +24,19 @@ def _horizontal(dst, pad, taps, offsets, zeros, n):
     core.combine_shifted(dst, pad, 0, offsets, taps, taps.shape[0], zeros, n)
 
 
-@core.kernel(*IMAGE, *IMAGE, ROW, ROW, INDEX, INDEX, FLOAT, FLOAT, FLOAT, CHAIN, CHAIN, INT, INT)
+@core.kernel(*IMAGE, *IMAGE, ROW, ROW, INDEX, INDEX, FLOAT, FLOAT, FLOAT, CHAIN, CHAIN, INT, INT, SLOTS,
+             ROW, TABLE, ROW, ROW, ROW, SLOTS)
 def _separable(lo, hi, xu8, xu16, xf32, kin, yu8, yu16, yf32, kout, tx, ty, rows, edges, border_value, in_scale,
-               unit, pro, epi, n_bands, band_rows):
+               unit, pro, epi, n_bands, band_rows, offsets, pad, ring, acc, xin, zeros, slots):
     """Tasks ``lo .. hi - 1`` of ``planes * n_bands``: Y = EPI(ty^T * (PRO(X~) * tx)).
     ``rows`` maps the extended rows ``-ry .. H + ry - 1`` to input rows (-1: the constant
     border), ``edges`` the extended columns outside the image (``cpu.edge_map``);
     ``in_scale`` scales loaded pixels (1 with the unit scale on ``tx``), ``unit`` takes them
-    to unit scale (the epilogue's input pixel)."""
+    to unit scale (the epilogue's input pixel); ``offsets`` is ``0 .. kx - 1``. Buffers:
+    ``pad`` (W + 2 rx), ``ring`` (ky, W), ``acc``, ``xin``, ``zeros`` (W), ``slots`` (ky)."""
     B, C, H, W = core.shape(xu8, xu16, xf32, kin)
     kx, ky = tx.shape[0], ty.shape[0]
     rx, ry = kx // 2, ky // 2
-    pad = np.empty(W + 2 * rx, np.float32)
-    ring = np.empty((ky, W), np.float32)
-    acc = np.empty(W, np.float32)
-    xin = np.empty(W, np.float32)
-    offsets = np.arange(kx)
-    slots = np.empty(ky, np.int64)
-    zeros = np.zeros(W, np.float32)
     reads = core.reads_input(epi)
     for t in range(lo, hi):
         plane, band = t // n_bands, t % n_bands
@@ -93,6 +88,8 @@ def separable_filter(img, tx, ty, code, border_value, fusion=None, unsharp=None)
             (tx64 * unit if linear else tx64).astype(np.float32), ty64.astype(np.float32),
             cpu.border_map(H, ry, ry, code), cpu.edge_map(W, rx, rx, code),
             f32(border_value / unit if linear else border_value), f32(1.0 if linear else unit), f32(unit),
-            pro, epi, n_bands, band_rows)
+            pro, epi, n_bands, band_rows, np.arange(len(tx64)),
+            scratch=(((W + 2 * rx,), np.float32), ((len(ty64), W), np.float32), ((W,), np.float32),
+                     ((W,), np.float32), ((W,), np.float32), ((len(ty64),), np.int64)))
     out.finish()
     return y

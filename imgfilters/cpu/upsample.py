@@ -14,11 +14,13 @@ from numba import types
 
 from imgfilters import _image, cpu
 from imgfilters.cpu import core
-from imgfilters.cpu.core import FLOAT, IMAGE, INDEX, INT, ROW, f32
+from imgfilters.cpu.core import FLOAT, IMAGE, INDEX, INT, ROW, TABLE, f32
 from imgfilters.cpu.fastexp import LOG2E, exp2_neg, wide_vectors
 
 LIMIT = 1e30  # the largest coefficient (as ops.bilateral's, ``_image.finite_ratio``)
 F32_4D = types.Array(types.float32, 4, "A")
+F32_3D = types.Array(types.float32, 3, "C")
+F64_2D, F64_1D = types.Array(types.float64, 2, "C"), types.Array(types.float64, 1, "C")
 CACHE = 2 ** 18  # floats (1 MiB) of samples and exponents per column chunk
 
 
@@ -68,9 +70,9 @@ def _sums(num, den, e, top, LQ, C, n):
 
 
 @core.kernel(F32_4D, *IMAGE, *IMAGE, F32_4D, ROW, ROW, INDEX, INDEX, INDEX, INDEX, INDEX, INDEX, ROW, ROW, FLOAT,
-             FLOAT, INT, INT, INT, INT)
+             FLOAT, INT, INT, INT, INT, TABLE, F32_3D, F32_3D, TABLE, ROW, F64_2D, F64_1D, TABLE, TABLE)
 def _upsample(lo, hi, low, gu8, gu16, gf32, kg, yu8, yu16, yf32, ky, glow, colour, space, dys, dxs, rows, cols, a0, b0,
-              u, v, gunit, value, l1, n_bands, band_rows, chunk):
+              u, v, gunit, value, l1, n_bands, band_rows, chunk, gy, GQ, LQ, E, top, num, den, scol, out):
     """Tasks lo .. hi - 1 of ``B * n_bands`` (a band of output rows of one image): joint
     bilateral upsampling of the low-resolution image ``low`` (B, C, h, w, unit scale) to
     the guide's rows and columns. ``glow`` is the guide resampled to (h, w) (batch 1 or
@@ -79,21 +81,15 @@ def _upsample(lo, hi, low, gu8, gu16, gf32, kg, yu8, yu16, yf32, ky, glow, colou
     ``v`` their positions in low-resolution pixels. Columns go in chunks of ``chunk``, for
     which every tap's gathered samples stay until the nearest sample row changes (output
     rows that share it read the same samples) and every tap's exponents until both passes
-    are done."""
+    are done. Buffers (from ``run``): the guide's row gy (CG, W), the samples GQ (taps,
+    CG, chunk) and LQ (taps, C, chunk), the exponents E (taps, chunk), ``top`` (chunk), the
+    float64 sums ``num`` (C, chunk) and ``den`` (chunk), ``scol`` (2r + 1, chunk), an
+    output row ``out`` (C, W)."""
     B, C = low.shape[:2]
     GB, CG, H, W = core.shape(gu8, gu16, gf32, kg)
     h = low.shape[2]
     taps = dys.shape[0]
     r = (rows.shape[0] - h) // 2
-    gy = np.empty((CG, W), np.float32)
-    GQ = np.empty((taps, CG, chunk), np.float32)
-    LQ = np.empty((taps, C, chunk), np.float32)
-    E = np.empty((taps, chunk), np.float32)
-    top = np.empty(chunk, np.float32)
-    num = np.empty((C, chunk), np.float64)
-    den = np.empty(chunk, np.float64)
-    scol = np.empty((2 * r + 1, chunk), np.float32)
-    out = np.empty((C, W), np.float32)
     for t in range(lo, hi):
         b, band = t // n_bands, t % n_bands
         bg = b if GB > 1 else 0
@@ -162,8 +158,13 @@ def joint_bilateral_upsample(low, guide, colors, spaces, radius, window, color_d
     lowf = _image.to_unit(l4, torch.float32, copy=False)  # (small: the samples, read many times each)
     # columns a chunk: every tap's samples and exponents within CACHE floats
     chunk = max(16, min(W, CACHE // (len(offsets) * (C + g4.shape[1] + 1)) // 16 * 16))
+    CG, taps = g4.shape[1], len(offsets)
+    scratch = (((CG, W), np.float32), ((taps, CG, chunk), np.float32), ((taps, C, chunk), np.float32),
+               ((taps, chunk), np.float32), ((chunk,), np.float32), ((C, chunk), np.float64), ((chunk,), np.float64),
+               ((2 * radius + 1, chunk), np.float32), ((C, W), np.float32))
     cpu.run(_upsample, B * n_bands, lowf.numpy(), *ga, *out.args, glow.numpy(), colour, space, dys, dxs,
             cpu.border_map(h, radius, radius, border), cpu.border_map(w, radius, radius, border), a0, b0, u, v,
-            f32(cpu.unit_scale(ga[3])), f32(border_value), int(color_distance == "l1"), n_bands, band_rows, chunk)
+            f32(cpu.unit_scale(ga[3])), f32(border_value), int(color_distance == "l1"), n_bands, band_rows, chunk,
+            scratch=scratch)
     out.finish()
     return y
