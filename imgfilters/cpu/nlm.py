@@ -164,10 +164,10 @@ def _nl_means(lo, hi, xu8, xu16, xf32, kx, yu8, yu16, yf32, ky, coefs, floors, P
             _zero(A, th, C, nv)  # (the centre pixel, weight 1, comes last: small weights add up first)
             # w(p, q) = w(q, p): each offset d of the half after the centre serves p (the
             # values at q = p + d) and q (those at p); p runs over the rows from dy above
-            # the band and the columns whose p or q lies in the block
-            # The sums of one dy's offsets go into S first, then into A: each float32 sum
-            # takes 2R + 1 terms, not (2R + 1)^2 (at R = 35 the tiny weights that a sum of
-            # 5000 rounds away moved outputs by 8e-5)
+            # the band and the columns whose p or q lies in the block. The sums of one dy's
+            # offsets go into S first, then into A: each float32 sum takes 2R + 1 terms, not
+            # (2R + 1)^2 (at R = 35 the small weights that a sum of 5000 rounds away moved
+            # outputs by 1e-4)
             for dy in range(0, R + 1):
                 _zero(S, th, C, nv)
                 for dx in range(-R, R + 1):
