@@ -25,7 +25,7 @@ from numba import types
 from imgfilters import _image, cpu
 from imgfilters.cpu import core
 from imgfilters.cpu.core import CHAIN, FLOAT, IMAGE, INDEX, INT, ROW, TABLE, f32
-from imgfilters.cpu.fastexp import LOG2E, exp2_neg, not_inlined, wide_vectors
+from imgfilters.cpu.fastexp import LOG2E, exp2_neg, wide_vectors
 
 BLOCK = 512  # pixels of a row per pass over the taps: the sums and a tap's rows stay in L1 and L2
 SLACK = 16  # loops run over whole vectors of 16 (AVX-512 float32)
@@ -109,7 +109,6 @@ def _load(V, slot, xu8, xu16, xf32, kind, b, C, m, W, r, edges, unit, value, pro
     """Ring slot ``slot`` of V: row ``m`` (-1: the constant border) of image b's C
     channels at columns r.., through the prologue if ``chained``, the ends from the
     border."""
-    not_inlined()
     for c in range(C):
         row = V[slot, c]
         if m < 0:
@@ -125,7 +124,6 @@ def _load(V, slot, xu8, xu16, xf32, kind, b, C, m, W, r, edges, unit, value, pro
 def _store(A, ap, V, ps, C, W, r, inv, out, epi, yu8, yu16, yf32, ky, b, y):
     """Output row y of image b from its sums A[ap] (padded columns) and, added last, its
     centre pixel V[ps] with weight 1, through the epilogue."""
-    not_inlined()
     den = A[ap, C]
     for x in range(W):
         inv[x] = f32(1.0) / (den[np.uint64(r + x)] + f32(1.0))

@@ -150,6 +150,7 @@ def _nl_means(lo, hi, xu8, xu16, xf32, kx, yu8, yu16, yf32, ky, coefs, floors, P
     B, C, H, W = core.shape(xu8, xu16, xf32, kx)
     f = P // 2
     M = f + R
+    first = np.int64(0)  # (a literal 0 argument would compile _accumulate a second time)
     for t in range(lo, hi):
         b, band = t // n_bands, t % n_bands
         i0 = band * band_rows
@@ -183,7 +184,7 @@ def _nl_means(lo, hi, xu8, xu16, xf32, kx, yu8, yu16, yf32, ky, coefs, floors, P
                         y = k - 2 * f - dy  # p's row in the band (negative: above it)
                         _weights(w, D, P, colsum, nw, coef, floor)
                         if y >= 0:  # p's sums, columns 0 .. bw
-                            _accumulate(S, y, 0, w, -xa, X, C, y + M + dy, M + j0 + dx, bw)
+                            _accumulate(S, y, first, w, -xa, X, C, y + M + dy, M + j0 + dx, bw)
                         if y + dy < th:  # q's, its columns max(xa + dx, 0) .. min(xb + dx, bw)
                             c0, c1 = max(xa + dx, 0), min(xb + dx, bw)
                             _accumulate(S, y + dy, c0, w, c0 - dx - xa, X, C, y + M, M + j0 + c0 - dx, c1 - c0)
