@@ -17,6 +17,18 @@ from helpers import FUSED, KERNEL_DTYPES, assert_matches, random_image, sample
 pytestmark = pytest.mark.usefixtures("cpu_engine")
 
 
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """torch (and so the engine) on one thread, unless a test sets its own: the float64
+    reference's loops of thousands of small operations spend most of their time waking a
+    second thread (a minute against a second on two busy cores)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def reference(x, guide, sc, ss, radius, window="square", dist="l2", border="reflect", value=0.0):
     x4 = _image.as_planes(x)
     g4 = x4 if guide is None else _image.as_planes(guide)
