@@ -130,6 +130,18 @@ def test_threads_and_bands_do_not_change_the_result(gen):
     assert torch.equal(results[0], results[1]) and torch.equal(results[0], results[2])
 
 
+def test_tiles_equal_the_untiled_call_to_the_bit(gen):
+    """Each pixel takes its sums' terms in one order wherever a tile, band or block of
+    columns begins (the command line tiles CPU images)."""
+    x = random_image((1, 3, 40, 600), torch.float32, gen)  # (wider than a block of columns)
+    for window, dist in (("square", "l2"), ("disk", "l1")):
+        whole = imgfilters.bilateral(x, 0.1, 1.5, radius=3, window=window, color_distance=dist)
+        for tile in (64, 77):
+            got = imgfilters.tiled(imgfilters.bilateral, x, 0.1, 1.5, radius=3, window=window, color_distance=dist,
+                                   tile=tile, progress=False)
+            assert torch.equal(got, whole), (window, tile)
+
+
 def test_input_is_not_modified_and_gradients_run_the_reference(gen):
     x = random_image((1, 2, 8, 9), torch.float32, gen)
     before = x.clone()

@@ -93,6 +93,17 @@ def test_per_image_parameters_and_threads(gen):
     assert_close(results[0], reference(x, h.double(), sigma.double(), 3, 3))
 
 
+def test_tiles_equal_the_untiled_call_to_the_bit(gen):
+    """Each pixel's box sums and weighted sums add their terms in one order wherever a
+    tile, band or block of columns begins (the command line tiles CPU images)."""
+    x = random_image((1, 3, 100, 300), torch.float32, gen)  # (wider than a block of columns)
+    whole = imgfilters.nl_means(x, 0.1, sigma=0.02, patch_size=3, search_radius=3)
+    for tile in (48, 77):
+        got = imgfilters.tiled(imgfilters.nl_means, x, 0.1, sigma=0.02, patch_size=3, search_radius=3, tile=tile,
+                               progress=False)
+        assert torch.equal(got, whole), tile
+
+
 def test_photo_with_automatic_parameters(gen):
     """Small h (0.4 sigma) is where float32 rounding matters most."""
     clean = sample("astronaut")[:, 40:100, 60:120].to(torch.float64) / 255

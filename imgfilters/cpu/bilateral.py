@@ -105,6 +105,12 @@ def _backward(w, A, aq, V, ps, x0, dx, n, C):
 
 
 @core.jit
+def _whole(x0, x1, end):
+    """The length of x0 .. x1, in whole vectors if x1 ends the row (``end``)."""
+    return (x1 - x0 + SLACK - 1) & -SLACK if x1 == end else x1 - x0
+
+
+@core.jit
 def _load(V, slot, xu8, xu16, xf32, kind, b, C, m, W, r, edges, unit, value, pro, chained):
     """Ring slot ``slot`` of V: row ``m`` (-1: the constant border) of image b's C
     channels at columns r.., through the prologue if ``chained``, the ends from the
@@ -155,7 +161,8 @@ def _bilateral(lo, hi, xu8, xu16, xf32, kx, gu8, gu16, gf32, kg, yu8, yu16, yf32
     are never read), so that the loops have no conditions, and run over whole vectors:
     rows have SLACK columns more than the padding, which only such sums reach. Buffers (from
     ``run``): the rings V (2r + 1, C, W + 2r + SLACK), G (the same for the guide's channels,
-    or (1, 1, 1)), A (r + 1, C + 1, W + 2r + SLACK), the weights w (BLOCK), an output row
+    or (1, 1, 1)), A (r + 2, C + 1, W + 2r + SLACK: the last a sink), the weights w
+    (BLOCK + 2r + SLACK), an output row
     ``out`` (C, W), ``inv`` (W), the taps' spatial terms ``sp``."""
     B, C, H, W = core.shape(xu8, xu16, xf32, kx)
     GB, CG = core.shape(gu8, gu16, gf32, kg)[:2]
@@ -164,6 +171,7 @@ def _bilateral(lo, hi, xu8, xu16, xf32, kx, gu8, gu16, gf32, kg, yu8, yu16, yf32
     n = 2 * r + 1
     Wp = W + 2 * r
     chained, unchained = pro.shape[1] > 0, pro.shape[1] < 0
+    sink = r + 1  # sums that nothing reads
     for t in range(lo, hi):
         b, band = t // n_bands, t % n_bands
         i0 = band * band_rows
@@ -189,22 +197,41 @@ def _bilateral(lo, hi, xu8, xu16, xf32, kx, gu8, gu16, gf32, kg, yu8, yu16, yf32
             if y < i0 - r:
                 continue
             ps, ap = (y - i0 + r) % n, (y - i0 + r) % (r + 1)
-            for z0 in range(0, Wp, BLOCK):  # blocks of p's columns: the sums they reach stay in cache
+            for z0 in range(0, Wp, BLOCK):  # blocks of columns: the sums they reach stay in cache
+                z1 = min(z0 + BLOCK, Wp)
                 for k in range(taps):
                     dy, dx = dys[k], dxs[k]
                     qs, aq = (y + dy - i0 + r) % n, (y + dy - i0 + r) % (r + 1)
-                    # p's padded columns whose q = p + dx is one too, from xa to xb, this
-                    # block's BLOCK of them; the last block as whole vectors (past xb, p's
-                    # sums are in the padding and q's in the slack)
+                    # p's padded columns whose q = p + dx is one too: xa .. xb. The block's
+                    # p take their q's values (f0 .. f1), its q their p's (b0 .. b1, p's
+                    # outside the block too), so that a pixel takes its sums' terms in the
+                    # same order wherever the blocks begin (tiles equal the untiled call);
+                    # the weights of the p outside go to the sink's sums. Ranges that end
+                    # the row run as whole vectors (past xb into the padding and the slack).
                     xa, xb = max(0, -dx), Wp - max(dx, 0)
-                    x0 = xa + z0
-                    if x0 >= xb:
+                    f0, f1 = max(z0, xa), min(z1, xb)
+                    b0, b1 = max(z0 - dx, xa), min(z1 - dx, xb)
+                    has_f, has_b = f1 > f0, b1 > b0
+                    if not has_b:
+                        if has_f:
+                            _forward(w, A, ap, V, qs, ps, G, qs, ps, joint, f0, dx, _whole(f0, f1, xb), C, CG, sp[k],
+                                     s2, l1)
                         continue
-                    nx = min(BLOCK, xb - x0)
-                    if x0 + nx == xb:
-                        nx = (nx + SLACK - 1) & -SLACK
-                    _forward(w, A, ap, V, qs, ps, G, qs, ps, joint, x0, dx, nx, C, CG, sp[k], s2, l1)
-                    _backward(w, A, aq, V, ps, x0, dx, nx, C)
+                    if not has_f:
+                        _forward(w, A, sink, V, qs, ps, G, qs, ps, joint, b0, dx, _whole(b0, b1, xb), C, CG, sp[k],
+                                 s2, l1)
+                        _backward(w, A, aq, V, ps, b0, dx, _whole(b0, b1, xb), C)
+                        continue
+                    lo = min(f0, b0)
+                    if b0 < f0:  # (dx > 0) the p before the block
+                        _forward(w, A, sink, V, qs, ps, G, qs, ps, joint, b0, dx, _whole(b0, f0, xb), C, CG, sp[k],
+                                 s2, l1)
+                    _forward(w[f0 - lo:], A, ap, V, qs, ps, G, qs, ps, joint, f0, dx, _whole(f0, f1, xb), C, CG,
+                             sp[k], s2, l1)
+                    if b1 > f1:  # (dx < 0) the p after it
+                        _forward(w[f1 - lo:], A, sink, V, qs, ps, G, qs, ps, joint, f1, dx, _whole(f1, b1, xb), C,
+                                 CG, sp[k], s2, l1)
+                    _backward(w[b0 - lo:], A, aq, V, ps, b0, dx, _whole(b0, b1, xb), C)
             if y >= i0:  # p's row is complete
                 _store(A, ap, V, ps, C, W, r, inv, out, epi, yu8, yu16, yf32, ky, b, y)
 
@@ -245,8 +272,8 @@ def bilateral(img, guide, colors, spaces, radius, window, color_distance, border
     n_bands, band_rows = cpu.bands(B, H, min_rows=max(16, 4 * radius))
     xa, ga = cpu.image_args(x4), cpu.image_args(g4)
     n, Wp, CG = 2 * radius + 1, W + 2 * radius + SLACK, g4.shape[1]
-    shapes = ((n, C, Wp), (n, CG, Wp) if guide is not None else (1, 1, 1), (radius + 1, C + 1, Wp), (BLOCK,),
-              (C, W), (W,), (max(len(dys), 1),))
+    shapes = ((n, C, Wp), (n, CG, Wp) if guide is not None else (1, 1, 1), (radius + 2, C + 1, Wp),
+              (BLOCK + 2 * radius + SLACK,), (C, W), (W,), (max(len(dys), 1),))
     cpu.run(_bilateral, B * n_bands, *xa, *ga, *out.args, colour, space, dys, dxs, rows, edges,
             f32(cpu.unit_scale(xa[3])), f32(cpu.unit_scale(ga[3])), f32(border_value), int(color_distance == "l1"),
             int(guide is not None), pro, epi, n_bands, band_rows, scratch=[(shape, np.float32) for shape in shapes])

@@ -55,16 +55,19 @@ def _distances(D, slot, X, C, y, yq, x0, xq, n):
 
 
 @core.jit
-def _weights(w, D, P, colsum, n, coef, floor):
+def _weights(w, D, first, P, colsum, n, coef, floor):
     """w[i] = 2^(coef * max(S_i - floor, 0)), S_i the P x P box sum of the ring D at
-    column i (ring rows added into ``colsum``, then P of its columns), i < n."""
+    column i (ring rows added into ``colsum`` from the top one, slot ``first``, down, then
+    P of its columns), i < n. The order of the sums is the patch's, not the ring's: a tile
+    of the image gets the untiled call's weights to the bit."""
     wide_vectors()
     m = n + P - 1
     for i in range(m):
-        colsum[i] = D[0, i]
+        colsum[i] = D[first, i]
     for k in range(1, P):
+        slot = (first + k) % P
         for i in range(m):
-            colsum[i] += D[k, np.uint64(i)]
+            colsum[i] += D[slot, np.uint64(i)]
     for i in range(n):
         w[i] = colsum[i]
     for j in range(1, P):
@@ -182,7 +185,7 @@ def _nl_means(lo, hi, xu8, xu16, xf32, kx, yu8, yu16, yf32, ky, coefs, floors, P
                         if k < 2 * f:
                             continue
                         y = k - 2 * f - dy  # p's row in the band (negative: above it)
-                        _weights(w, D, P, colsum, nw, coef, floor)
+                        _weights(w, D, (k + 1) % P, P, colsum, nw, coef, floor)
                         if y >= 0:  # p's sums, columns 0 .. bw
                             _accumulate(S, y, first, w, -xa, X, C, y + M + dy, M + j0 + dx, bw)
                         if y + dy < th:  # q's, its columns max(xa + dx, 0) .. min(xb + dx, bw)
