@@ -25,7 +25,7 @@ from numba import types
 from imgfilters import _image, cpu
 from imgfilters.cpu import core
 from imgfilters.cpu.core import CHAIN, FLOAT, IMAGE, INDEX, INT, ROW, TABLE, f32
-from imgfilters.cpu.fastexp import LOG2E, exp2_neg, wide_vectors
+from imgfilters.cpu.fastexp import LOG2E, exp2_neg, not_inlined, wide_vectors
 
 BLOCK = 512  # pixels of a row per pass over the taps: the sums and a tap's rows stay in L1 and L2
 SLACK = 16  # loops run over whole vectors of 16 (AVX-512 float32)
@@ -39,8 +39,9 @@ def _forward(w, A, ap, V, qs, ps, G, gq, gp, joint, x0, dx, n, C, CG, s, s2, l1)
     row at ring slot ``qs`` (p's row at ``ps``): the weights w[i] = 2^(s - s2 D^2), D
     between the guide's pixels (V's, or G's at slots gq, gp when ``joint``), and p's sums
     A[ap, c] += w V_q, A[ap, C] += w. Indices are unsigned: no wraparound for numba to
-    check, so the loops vectorise."""
+    check, so the loops vectorise. Called from four places: not inlined (compile time)."""
     wide_vectors()
+    not_inlined()
     if not joint and C == 3:  # (the guide's values are the values: one load each)
         for i in range(n):
             a, b = np.uint64(x0 + dx + i), np.uint64(x0 + i)
