@@ -1,4 +1,4 @@
-"""``imgfilters-denoise`` / ``python scripts/denoise.py``: denoise image files.
+"""``imgfilters-denoise`` / ``python -m imgfilters`` / ``python scripts/denoise.py``: denoise image files.
 
     imgfilters-denoise in.png out.png            # non-local means, automatic parameters
     imgfilters-denoise photos/ denoised/         # every image below photos/, sub-folders mirrored
@@ -161,7 +161,7 @@ def _settings(args):
 
 
 def _run(s):
-    from imgfilters.io import read_image, write_image
+    from imgfilters.io import output_format, write_image
     src, dst = Path(s.args.input), Path(s.args.output)
     if not src.exists():
         raise UsageError(f"{src}: no such file or folder")
@@ -171,11 +171,10 @@ def _run(s):
         return _run_folder(s, src, dst)
     if dst.is_dir():
         dst = dst / src.name
+    output_format(dst)
     _check_output(s, src, dst)
-    if not dst.parent.is_dir():
-        raise UsageError(f"{dst}: the folder {dst.parent} does not exist")
-    _check_writable(dst.parent)
-    pic = read_image(src, _max_pixels(s))
+    _check_folder(dst)
+    pic = _read(s, src, dst)
     try:
         _denoise_pictures(s, [pic], [src])
     except ValueError as e:  # parameters the library refuses for this image (size, radius...)
@@ -184,8 +183,20 @@ def _run(s):
     return 0
 
 
-def _max_pixels(s):
-    return round(s.args.max_megapixels * 1e6)
+def _read(s, src, dst):
+    """``src`` read (within --max-megapixels), once ``dst``'s format is known to hold it:
+    a 16-bit or alpha image bound for JPEG stops here, not after its filtering."""
+    from imgfilters.io import output_format, read_image
+    pic = read_image(src, round(s.args.max_megapixels * 1e6))
+    output_format(dst, pic)
+    return pic
+
+
+def _check_folder(dst):
+    """Refuse an output file whose folder is missing or read-only, before any work."""
+    if not dst.parent.is_dir():
+        raise UsageError(f"{dst}: the folder {dst.parent} does not exist")
+    _check_writable(dst.parent)
 
 
 def _check_writable(folder):
@@ -201,27 +212,33 @@ def _check_writable(folder):
 
 
 def _check_output(s, src, dst):
-    from imgfilters.io import FORMATS
-    if os.path.splitext(dst)[1].lower() not in FORMATS:
-        raise UsageError(f"{dst}: unknown output format; use one of {', '.join(sorted(FORMATS))}")
-    if dst.exists() and dst.resolve() == src.resolve():
-        raise UsageError(f"{dst}: refusing to write over the input")
+    """Refuse an output that overlaps the input (``_check_apart``), or that exists unless
+    --overwrite."""
+    _check_apart(src, dst)
     if dst.exists() and not s.args.overwrite:
         raise UsageError(f"{dst}: exists (use --overwrite to replace it)")
+
+
+def _check_apart(src, dst):
+    """Refuse an output that is the input, contains it or lies inside it, however the paths
+    are spelled (relative, through symlinks): replacing a folder or .zarr store that holds
+    the input would delete it, and writing into the input would change it. Every path
+    (file, folder, streamed) checks here, before it writes anything."""
+    a, b = src.resolve(), dst.resolve()
+    relation = "is" if a == b else "contains" if b in a.parents else "is inside" if a in b.parents else None
+    if relation:
+        raise UsageError(f"{dst}: refusing to write there: the output {relation} the input {src}")
 
 
 def _run_folder(s, src, dst):
     from tqdm import tqdm
 
-    from imgfilters.io import FORMATS, ImageError, read_image, write_image
+    from imgfilters.io import FORMATS, ImageError, write_image
     if dst.exists() and not dst.is_dir():
         raise UsageError(f"{dst}: is a file; folder input needs an output folder")
-    if dst.resolve() == src.resolve():
-        raise UsageError(f"{dst}: refusing to write into the input folder")
+    _check_apart(src, dst)
     _check_writable(dst)
-    inside = src.resolve() in dst.resolve().parents  # an output folder below the input: skip it
-    files = sorted(p for p in src.rglob("*") if p.is_file() and p.suffix.lower() in FORMATS
-                   and not (inside and dst.resolve() in p.resolve().parents))
+    files = sorted(p for p in src.rglob("*") if p.is_file() and p.suffix.lower() in FORMATS)
     failed, done = [], 0
     bar = tqdm(total=len(files), unit="image", disable=s.args.quiet, file=sys.stderr)
     for start in range(0, len(files), BATCH):
@@ -230,7 +247,7 @@ def _run_folder(s, src, dst):
             out = dst / path.relative_to(src)
             try:
                 _check_output(s, path, out)
-                chunk.append((path, out, read_image(path, _max_pixels(s))))
+                chunk.append((path, out, _read(s, path, out)))
             except (UsageError, ImageError) as e:
                 failed.append(str(e))
                 bar.update(1)
@@ -396,7 +413,11 @@ def _tiff_pixels(path):
 def _run_streamed(s, src, dst):
     """A large TIFF or a .zarr array ((H, W) or (H, W, C), uint8 or uint16) denoised tile
     by tile into a BigTIFF or a .zarr array: neither is ever whole in memory."""
+    import tempfile
+
     import torch
+
+    from imgfilters.io import ImageError, check_one_picture
     try:
         import tifffile
         import zarr
@@ -407,17 +428,19 @@ def _run_streamed(s, src, dst):
         dst = dst / src.name
     if dst.suffix.lower() not in (".tif", ".tiff", ".zarr"):
         raise UsageError(f"{dst}: a large image is written as .tif, .tiff or .zarr")
-    if dst.exists() and dst.resolve() == src.resolve():
-        raise UsageError(f"{dst}: refusing to write over the input")
-    if dst.exists() and not s.args.overwrite:
-        raise UsageError(f"{dst}: exists (use --overwrite to replace it)")
+    _check_output(s, src, dst)
+    _check_folder(dst)
     store = None
     try:
         if src.suffix.lower() == ".zarr":
             arr = zarr.open_array(str(src), mode="r")
         else:
-            store = tifffile.imread(src, aszarr=True)
+            with tifffile.TiffFile(src) as tif:
+                check_one_picture(src, [page.subfiletype for page in tif.pages])
+            store = tifffile.imread(src, aszarr=True, level=0)  # (a pyramid: its full resolution)
             arr = zarr.open_array(store, mode="r")
+    except ImageError:
+        raise
     except Exception as e:
         raise UsageError(f"{src}: cannot read the image ({e})") from None
     if arr.dtype not in ("uint8", "uint16") or arr.ndim not in (2, 3) or arr.ndim == 3 and arr.shape[2] not in (1, 3):
@@ -436,10 +459,12 @@ def _run_streamed(s, src, dst):
         opts = _nlm_options(s.args, sigma, channels)
     if s.args.print_params:
         print(f"{src}: {s.args.method} " + " ".join(f"{k}={v:.4g}" for k, v in opts.items()))
-    tmp = dst.with_name(f".imgfilters-{dst.name}")
+    # made in a new folder beside dst, then renamed into place: a fixed temporary name could
+    # be the input's, or another run's
+    tmp = Path(tempfile.mkdtemp(dir=dst.parent, prefix=".imgfilters-")) / dst.name
     try:
         if dst.suffix.lower() == ".zarr":
-            out = zarr.create_array(str(tmp), shape=arr.shape, dtype=arr.dtype, chunks=arr.chunks, overwrite=True)
+            out = zarr.create_array(str(tmp), shape=arr.shape, dtype=arr.dtype, chunks=arr.chunks)
         else:
             out = tifffile.memmap(tmp, shape=arr.shape, dtype=arr.dtype, bigtiff=True,
                                   photometric="rgb" if channels == 3 else "minisblack")
@@ -455,8 +480,11 @@ def _run_streamed(s, src, dst):
     except ValueError as e:
         raise UsageError(f"{src}: {e}") from e
     finally:
-        if tmp.exists():
-            shutil.rmtree(tmp) if tmp.is_dir() else tmp.unlink()
+        shutil.rmtree(tmp.parent)
         if store is not None:
             store.close()
     return 0
+
+
+if __name__ == "__main__":  # python -m imgfilters.cli
+    sys.exit(main())

@@ -16,9 +16,15 @@ bfloat16, or uint8/uint16 (the steps run in float32; the result comes back in th
 dtype). Every transform is a ``torchvision.transforms.v2``
 transform; with ``seed=`` its draws are reproducible (its own generators), else it uses
 torch's global generators. Defaults are Real-ESRGAN's published training options
-(``options/train_realesrgan_x4plus.yml``).
+(``options/train_realesrgan_x4plus.yml``). A transform refuses at the call an image that
+one of its draws could not take: the JPEG steps (``RandomJPEG``, ``RealESRGANDegradation``)
+take 1 or 3 channels (grey or RGB), a ``RandomResize`` that scales down (the first resize
+of ``RealESRGANDegradation``) images that keep a pixel a side at its lowest scale (7 at
+0.15).
 """
+import collections.abc
 import math
+import operator
 import random
 import warnings
 
@@ -27,8 +33,10 @@ from torchvision.transforms import v2
 
 from imgfilters import _image
 from imgfilters.kernels import degrade as kernels
-from imgfilters.ops.filter2d import filter2d
-from imgfilters.ops.jpeg import qualities as jpeg_qualities, round_trip as jpeg_round_trip
+from imgfilters.ops.filter2d import MAX_SIZE, filter2d
+from imgfilters.ops.jpeg import CHANNELS as JPEG_CHANNELS, check_batch as check_jpeg_batch, \
+    qualities as jpeg_qualities, round_trip as jpeg_round_trip
+from imgfilters.ops import resample as _resample
 from imgfilters.ops.resample import upsample
 from imgfilters.reference import degrade as reference, jpeg as reference_jpeg
 
@@ -45,13 +53,29 @@ PAD_TO = 21
 
 # ---- random kernels ------------------------------------------------------------------------
 
+def _integer(value, name, low=None, high=None):
+    """``value`` as an int in [low, high]: Python, numpy and 0-d torch integers; not bools
+    or floats."""
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an integer, got bool")
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__}") from None
+    if (low is not None and value < low) or (high is not None and value > high):
+        bounds = f"from {low} to {high}" if high is not None else f">= {low}"
+        raise ValueError(f"{name} must be an integer {bounds}, got {value}")
+    return value
+
+
 def _range(value, name, low=None, high=None):
     """A validated (low, high) pair of floats."""
     try:
-        lo, hi = (float(v) for v in value)
+        lo, hi = value
     except (TypeError, ValueError):
         raise TypeError(f"{name} must be a (low, high) pair of numbers, got {value!r}") from None
-    if not (math.isfinite(lo) and math.isfinite(hi)) or lo > hi:
+    lo, hi = _image.check_number(lo, name), _image.check_number(hi, name)
+    if lo > hi:
         raise ValueError(f"{name} must be a finite (low, high) range with low <= high, got {value!r}")
     if (low is not None and lo < low) or (high is not None and hi > high):
         raise ValueError(f"{name} must lie in [{low}, {high}], got {value!r}")
@@ -59,14 +83,23 @@ def _range(value, name, low=None, high=None):
 
 
 def _probabilities(value, n, name):
-    p = torch.as_tensor(value, dtype=torch.float64)
+    try:
+        p = torch.as_tensor(value)
+    except (TypeError, ValueError, RuntimeError):
+        raise TypeError(f"{name} must be {n} numbers, got {value!r}") from None
+    if p.dtype == torch.bool or p.is_complex():
+        raise TypeError(f"{name} must hold real numbers, got dtype {p.dtype}")
+    p = p.to(torch.float64)
     if p.shape != (n,) or not torch.isfinite(p).all() or (p < 0).any() or p.sum() <= 0:
         raise ValueError(f"{name} must be {n} non-negative numbers with a positive sum, got {value!r}")
     return p / p.sum()
 
 
 def _sizes(value):
-    sizes = tuple(int(k) for k in value)
+    try:
+        sizes = tuple(_integer(k, "kernel_sizes") for k in value)
+    except TypeError:
+        raise TypeError(f"kernel_sizes must be a sequence of integers, got {value!r}") from None
     if not sizes or any(k < 1 or k % 2 == 0 or k > PAD_TO for k in sizes):
         raise ValueError(f"kernel_sizes must be odd sizes from 1 to {PAD_TO}, got {value!r}")
     return sizes
@@ -91,13 +124,14 @@ def _sample(sampler, options, batch, generator, device, size=None):
     ``sample_kernel_params`` returns; with ``size``, their ``make_kernels(params, size)``
     instead, sampled and made in one launch on kernel devices."""
     rows, define, launch = sampler
+    batch = _integer(batch, "batch", 0)
     if device is None:
         device = generator.device if generator is not None else "cpu"
     u = torch.rand(rows, batch, generator=generator, device=device)
     if not _image.uses_kernels(u):  # the float64 definitions, stored as the kernel stores them
         params = {name: t.to(torch.float32) if t.is_floating_point() else t
                   for name, t in define(u.double(), **options).items()}
-        return params if size is None else make_kernels(params, size)
+        return params if size is None else reference.kernels(params, size).to(torch.float32)
     params = torch.empty(len(reference.PARAMS), batch, device=u.device)
     k = None if size is None else _empty_kernels(batch, size, u.device)
     launch(u, params, k, **dict(options, kernel_sizes=_image.on(options["kernel_sizes"], u.device)))
@@ -110,6 +144,11 @@ def _empty_kernels(batch, size, device):
     """``make_kernels``' output: (batch, n, n) float32, n = 2 * (size // 2) + 1."""
     n = 2 * (size // 2) + 1
     return torch.empty(batch, n, n, device=device)
+
+
+def _grid_size(size):
+    """``size`` of ``make_kernels`` and ``random_kernels``: kernels that ``filter2d`` takes."""
+    return _integer(size, "size", 1, MAX_SIZE)
 
 
 def sample_kernel_params(batch, *, generator=None, device=None, kernel_sizes=KERNEL_SIZES, kernel_prob=KERNEL_PROB,
@@ -157,16 +196,76 @@ def _sinc_options(prob, cutoff, kernel_sizes):
 
 def make_kernels(params, size=PAD_TO):
     """The ``(batch, n, n)`` float32 kernels of a parameter dict on its device, n = 2 *
-    (size // 2) + 1 (``size`` when odd): each image's kernel of its own size centred in the
-    n x n grid with zeros around it (BasicSR pads every kernel to 21; a larger one is
-    cropped), normalised to sum 1 (``reference.kernels``). On CUDA (and in Triton's
-    interpreter) one launch in float32, elsewhere the float64 definition, rounded."""
-    p = torch.stack([params[name] for name in reference.PARAMS]).to(torch.float32)
+    (size // 2) + 1 (``size`` when odd, 1 to 63: ``filter2d``'s sizes): each image's kernel
+    of its own size centred in the n x n grid with zeros around it (BasicSR pads every
+    kernel to 21; a larger one is cropped), normalised to sum 1 (``reference.kernels``).
+    On CUDA (and in Triton's interpreter) one launch in float32, elsewhere the float64
+    definition, rounded.
+
+    ``params``: ``sample_kernel_params``' dict, or one like it: (batch,) tensors (or
+    sequences of numbers) on one device, checked before any work (which waits for a
+    device's values): ``kind`` codes 0 to 7 (``KERNEL_KINDS``), ``size`` integers from 1 to
+    63, and the values each kind uses finite and at least 1e-6 (``sigma_x``; ``sigma_y``
+    of the anisotropic kinds; ``beta`` of the generalized and plateau kinds; ``cutoff`` of
+    sinc), ``theta`` of the anisotropic kinds finite. The values a kind does not use are
+    placeholders, never read."""
+    rows = _given_params(params)
+    size = _grid_size(size)
+    p = rows.to(torch.float32)
     if not _image.uses_kernels(p):
-        return reference.kernels(params, size).to(torch.float32)
+        return reference.kernels(dict(zip(reference.PARAMS, rows)), size).to(torch.float32)
     k = _empty_kernels(p.shape[1], size, p.device)
     kernels.launch_given(p, k)
     return k
+
+
+def _given_params(params):
+    """``make_kernels``' parameter dict, checked, as the (7, B) float64 rows of
+    ``reference.PARAMS`` on its device."""
+    if not isinstance(params, collections.abc.Mapping):
+        raise TypeError(f"params must be a dict of (batch,) tensors named {', '.join(reference.PARAMS)}, "
+                        f"got {type(params).__name__}")
+    missing = [name for name in reference.PARAMS if name not in params]
+    if missing:
+        raise ValueError(f"params lacks {', '.join(missing)} (it needs {', '.join(reference.PARAMS)})")
+    rows = []
+    for name in reference.PARAMS:
+        try:
+            t = torch.as_tensor(params[name])
+        except (TypeError, ValueError, RuntimeError):
+            raise TypeError(f"params[{name!r}] must be a tensor of numbers, got {type(params[name]).__name__}") \
+                from None
+        if t.dtype == torch.bool or t.is_complex():
+            raise TypeError(f"params[{name!r}] must hold real numbers, got dtype {t.dtype}")
+        first = rows[0] if rows else t
+        if t.ndim != 1 or t.shape != first.shape or t.device != first.device:
+            than = f", params['kind'] {tuple(first.shape)} on {first.device}" if rows else ""
+            raise ValueError(f"params' values must be 1-D tensors of one length on one device: "
+                             f"params[{name!r}] has shape {tuple(t.shape)} on {t.device}{than}")
+        rows.append(t.detach().to(torch.float64))
+    rows = torch.stack(rows)
+    host = dict(zip(reference.PARAMS, rows.cpu()))  # (the one wait for a device's values)
+
+    def whole(v, low, high):
+        return (v >= low) & (v <= high) & (v == v.round())
+
+    kind = host["kind"]
+    _refuse_any(host, "kind", ~whole(kind, 0, PULSE), f"kind codes from 0 to {PULSE} (KERNEL_KINDS)")
+    _refuse_any(host, "size", ~whole(host["size"], 1, MAX_SIZE), f"integers from 1 to {MAX_SIZE}")
+    mixed = kind < SINC
+    aniso = mixed & (kind % 2 == 1)
+    for name, used in (("sigma_x", mixed), ("sigma_y", aniso), ("beta", mixed & (kind >= 2)), ("cutoff", kind == SINC)):
+        ok = torch.isfinite(host[name]) & (host[name] >= 1e-6)
+        _refuse_any(host, name, used & ~ok, "finite values of at least 1e-6 where the kind uses them")
+    _refuse_any(host, "theta", aniso & ~torch.isfinite(host["theta"]), "finite values where the kind uses them")
+    return rows
+
+
+def _refuse_any(params, name, bad, what):
+    """Raise naming the first image where ``bad`` holds."""
+    if bad.any():
+        i = int(bad.nonzero()[0])
+        raise ValueError(f"params[{name!r}] must hold {what}, got {params[name][i].item():g} (image {i})")
 
 
 def random_kernels(batch, *, generator=None, device=None, size=PAD_TO, **options):
@@ -178,6 +277,7 @@ def random_kernels(batch, *, generator=None, device=None, size=PAD_TO, **options
     if unknown:
         raise TypeError(f"random_kernels got unknown options {sorted(unknown)}; it takes those of "
                         f"sample_kernel_params: {', '.join(_MIXED_DEFAULTS)}")
+    size = _grid_size(size)
     options = _mixed_options(**{**_MIXED_DEFAULTS, **options})
     return _sample(_MIXED, options, batch, generator, device, size)
 
@@ -191,15 +291,37 @@ def _gray(x):
     return x.mean(1, keepdim=True)
 
 
+def _noise_args(x, amount, name, gray):
+    """The noise functions' arguments, checked: ``x`` a floating-point (B, C, H, W)
+    batch; ``amount`` (named ``name``) a number >= 0 or a tensor of one value or one per
+    image; ``gray`` a bool or a bool tensor of one value or one per image. Returns
+    ``amount`` and ``gray`` as (B or 1, 1, 1, 1) tensors on ``x``'s device."""
+    _image.check_image(x, "x")
+    if not x.is_floating_point():
+        raise TypeError(f"x must be a floating-point batch, got dtype {x.dtype}")
+    if x.ndim != 4:
+        raise ValueError(f"x must be a (B, C, H, W) batch, got shape {tuple(x.shape)}")
+    b = x.shape[0]
+    amount = _image.per_image(amount, name, b, positive=False).to(x.device, x.dtype).reshape(-1, 1, 1, 1)
+    if isinstance(gray, bool):
+        gray = torch.tensor(gray)
+    if not isinstance(gray, torch.Tensor) or gray.dtype != torch.bool:
+        raise TypeError(f"gray must be a bool or a bool tensor, got {getattr(gray, 'dtype', type(gray).__name__)}")
+    if gray.numel() != 1 and (gray.ndim != 1 or gray.numel() != b):
+        raise ValueError(f"gray as a tensor must be 1-D with one value per image ({b}), got shape {tuple(gray.shape)}")
+    return amount, gray.to(x.device).reshape(-1, 1, 1, 1)
+
+
 def add_gaussian_noise(x, sigma, gray, *, generator=None, clip=True):
     """BasicSR's ``generate_gaussian_noise_pt``: ``x + n`` with ``n ~ N(0, (sigma/255)^2)``
     per pixel, ``sigma`` per image (0..255 units); where ``gray`` (per image) is true, the
     same noise for every channel (BasicSR draws one grey field for the whole batch; here
-    each image has its own). ``x`` is a float (B, C, H, W) batch; clipped to [0, 1]."""
+    each image has its own). ``x`` is a float (B, C, H, W) batch; clipped to [0, 1].
+    ``sigma`` and ``gray``: a number (a bool) or a tensor of one value or one per image."""
+    sigma, gray = _noise_args(x, sigma, "sigma", gray)
     b, c, h, w = x.shape
-    s = (sigma.to(x.dtype) / 255.0).view(b, 1, 1, 1)
     noise = torch.randn(b, c + 1, h, w, generator=generator, device=x.device, dtype=x.dtype)
-    noise = torch.where(gray.view(b, 1, 1, 1), noise[:, :1], noise[:, 1:]) * s
+    noise = torch.where(gray, noise[:, :1], noise[:, 1:]) * (sigma / 255.0)
     out = x + noise
     return out.clamp(0, 1) if clip else out
 
@@ -220,15 +342,15 @@ def add_poisson_noise(x, scale, gray, *, generator=None, clip=True):
     """BasicSR's ``generate_poisson_noise_pt``: the image rounded to 8 bits, ``vals`` its
     distinct levels rounded up to a power of two, noise ``poisson(x * vals) / vals - x``
     times ``scale`` (per image); where ``gray`` (per image) is true, the noise of the luma
-    for every channel."""
-    b = x.shape[0]
+    for every channel. Arguments as ``add_gaussian_noise``'s."""
+    scale, gray = _noise_args(x, scale, "scale", gray)
     xr = (x * 255.0).round().clamp(0, 255) / 255.0
     vals = _levels(xr)
     noise = torch.poisson(xr * vals, generator=generator) / vals - xr
     g = (_gray(x) * 255.0).round().clamp(0, 255) / 255.0
     gvals = _levels(g)
     gnoise = torch.poisson(g * gvals, generator=generator) / gvals - g
-    noise = torch.where(gray.view(b, 1, 1, 1), gnoise, noise) * scale.to(x.dtype).view(b, 1, 1, 1)
+    noise = torch.where(gray, gnoise, noise) * scale
     out = x + noise
     return out.clamp(0, 1) if clip else out
 
@@ -257,13 +379,13 @@ def jpeg(x, quality, codec="imgfilters"):
     Against libjpeg the first differs by about a level on average, mostly where libjpeg's
     decoder smooths the chroma (``imgfilters.reference.jpeg``)."""
     _check_codec(codec)
-    x = _image.to_unit(x, torch.float32, copy=False)
+    check_jpeg_batch(x, "x")
     if codec == "imgfilters":
-        return jpeg_round_trip(x, quality)
+        return jpeg_round_trip(_image.to_unit(x, torch.float32, copy=False), quality)
     from torchvision.io import decode_jpeg, encode_jpeg
     b = x.shape[0]
-    u8 = (x.clamp(0, 1) * 255.0).round().to(torch.uint8)
     q = reference_jpeg.integer_qualities(jpeg_qualities(quality, b, x.device)).tolist()  # (the encoder takes ints)
+    u8 = (_image.to_unit(x, torch.float32, copy=False).clamp(0, 1) * 255.0).round().to(torch.uint8)
     encoded = [None] * b
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torchvision >= 0.29 deprecates its codecs for TorchCodec
@@ -292,7 +414,8 @@ def _on_gpu_or_cpu(codec, images, **kwargs):
 # ---- transforms ----------------------------------------------------------------------------
 
 class _Degradation(v2.Transform):
-    """Shared: reproducible draws (``seed``), the batch as float (B, C, H, W).
+    """Shared: reproducible draws (``seed``: None or an integer), the batch as float (B, C,
+    H, W), the image checked before any work (``check``).
 
     Per-image draws come from torch generators on the images' device; batch-level choices
     (a resize's way and mode, the noise's kind) from a Python ``random.Random`` on the host:
@@ -304,9 +427,10 @@ class _Degradation(v2.Transform):
 
     def __init__(self, seed=None):
         super().__init__()
-        self.seed = seed
+        # (torch's generators take seeds from -2**63 to 2**64 - 1; RealESRGANDegradation adds up to 9)
+        self.seed = None if seed is None else _integer(seed, "seed", -2 ** 63, 2 ** 63 - 1)
         self._generators = {}
-        self._host = None if seed is None else random.Random(seed)
+        self._host = None if seed is None else random.Random(self.seed)
 
     def generator(self, device):
         """This transform's generator on ``device`` (None: torch's global one)."""
@@ -334,6 +458,7 @@ class _Degradation(v2.Transform):
         if inpt.ndim not in (3, 4):
             raise ValueError(f"degradations take (B, C, H, W) or (C, H, W) images, got {tuple(inpt.shape)}")
         x = inpt.as_subclass(torch.Tensor)
+        self.check(x)
         batch = x if x.ndim == 4 else x[None]
         if batch.dtype != torch.float32:  # the pipeline runs in float32 (torch.poisson, the codecs)
             batch = _image.to_unit(batch, torch.float32, copy=False)
@@ -342,6 +467,10 @@ class _Degradation(v2.Transform):
         if not inpt.is_floating_point():
             out = _image.from_unit(out, inpt.dtype)
         return _image.wrap(inpt, out.to(inpt.dtype))
+
+    def check(self, img):
+        """Raise ValueError unless every draw of this transform can take ``img``, a (C, H, W)
+        or (B, C, H, W) tensor: refused at the call, not in the middle of a pipeline."""
 
 
 def _batch_choice(rng, n, weights=None):
@@ -398,9 +527,21 @@ class RandomResize(_Degradation):
         super().__init__(seed)
         self.resize_prob = _probabilities(resize_prob, 3, "resize_prob").tolist()
         self.resize_range = _range(resize_range, "resize_range", low=1e-6)
+        if not self.resize_range[0] <= 1.0 <= self.resize_range[1]:
+            raise ValueError(f"resize_range must hold 1 (down to its low, up to its high), got {resize_range!r}")
         if not modes or any(m not in RESIZE_MODES for m in modes):
             raise ValueError(f"modes must be a non-empty subset of {RESIZE_MODES}, got {modes!r}")
-        self.modes, self.size_base = tuple(modes), size_base
+        self.modes = tuple(modes)
+        self.size_base = None if size_base is None else _resample._pair_of(size_base, "size_base", int)
+
+    def check(self, img):
+        """Scaled down without a ``size_base``, each side must keep a pixel (``floor(side *
+        scale)``, as ``upsample`` sizes it)."""
+        lowest = self.resize_range[0]
+        if self.size_base is None and self.resize_prob[1] > 0 and math.floor(min(img.shape[-2:]) * lowest) < 1:
+            h, w = img.shape[-2:]
+            raise ValueError(f"img of {h} x {w} is too small: a random resize down to {lowest} of its size would "
+                             f"leave no pixels (it needs at least {math.ceil(1 / lowest)} a side)")
 
     def degrade(self, x, rng):
         way = _batch_choice(rng, 3, self.resize_prob)
@@ -449,6 +590,11 @@ class RandomJPEG(_Degradation):
         self.quality = _range(quality, "quality", low=1, high=100)
         self.codec = _check_codec(codec)
 
+    def check(self, img):
+        if img.shape[-3] not in JPEG_CHANNELS:
+            raise ValueError(f"JPEG takes grey or RGB images: img must have 1 or 3 channels, got {img.shape[-3]} "
+                             f"(shape {tuple(img.shape)})")
+
     def degrade(self, x, rng):
         q = reference.uniform(torch.rand(x.shape[0], generator=self.generator(x.device), device=x.device), self.quality)
         return jpeg(x, q, self.codec)
@@ -476,9 +622,8 @@ class RealESRGANDegradation(_Degradation):
 
     def __init__(self, scale=4, *, second_blur_prob=0.8, jpeg_codec="imgfilters", seed=None):
         super().__init__(seed)
-        if isinstance(scale, bool) or not isinstance(scale, int) or scale < 1:
-            raise ValueError(f"scale must be a positive integer, got {scale!r}")
-        self.scale = scale
+        self.scale = _integer(scale, "scale", 1)
+        seed = self.seed  # (its parts' seeds follow it)
         self.second_blur_prob = _image.check_number(second_blur_prob, "second_blur_prob", low=0.0, high=1.0)
         self.blur1 = RandomKernelBlur(seed=seed)
         self.blur2 = RandomKernelBlur(sigma=(0.2, 1.5), seed=None if seed is None else seed + 1)
@@ -494,14 +639,19 @@ class RealESRGANDegradation(_Degradation):
 
     def forward(self, *inputs):
         gt = inputs[0] if len(inputs) == 1 else inputs
-        if not isinstance(gt, torch.Tensor):
+        if not isinstance(gt, torch.Tensor) or _not_image(gt):
             raise TypeError(f"RealESRGANDegradation takes one image batch, got {type(gt).__name__}")
         return self.transform(gt, {}), gt
 
-    def degrade(self, gt, rng):
-        h, w = gt.shape[-2:]
+    def check(self, img):
+        h, w = img.shape[-2:]
         if h < self.scale or w < self.scale:
             raise ValueError(f"images of {h} x {w} are smaller than the scale {self.scale}")
+        self.resize1.check(img)  # (the later resizes scale the final size)
+        self.jpeg1.check(img)
+
+    def degrade(self, gt, rng):
+        h, w = gt.shape[-2:]
         final = (h // self.scale, w // self.scale)
         out = self.resize1.degrade(self.blur1.degrade(gt, rng), rng)
         out = self.jpeg1.degrade(self.noise1.degrade(out, rng), rng)

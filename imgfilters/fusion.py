@@ -8,7 +8,9 @@ generic elementwise kernel. Everything else runs as it is.
 Pointwise steps it recognises, in unit scale (integers read as value / max):
 
 - ``v2.ToDtype(float dtype, scale=True)``: nothing to compute, the output dtype changes;
-  ``scale=False`` from an integer image multiplies by its max.
+  ``scale=False`` from an integer image multiplies by its max. ``ToDtype`` to the dtype
+  the image already has is nothing at all (torchvision returns the image as it is): it
+  costs no launch, and a pipeline that ends in it returns what the step before returned.
 - ``v2.Normalize(mean, std)``: a per-channel affine step.
 
 Conversions to integer dtypes (torchvision truncates ``x * 255.999`` where the kernels
@@ -41,12 +43,14 @@ def fuse(pipeline):
     """A callable giving ``pipeline``'s result with fewer passes over memory.
 
     Args:
-        pipeline: a ``v2.Compose`` or a list of transforms.
+        pipeline: a ``v2.Compose`` or a list of transforms (at least one, as ``v2.Compose``).
 
     The fused callable takes one image (a tensor, ``tv_tensors.Image`` or ``Video``) on
-    the GPU, or on the CPU under ``TRITON_INTERPRET=1``. Other inputs (PIL images, several
-    inputs, tensors that require grad, CPU tensors on the reference path) run the
-    pipeline unfused. ``launches(dtype)`` counts the passes it makes for an input dtype.
+    the GPU, or on the CPU (the CPU engine, or the interpreted kernels under
+    ``TRITON_INTERPRET=1``; a filter whose op is not on the CPU engine runs its steps one
+    after the other there). Other inputs (PIL images, several inputs, tensors that require
+    grad, float64 images) run the pipeline unfused. ``launches(dtype)`` counts the passes
+    it makes for an input dtype.
 
     Example: on a uint8 batch, ``fuse([v2.ToDtype(torch.float32, scale=True),
     transforms.Bilateral(), v2.Normalize(mean, std)])`` is one kernel launch.
@@ -57,6 +61,8 @@ def fuse(pipeline):
         steps = list(pipeline)
     else:
         raise TypeError(f"pipeline must be a v2.Compose or a list of transforms, got {type(pipeline).__name__}")
+    if not steps:  # (as v2.Compose, which the fused callable falls back to)
+        raise ValueError("pipeline must hold at least one transform")
     for t in steps:
         if not callable(t):
             raise TypeError(f"pipeline holds {type(t).__name__}, which is not callable")
@@ -65,6 +71,8 @@ def fuse(pipeline):
 
 class _Filter:
     """One imgfilters filter with its ``pointwise.Fusion``: one launch."""
+
+    launches = 1
 
     def __init__(self, transform, fusion):
         self.transform, self.fusion, self.out_dtype = transform, fusion, fusion.out_dtype
@@ -85,6 +93,8 @@ class _Filter:
 
 
 class _Pointwise:
+    launches = 1
+
     def __init__(self, steps, dtype):
         self.steps, self.out_dtype = list(steps), dtype
 
@@ -93,11 +103,26 @@ class _Pointwise:
 
 
 class _AsIs:
+    launches = 1
+
     def __init__(self, transform, dtype):
         self.transform, self.out_dtype = transform, dtype
 
     def __call__(self, x):
         return self.transform(x)
+
+
+class _Nothing:
+    """The pipeline's last steps when they change nothing (``ToDtype`` to the image's own
+    dtype, which torchvision returns as it is): no launch, the same tensor."""
+
+    launches = 0
+
+    def __init__(self, dtype):
+        self.out_dtype = dtype
+
+    def __call__(self, x):
+        return x
 
 
 class Fused:
@@ -124,12 +149,12 @@ class Fused:
         return x
 
     def launches(self, dtype):
-        """Passes over memory for an input of ``dtype``, one per stage; a step run as it is
-        counts one and is taken to keep the dtype."""
+        """Passes over memory for an input of ``dtype``: one per stage that does something;
+        a step run as it is counts one and is taken to keep the dtype."""
         i, count = 0, 0
         while i < len(self.transforms):
             stage, i = self._stage(i, dtype)
-            dtype, count = stage.out_dtype, count + 1
+            dtype, count = stage.out_dtype, count + stage.launches
         return count
 
     @staticmethod
@@ -164,6 +189,8 @@ class Fused:
             return _Filter(t, pw.Fusion(tuple(steps), tuple(epilogue), cur, out)), i
         if steps or cur != dtype:
             return _Pointwise(steps, cur), i
+        if i == n:
+            return _Nothing(dtype), i
         return _AsIs(ts[i], dtype), i + 1
 
 
@@ -182,6 +209,8 @@ def _pointwise_step(t, dtype):
         return [pw.normalize(t.mean, t.std)], dtype
     if isinstance(t, v2.ToDtype):
         target = t.dtype  # a per-type dict depends on the input's type: run it as it is
+        if target == dtype:  # torchvision returns the image as it is, whatever the dtype and scale
+            return [], dtype
         if not isinstance(target, torch.dtype) or target not in _image.KERNEL_DTYPES or not target.is_floating_point:
             return None
         if t.scale or dtype.is_floating_point:

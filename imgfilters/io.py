@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from PIL import Image, ImageCms, ImageOps
 
-__all__ = ["Picture", "ImageError", "read_image", "write_image", "FORMATS"]
+__all__ = ["Picture", "ImageError", "read_image", "write_image", "output_format", "check_one_picture", "FORMATS"]
 
 # extension -> Pillow format
 FORMATS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".tif": "TIFF", ".tiff": "TIFF", ".webp": "WEBP"}
@@ -27,6 +27,10 @@ ORIENTATION = 0x0112
 # picture rather than the file's layout (strips, samples, photometric), and only these are
 # carried to the output.
 DESCRIPTIVE_TAGS = (0x010E, 0x010F, 0x0110, 0x0131, 0x0132, 0x013B, 0x8298)
+NEW_SUBFILE_TYPE = 0x00FE
+# its bit 0: the page is a reduced-resolution copy of another (a thumbnail, a pyramid
+# level), not a picture of its own
+REDUCED_PAGE = 1
 
 
 class ImageError(Exception):
@@ -43,16 +47,20 @@ class Picture:
 
 def read_image(path, max_pixels=None) -> Picture:
     """Read PNG, JPEG, TIFF or WebP: 8-bit grey, RGB, RGBA, LA, palette (converted to RGB or
-    RGBA), bilevel (to grey) and 16-bit grey. Raises ImageError with a one-line reason.
+    RGBA), bilevel (to grey) and 16-bit grey, from a file of one picture (``check_one_picture``).
+    Raises ImageError with a one-line reason.
 
     ``max_pixels``: refuse larger images before decoding them; this replaces Pillow's own
     decompression-bomb check (a raw ``DecompressionBombWarning`` above 89 megapixels, an
     error above 179). 0 means no limit; None keeps Pillow's check."""
     try:
         with _pillow_limit(None if max_pixels is not None else Image.MAX_IMAGE_PIXELS), Image.open(path) as im:
-            if max_pixels and im.width * im.height > max_pixels:
-                raise ImageError(f"{path}: {im.width} x {im.height} is {im.width * im.height / 1e6:.1f} megapixels, "
-                                 f"more than the limit of {max_pixels / 1e6:g} (--max-megapixels; 0 for no limit)")
+            pixels = im.width * im.height
+            if max_pixels and pixels > max_pixels:  # (the exact count too: megapixels round)
+                raise ImageError(f"{path}: {im.width} x {im.height} is {pixels:,} pixels ({pixels / 1e6:g} "
+                                 f"megapixels), more than the limit of {max_pixels / 1e6:g} megapixels "
+                                 "(--max-megapixels; 0 for no limit)")
+            check_one_picture(path, _subfile_types(im))
             if im.mode in ("RGB", "RGBA") and any("16" in str(t[3]) for t in im.tile):
                 raise ImageError(f"{path}: 16-bit colour images are not supported (Pillow would read them "
                                  "as 8-bit); use 16-bit grey or 8-bit colour")
@@ -91,6 +99,32 @@ def read_image(path, max_pixels=None) -> Picture:
     else:
         raise ImageError(f"{path}: unsupported image mode {im.mode}")
     return Picture(planes, alpha, icc, exif.tobytes() if len(exif) else None)
+
+
+def check_one_picture(path, subfile_types):
+    """Refuse a file of several pictures (a multi-page TIFF, an animated PNG or WebP): only
+    the first would be denoised and the others lost. ``subfile_types``: each page's TIFF
+    NewSubfileType (0 for frames of other formats); reduced-resolution pages are copies of
+    a picture, and are left behind."""
+    pictures = sum(not t & REDUCED_PAGE for t in subfile_types)
+    if pictures > 1:
+        raise ImageError(f"{path}: holds {pictures} pictures (pages or frames); only single-picture files are "
+                         "supported: save each page as a file of its own first")
+
+
+def _subfile_types(im):
+    """Each frame's NewSubfileType (0 outside TIFF), ``im`` left on its first frame. An MPO
+    (a camera JPEG with previews after its picture) is one picture, as it always read."""
+    if im.format == "MPO":
+        return [0]
+    if im.format != "TIFF":
+        return [0] * getattr(im, "n_frames", 1)
+    types = []
+    for frame in range(im.n_frames):
+        im.seek(frame)
+        types.append(im.tag_v2.get(NEW_SUBFILE_TYPE, 0))
+    im.seek(0)
+    return types
 
 
 @contextlib.contextmanager
@@ -142,16 +176,24 @@ def _file_mode(path):
         return 0o666 & ~umask
 
 
-def write_image(path, pic: Picture, quality=None):
-    """Write ``pic`` in the format of ``path``'s extension, with its ICC profile and EXIF,
-    atomically (no partial file is ever left at ``path``)."""
+def output_format(path, pic: Optional[Picture] = None):
+    """The Pillow format of ``path``'s extension, once it is known to hold ``pic`` (when
+    given): ImageError, saying what would, for an unknown extension, 16-bit in JPEG or
+    WebP, or alpha in JPEG. The command line asks before it filters, not only on writing."""
     fmt = FORMATS.get(os.path.splitext(str(path))[1].lower())
     if fmt is None:
         raise ImageError(f"{path}: unknown output format; use one of {', '.join(sorted(FORMATS))}")
-    if fmt in ("JPEG", "WEBP") and pic.planes.dtype == torch.uint16:
+    if pic is not None and fmt in ("JPEG", "WEBP") and pic.planes.dtype == torch.uint16:
         raise ImageError(f"{path}: {fmt} cannot hold 16-bit images; write PNG or TIFF")
-    if fmt == "JPEG" and pic.alpha is not None:
+    if pic is not None and fmt == "JPEG" and pic.alpha is not None:
         raise ImageError(f"{path}: JPEG cannot hold an alpha channel; write PNG, TIFF or WebP")
+    return fmt
+
+
+def write_image(path, pic: Picture, quality=None):
+    """Write ``pic`` in the format of ``path``'s extension, with its ICC profile and EXIF,
+    atomically (no partial file is ever left at ``path``)."""
+    fmt = output_format(path, pic)
     planes = pic.planes if pic.alpha is None else torch.cat([pic.planes, pic.alpha])
     arr = planes.permute(1, 2, 0).contiguous().cpu().numpy()
     # Pillow infers the mode: uint16 (H, W) -> I;16, uint8 (H, W) / (H, W, 2|3|4) -> L / LA / RGB / RGBA

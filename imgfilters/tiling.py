@@ -7,19 +7,34 @@ At a true image edge the crop ends where the image ends, so the filter applies i
 border mode there; at a seam between tiles the crop holds the real neighbours, and the
 pixels next to the crop's own cut edges, which read the border extension, lie in the
 halo and are dropped. The result therefore equals the untiled call. Resampling tiles
-read the source support of their output span (``reference.weights_span``) and apply
-the call's weight rows: exact on the float64 path, within float32 rounding on the GPU.
+read the source support of their output span and apply the call's taps to it with the
+float64 reference's own arithmetic (``reference.resample``: each output the sum of its
+nonzero taps in a fixed order), so a tile equals the untiled call bit for bit on the
+float64 path, and within float32 rounding of the kernels on the GPU.
 
-On a GPU the tiles flow through pinned staging buffers and three CUDA streams, so the
+Every argument is checked before any tile is read or written: ``Call`` calls the filter
+once on meta tensors of the whole image's shape, which runs the public function's checks
+and its op's shape inference, and the families' ``halo`` hooks check the values of
+per-image tensors, which a meta call cannot read.
+
+On a GPU the tiles flow through pinned buffers and three CUDA streams, so the
 host-to-device copy of one tile, the filter on the one before and the device-to-host
 copy of the one before that overlap, while the host reads and writes the tiles of the
-next slots; GPU memory holds a few tiles whatever the image size. A pinned CPU tensor
-needs no staging where each plane of a crop is one block of memory (full-width tiles):
-the copies then go straight between it and the GPU, and the host copies nothing. So its
-tiles are full-width bands by default.
+next slots; GPU memory holds a few tiles whatever the image size. Tiles are full-width
+bands by default, and every copy keeps the array's own memory order (``_Host.order``:
+channels last for numpy-like arrays, a tensor's strides): a band of a C-contiguous
+array is then one block of memory, copied into the pinned buffer with one parallel
+``copy_`` (no transpose on the host) and to the GPU in one transfer, where the filter
+reads it in place as a channels-last tensor. A pinned tensor needs no pinned buffer: its
+bands go straight between it and the GPU, block by block.
 """
 import inspect
+import math
+import mmap
+import operator
+import os
 import sys
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,14 +46,24 @@ from imgfilters.ops import noise
 __all__ = ["tiled"]
 
 SLOTS = 3  # tiles in flight on the GPU: one copying in, one filtering, one copying out
-TILE = 2048  # the default tile's side
-# Bands of a pinned tensor hold BAND_TILES tiles' pixels: each band costs the host a few
-# hundred microseconds (its copies, launch and events), and with one tile's pixels a band
-# a 20000 x 20000 image's 96 bands took 30-60 ms on the H200 as the host's pace varied,
+TILE = 2048  # a default tile holds TILE x TILE pixels (on a GPU, BAND_TILES times that)
+# Bands on a GPU hold BAND_TILES tiles' pixels: each band costs the host a few hundred
+# microseconds (its copies, launch and events), and with one tile's pixels a band a
+# 20000 x 20000 image's 96 bands took 30-60 ms on the H200 as the host's pace varied,
 # against 40 ms of copies.
 BAND_TILES = 4
 MIN_BAND_ROWS = 64  # (bands of very wide images: the halo stays a small part of a band)
 IMAGE_ARGUMENTS = ("guide",)  # arguments after the image that are images of its size, tiled with it
+RESAMPLING = ("resize", "upsample", "imresize")
+FILTERS = ("bilateral", "joint_bilateral", "nl_means", "separable_filter", "gaussian_blur", "box_blur",
+           "unsharp_mask", "filter2d", "pointwise") + RESAMPLING
+# why the other public functions cannot be tiled
+NOT_TILED = {
+    "joint_bilateral_upsample": "its output lies on the guide's grid and its samples on lowres's, at fractional "
+                                "positions set by the two whole sizes, which crops of the two keep only where "
+                                "both are cut where the grids meet; tiles are not cut so",
+    "estimate_noise": "it returns one value per image, not an image",
+}
 
 
 def tiled(fn, img, *args, tile=None, out=None, device=None, progress=None, **params):
@@ -48,29 +73,33 @@ def tiled(fn, img, *args, tile=None, out=None, device=None, progress=None, **par
     Args:
         fn: a public filter: ``imgfilters.bilateral``, ``joint_bilateral``,
             ``nl_means``, ``separable_filter``, ``gaussian_blur``, ``box_blur``,
-            ``unsharp_mask``, ``pointwise``, ``resize``, ``upsample`` or ``imresize``.
+            ``unsharp_mask``, ``filter2d``, ``pointwise``, ``resize``, ``upsample`` or
+            ``imresize`` (``joint_bilateral_upsample`` cannot be tiled: ``NOT_TILED``).
         img: a CPU tensor ``(..., C, H, W)`` or ``(H, W)``; or a numpy array, memmap, zarr
             array or anything with numpy slicing, channels last: ``(..., H, W, C)`` or
             ``(H, W)``. Only the crops of the tiles are read.
         *args, **params: ``fn``'s other arguments. A ``guide`` (``joint_bilateral``) is an
             array of the same kind, layout and height and width, tiled with ``img``.
-        tile: the side of the output tiles (an int, or ``(rows, cols)``); default 2048,
-            and for a pinned tensor on a GPU full-width bands of four times as many
-            pixels (its copies then skip the host staging: module docstring).
+        tile: the output tiles' size: an int (square tiles) or ``(rows, cols)``; default
+            full-width bands of 2048 x 2048 pixels (four times as many on a GPU), their
+            rows a multiple of a zarr output's chunk rows.
         out: where the result goes: an array of ``img``'s kind with the result's shape and
-            dtype (a memmap or zarr array keeps it on disk); allocated when None (a numpy
-            array for numpy-like inputs, a zarr array in memory for zarr inputs, a
-            tensor for a tensor, pinned if ``img`` is).
-        device: where the tiles are filtered; default the first GPU, else the CPU (the
-            float64 reference, or the interpreter under ``TRITON_INTERPRET=1``).
+            dtype, sharing no memory with ``img`` or the guide (a memmap or zarr array
+            keeps it on disk); allocated when None (a numpy array for numpy-like inputs,
+            a zarr array in memory for zarr inputs, a tensor in the untiled result's
+            layout for a tensor, pinned if ``img`` is).
+        device: where the tiles are filtered: ``"cuda"`` (or ``"cuda:N"``) or ``"cpu"``;
+            default the first GPU, else the CPU (the float64 reference, or the
+            interpreter under ``TRITON_INTERPRET=1``).
         progress: a progress bar on stderr: None shows it once the call has taken a
             second, True at once, False never.
 
-    ``nl_means`` with ``sigma=None`` estimates the noise once, on a deterministic sample
-    of crops (``noise.sample_windows``; the whole image up to 2048 x 2048), not per tile.
-    Returns ``out``.
+    Every argument is checked before any tile is read or written. ``nl_means`` with
+    ``sigma=None`` estimates the noise once, on a deterministic sample of crops
+    (``noise.sample_windows``; the whole image up to 2048 x 2048), not per tile. The
+    result carries no gradient. Returns ``out``.
     """
-    device = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
+    device = _device(device)
     src = _Host(img, "img", device)
     sources = [src]
 
@@ -79,62 +108,97 @@ def tiled(fn, img, *args, tile=None, out=None, device=None, progress=None, **par
         if extra.torch != src.torch:
             raise TypeError(f"{key} must be {'a tensor' if src.torch else 'an array'} like img")
         sources.append(extra)
-        return torch.empty(extra.planes, dtype=extra.dtype, device="meta")
+        return extra.meta()
 
-    call = Call(fn, src.planes, src.dtype, args, params, src.read, device, image)
-    dst = _output(src, out, call.out_shape, call.out_dtype, device)
-    rows, cols = call.spans(_tile_size(tile, call.out_shape[-1], src.pinned))
+    call = Call(fn, src.meta(), args, params, image)
+    dst = _output(sources, out, call.out, device)
+    size = _tile_size(tile, call.out.shape[-2:], call.in_size, dst.chunk_rows, device)
+    call.prepare(src.read, device)
+    rows, cols = call.spans(size)
     jobs = [(r, c) for r in rows for c in cols]
     from tqdm import tqdm
     bar = tqdm(total=len(jobs), unit="tile", disable=progress is False or len(jobs) < 2,
                delay=0 if progress else 1.0, file=sys.stderr, leave=False)
     try:
-        if device.type == "cuda":
-            _pipeline(call, sources, dst, jobs, device, bar)
-        else:
-            for r, c in jobs:
-                dst.write(r.out, c.out, call.compute([s.read(r.src, c.src) for s in sources], r, c))
-                bar.update()
+        with torch.no_grad():
+            if device.type == "cuda":
+                _pipeline(call, sources, dst, jobs, device, bar)
+            else:
+                for r, c in jobs:
+                    dst.write(r.out, c.out, call.compute([s.read(r.src, c.src) for s in sources], r, c))
+                    bar.update()
     finally:
         bar.close()
     return dst.array
 
 
+def _device(device):
+    """``device`` checked: a CUDA device that exists, or the CPU; default the first GPU."""
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        d = torch.device(device)
+    except (RuntimeError, TypeError):
+        d = None
+    if d is None or d.type not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'cpu' or 'cuda' (or 'cuda:N'), got {device!r}")
+    if d.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device is {device!r}, but there is no CUDA GPU here (use device='cpu')")
+    if d.type == "cuda" and d.index is not None and d.index >= torch.cuda.device_count():
+        raise ValueError(f"device is {device!r}, but there are {torch.cuda.device_count()} CUDA GPUs")
+    return d
+
+
 @dataclass
 class _Span:
     """Along one axis: the output pixels of a tile, the source pixels they need, and (for
-    resampling) the weight rows from those source pixels to those outputs."""
+    resampling) their taps, columns counted from the first source pixel."""
     out: tuple
     src: tuple
-    weights: torch.Tensor = None
+    taps: tuple = None
 
 
-def _tile_size(tile, width, bands):
-    """(rows, cols) of the output tiles: ``tile`` checked, or the default (``bands``:
-    full-width bands of the output's ``width``)."""
+def _tile_size(tile, out_size, in_size, chunk_rows, device):
+    """(rows, cols) of the output tiles: ``tile`` checked, or the default bands (module
+    docstring), whose source crops hold no more pixels than the band either."""
     if tile is None:
-        return (max(MIN_BAND_ROWS, BAND_TILES * TILE * TILE // width), width) if bands else (TILE, TILE)
+        pixels = TILE * TILE * (BAND_TILES if device.type == "cuda" else 1)
+        width = max(out_size[1], in_size[1] * -(-in_size[0] // out_size[0]))  # (a band's source pixels a row)
+        rows = max(MIN_BAND_ROWS, pixels // width)
+        if chunk_rows:  # whole chunks: a partly written chunk would be read, merged and written again
+            rows = -(-rows // chunk_rows) * chunk_rows
+        return rows, out_size[1]
     pair = tuple(tile) if isinstance(tile, (tuple, list)) else (tile, tile)
-    if len(pair) != 2 or not all(isinstance(t, int) and not isinstance(t, bool) and t >= 1 for t in pair):
-        raise ValueError(f"tile must be a positive int or a pair of them, got {tile!r}")
+    try:
+        if len(pair) != 2 or any(isinstance(t, bool) for t in pair):
+            raise TypeError
+        pair = tuple(operator.index(t) for t in pair)  # ints, numpy and 0-d torch integers
+    except TypeError:
+        raise TypeError(f"tile must be a positive integer or a pair of them, got {tile!r}") from None
+    if min(pair) < 1:
+        raise ValueError(f"tile must be a positive integer or a pair of them, got {tile!r}")
     return pair
 
 
 class _Host:
-    """A host image of any kind, read and written as ``(..., C, H, W)`` torch tensors by
-    crop: a CPU tensor as it is; a numpy-like array channels last (``(..., H, W, C)``).
-    ``pinned``: a pinned tensor, tiled on the GPU ``device``."""
+    """A host image of any kind, read and written by crop as ``(..., C, h, w)`` tensors:
+    a CPU tensor; a numpy array or memmap (through a tensor on its memory) or any array
+    with numpy slicing (zarr...), channels last (``(..., H, W, C)``).
+
+    ``order``: the ``(..., C, H, W)`` dims from outermost to innermost in the array's
+    memory; crops are staged in that order, so that every host copy moves whole rows,
+    never transposes. ``pinned``: a pinned tensor, tiled on a GPU."""
 
     def __init__(self, arr, name, device):
-        self.array = arr
+        self.array, self.name = arr, name
         if isinstance(arr, torch.Tensor):
             if arr.device.type != "cpu":
                 raise TypeError(f"{name} is on {arr.device}: tiled takes host images (call the filter directly)")
-            self.torch, dtype = True, arr.dtype
+            self.torch, view, dtype = True, arr, arr.dtype
         elif all(hasattr(arr, a) for a in ("shape", "dtype", "__getitem__")):
-            self.torch = False
+            self.torch, view = False, _tensor_of(arr)
             try:
-                dtype = torch.from_numpy(np.empty(0, np.dtype(arr.dtype))).dtype
+                dtype = torch.from_numpy(np.empty(0, np.dtype(arr.dtype).newbyteorder("="))).dtype
             except TypeError:
                 dtype = None
         else:
@@ -143,111 +207,240 @@ class _Host:
         if dtype not in _image.DTYPES:
             raise TypeError(f"{name} has dtype {arr.dtype}; supported dtypes: {_image.DTYPE_NAMES}")
         self.dtype = dtype
-        self.shape = tuple(int(n) for n in arr.shape)  # the array's own order
-        if len(self.shape) < 2 or 0 in self.shape:
+        shape = tuple(int(n) for n in arr.shape)  # the array's own order
+        if len(shape) < 2 or 0 in shape:
             raise ValueError(f"{name} must have shape (..., C, H, W) or (H, W) (arrays: (..., H, W, C)), "
-                             f"got {self.shape}")
-        self.channels_last = not self.torch and len(self.shape) > 2
-        self.planes = _planes_order(self.shape, self.channels_last)
+                             f"got {shape}")
+        self.channels_last = channels_last = not self.torch and len(shape) > 2
+        self.planes = (*shape[:-3], shape[-1], shape[-3], shape[-2]) if channels_last else shape
+        n = len(shape)
+        if view is not None:
+            self.view = view.movedim(-1, -3) if channels_last else view
+            self.order = sorted(range(n), key=lambda d: (-self.view.stride(d), -self.view.shape[d]))
+        else:
+            self.view = None
+            self.order = [*range(n - 3), n - 2, n - 1, n - 3] if channels_last else list(range(n))
+        chunks = getattr(arr, "chunks", None) if view is None else None
+        self.chunk_rows = chunks[self.order.index(n - 2)] if isinstance(chunks, tuple) and all(
+            isinstance(c, int) for c in chunks) and len(chunks) == n else None
         self.pinned = self.torch and device.type == "cuda" and arr.is_pinned()
+        self._kept = {}  # chunk rows (_chunk_row)
+
+    def meta(self):
+        """A meta tensor of the image's ``(..., C, H, W)`` shape, dtype and memory order."""
+        shape = [self.planes[d] for d in self.order]
+        return torch.empty(shape, dtype=self.dtype, device="meta").permute(_inverse(self.order))
 
     def read(self, rows, cols, into=None):
-        """The crop ``rows x cols`` (pairs of bounds) as a ``(..., C, h, w)`` tensor, copied
-        into the pinned buffer ``into`` (flat) when given."""
-        index = self._index(rows, cols)
-        crop = self.array[index] if self.torch else torch.from_numpy(np.ascontiguousarray(self.array[index]))
-        if into is not None:
-            crop = into[:crop.numel()].view(crop.shape).copy_(crop)
-        return crop.movedim(-1, -3) if self.channels_last else crop
+        """The crop ``rows x cols`` (pairs of bounds) as a ``(..., C, h, w)`` tensor: a view
+        of the array where it has one and ``into`` is None; else copied into ``into`` (a
+        flat buffer) in the array's order."""
+        if self.view is not None:
+            crop = self.view[..., slice(*rows), slice(*cols)]
+            return crop if into is None else _in_order(into, crop.shape, self.order).copy_(crop)
+        shape = (*self.planes[:-2], rows[1] - rows[0], cols[1] - cols[0])
+        if into is None:
+            into = torch.empty(math.prod(shape), dtype=self.dtype)
+        crop = _in_order(into, shape, self.order)
+        self._fill(rows, cols, crop.permute(self.order).numpy())  # (the array's own order: a view of into)
+        return crop
+
+    def _fill(self, rows, cols, stored):
+        """Decode the crop ``rows x cols`` into ``stored``, a numpy array in the array's
+        order. A chunked array's full-width crops go chunk row by chunk row, the last two
+        kept: consecutive bands share them through their halos, and then decode each once."""
+        step = self.chunk_rows
+        if step is None or cols[1] - cols[0] < self.planes[-1]:
+            self._decode(self._index(rows, cols), stored)
+            return
+        for k in range(rows[0] // step, -(-rows[1] // step)):
+            lo, hi = max(rows[0], k * step), min(rows[1], k * step + step)
+            part = self._chunk_row(k)[self._index((lo - k * step, hi - k * step), (0, None))]
+            stored[self._index((lo - rows[0], hi - rows[0]), (0, None))] = part
+
+    def _chunk_row(self, k):
+        """The full-width rows of chunk row ``k``, decoded once for the bands that read them."""
+        if k not in self._kept:
+            step, (H, W) = self.chunk_rows, self.planes[-2:]
+            spare = [v for j, v in self._kept.items() if j < k - 1]  # (bands go down the image)
+            self._kept = {j: v for j, v in self._kept.items() if j == k - 1}
+            whole = spare[0] if spare else np.empty(self.shape_of((*self.planes[:-2], step, W)),
+                                                    dtype=_numpy_dtype(self.dtype))
+            rows = (k * step, min(H, k * step + step))
+            self._kept[k] = whole[self._index((0, rows[1] - rows[0]), (0, None))]
+            self._decode(self._index(rows, (0, None)), self._kept[k])
+        return self._kept[k]
+
+    def _decode(self, index, stored):
+        if hasattr(self.array, "get_basic_selection"):  # zarr: decoded straight into stored
+            from zarr.core.buffer import cpu
+            self.array.get_basic_selection(index, out=cpu.NDBuffer.from_numpy_array(stored))
+        else:
+            stored[...] = self.array[index]
 
     def write(self, rows, cols, tile):
         """Store the ``(..., C, h, w)`` tensor ``tile`` at ``rows x cols``."""
-        tile = tile.movedim(-3, -1) if self.channels_last else tile
-        if self.torch:
-            self.array[self._index(rows, cols)].copy_(tile)
+        if self.view is not None:
+            self.view[..., slice(*rows), slice(*cols)].copy_(tile)
         else:
-            self.array[self._index(rows, cols)] = tile.numpy()
+            self.array[self._index(rows, cols)] = tile.permute(self.order).numpy()
 
-    def pinned_planes(self, rows, cols):
-        """The crop ``rows x cols`` as a ``(planes, h, w)`` view whose every plane is one
-        block of pinned memory, for copies straight to or from the GPU; None where the
-        array is no pinned tensor or the crop's rows are apart (narrower than the image)."""
+    def pinned_blocks(self, rows, cols):
+        """The crop ``rows x cols`` as a ``(blocks, n)`` view of pinned memory whose every
+        row is one block of the array's memory, for copies straight to or from the GPU;
+        None where the array is no pinned tensor or the crop's rows are apart (narrower
+        than the image)."""
         if not self.pinned:
             return None
-        crop = self.array[self._index(rows, cols)]
+        crop = self.view[..., slice(*rows), slice(*cols)].permute(self.order)
+        inner = self.order.index(len(self.order) - 2)  # the dims from the rows inwards make a block
         try:
-            planes = crop.view(-1, *crop.shape[-2:])
-        except RuntimeError:  # leading dimensions that do not merge
+            return crop.view(-1, crop[(0,) * inner].numel())
+        except RuntimeError:  # rows apart, or outer dims that do not merge
             return None
-        return planes if planes[0].is_contiguous() else None
 
-    def storage_shape(self, planes):
-        """A ``(..., C, h, w)`` shape in this array's own order."""
-        return _planes_order(planes, self.channels_last, inverse=True)
+    def shape_of(self, planes):
+        """The shape in this array's own convention of a ``(..., C, H, W)`` shape."""
+        return (*planes[:-3], planes[-2], planes[-1], planes[-3]) if self.channels_last else tuple(planes)
 
     def _index(self, rows, cols):
         crop = (slice(*rows), slice(*cols))
-        return (..., *crop, slice(None)) if self.channels_last else (..., *crop)
+        return (..., *crop, slice(None)) if self.channels_last else crop
 
 
-def _planes_order(shape, channels_last, inverse=False):
-    """(..., H, W, C) <-> (..., C, H, W)."""
-    shape = tuple(shape)
-    if not channels_last:
-        return shape
-    if inverse:
-        return (*shape[:-3], shape[-2], shape[-1], shape[-3])
-    return (*shape[:-3], shape[-1], shape[-3], shape[-2])
+def _tensor_of(arr):
+    """A tensor on a numpy array's memory (None for other arrays, and for the few a tensor
+    cannot view: reversed strides, foreign byte order): its crops are then copied with
+    torch's parallel ``copy_``."""
+    if not isinstance(arr, np.ndarray):
+        return None
+    try:
+        with warnings.catch_warnings():  # (a read-only array: tiled never writes into an input)
+            warnings.simplefilter("ignore", UserWarning)
+            return torch.from_numpy(arr)
+    except (TypeError, ValueError):
+        return None
 
 
-def _output(src, out, shape, dtype, device):
-    """The output: ``out`` checked against the result's ``(..., C, H, W)`` shape and
-    dtype, or a new array of ``src``'s kind."""
-    storage = src.storage_shape(shape)
-    if out is None:
-        if src.torch:
-            out = torch.empty(storage, dtype=dtype, pin_memory=src.pinned)
-        elif type(src.array).__module__.split(".")[0] == "zarr":
-            import zarr
-            out = zarr.create_array(store={}, shape=storage, dtype=_numpy_dtype(dtype),
-                                    chunks=getattr(src.array, "chunks", "auto"))
-        else:
-            out = np.empty(storage, dtype=_numpy_dtype(dtype))
-    dst = _Host(out, "out", device)
-    if dst.torch != src.torch:
-        raise TypeError(f"out must be of img's kind ({'a tensor' if src.torch else 'an array'}), "
-                        f"got {type(out).__name__}")
-    if dst.shape != storage or dst.dtype != dtype:
-        raise ValueError(f"out must have shape {storage} and dtype {dtype}, got {dst.shape} and {dst.dtype}")
-    if dst.torch and out.data_ptr() == src.array.data_ptr():
-        raise ValueError("out must not be img: tiles read their neighbours' pixels")
-    return dst
+def _in_order(flat, shape, order):
+    """A view of the flat buffer ``flat`` with ``shape``, its dims laid out in ``order``
+    (outermost first)."""
+    return flat[:math.prod(shape)].view([shape[d] for d in order]).permute(_inverse(order))
+
+
+def _inverse(order):
+    inv = [0] * len(order)
+    for i, d in enumerate(order):
+        inv[d] = i
+    return inv
 
 
 def _numpy_dtype(dtype):
     return torch.empty(0, dtype=dtype).numpy().dtype
 
 
+def _output(sources, out, result, device):
+    """The output: ``out`` checked against the result (a meta tensor: its shape and dtype),
+    its writability and the memory of the sources, or a new array of the image's kind."""
+    src = sources[0]
+    if out is None:
+        if src.torch:
+            out = torch.empty_strided(result.shape, result.stride(), dtype=result.dtype, pin_memory=src.pinned)
+        elif type(src.array).__module__.split(".")[0] == "zarr":
+            import zarr
+            out = zarr.create_array(store={}, shape=src.shape_of(result.shape), dtype=_numpy_dtype(result.dtype),
+                                    chunks=src.array.chunks)
+        else:
+            out = np.empty(src.shape_of(result.shape), dtype=_numpy_dtype(result.dtype))
+    dst = _Host(out, "out", device)
+    if dst.torch != src.torch:
+        raise TypeError(f"out must be of img's kind ({'a tensor' if src.torch else 'an array'}), "
+                        f"got {type(out).__name__}")
+    if dst.planes != tuple(result.shape) or dst.dtype != result.dtype:
+        raise ValueError(f"out must have shape {src.shape_of(result.shape)} and dtype {result.dtype}, got "
+                         f"{tuple(out.shape)} and {dst.dtype}")
+    if not dst.torch and (getattr(getattr(out, "flags", None), "writeable", True) is False
+                          or getattr(out, "read_only", False) is True):
+        raise ValueError("out is read-only")
+    for s in sources:
+        if _overlap(s.array, out):
+            raise ValueError(f"out shares memory with {s.name}: tiles read their neighbours' pixels after "
+                             f"others are written; give another out")
+    return dst
+
+
+def _overlap(a, b):
+    """Whether the host arrays ``a`` and ``b`` may share memory: tensors and numpy arrays
+    with common bytes, memmaps of one file with common bytes of it (two mappings of one
+    file share no address), or zarr arrays of one store and path."""
+    if a is b:
+        return True
+    if isinstance(a, (torch.Tensor, np.ndarray)) and isinstance(b, (torch.Tensor, np.ndarray)):
+        a, b = _numpy_of(a), _numpy_of(b)
+        if np.shares_memory(a, b):
+            return True
+        fa, fb = _file_span(a), _file_span(b)
+        return fa is not None and fb is not None and fa[0] == fb[0] and fa[1] < fb[2] and fb[1] < fa[2]
+    ka, kb = _zarr_key(a), _zarr_key(b)
+    return ka is not None and ka == kb
+
+
+def _numpy_of(x):
+    if isinstance(x, np.ndarray):
+        return x
+    return (x.view(torch.int16) if x.dtype == torch.bfloat16 else x).detach().numpy()
+
+
+def _file_span(x):
+    """``(file, first byte, end)``: the bytes of the file that the numpy array ``x`` maps
+    (a memmap or a view of one); None for other arrays."""
+    root = x
+    while isinstance(root, np.ndarray) and not (isinstance(root, np.memmap) and isinstance(root.base, mmap.mmap)):
+        root = root.base
+    try:
+        stat = os.stat(root.filename)
+    except (AttributeError, TypeError, OSError):  # (no memmap, or its file gone)
+        return None
+    bounds = getattr(np.lib, "array_utils", np).byte_bounds
+    lo, hi = bounds(x)
+    start = bounds(root)[0]
+    return (stat.st_dev, stat.st_ino), root.offset + lo - start, root.offset + hi - start
+
+
+def _zarr_key(a):
+    """A zarr array's store and path (the folder's real path for a local store)."""
+    store_path = getattr(a, "store_path", None)
+    if store_path is None or type(a).__module__.split(".")[0] != "zarr":
+        return None
+    root = getattr(store_path.store, "root", None)
+    if root is not None:
+        return os.path.realpath(os.path.join(root, store_path.path))
+    return str(store_path)
+
+
 class Call:
     """One call of a filter over parts of an image (tiles here, blocks in
-    ``imgfilters.dask``): the bound arguments, NLM's one noise estimate, the halo or the
-    resampling plan, and the computation of one part from its crop.
+    ``imgfilters.dask``): the bound arguments, checked; NLM's one noise estimate; the halo
+    or the resampling plan; and the computation of one part from its crops.
 
-    ``planes`` and ``dtype`` describe the image (``(..., C, H, W)``); ``read(rows, cols)``
-    gives a crop of it as a tensor on ``device``; ``image(key, value)`` is called for
-    each image argument after the first (``IMAGE_ARGUMENTS``) and returns a meta tensor
-    of its ``(..., C, H, W)`` shape and dtype."""
+    ``img`` is a meta tensor of the image's ``(..., C, H, W)`` shape, dtype and memory
+    order; ``image(key, value)`` is called for each image argument after the first
+    (``IMAGE_ARGUMENTS``) and returns a meta tensor of it. Every argument is checked here,
+    by calling ``fn`` on the meta tensors: the public function's checks and its op's
+    shape inference, which read no pixel. ``out`` is that call's result: a meta tensor of
+    the output's shape, dtype and memory order."""
 
-    def __init__(self, fn, planes, dtype, args, params, read, device, image):
+    def __init__(self, fn, img, args, params, image):
         import imgfilters
-        from imgfilters.ops import resample
         name = getattr(fn, "__name__", None)
-        if getattr(imgfilters, str(name), None) is not fn or not hasattr(sys.modules[fn.__module__], "halo") \
-                and fn.__module__ != resample.__name__:
-            raise TypeError(f"fn must be a public imgfilters filter (imgfilters.bilateral, ...), got {fn!r}")
+        if name in NOT_TILED and getattr(imgfilters, name) is fn:
+            raise TypeError(f"imgfilters.{name} cannot be tiled: {NOT_TILED[name]}")
+        if name not in FILTERS or getattr(imgfilters, name) is not fn:
+            raise TypeError(f"fn must be a public imgfilters filter (imgfilters.{', imgfilters.'.join(FILTERS)}), "
+                            f"got {fn!r}")
         self.fn, self.name = fn, name
         try:
-            bound = inspect.signature(fn).bind(torch.empty(planes, dtype=dtype, device="meta"), *args, **params)
+            bound = inspect.signature(fn).bind(img, *args, **params)
         except TypeError as e:
             raise TypeError(f"imgfilters.{name}: {e}") from None
         bound.apply_defaults()
@@ -255,35 +448,37 @@ class Call:
         self.keys = [next(iter(a))] + [k for k in IMAGE_ARGUMENTS if k in a]
         for key in self.keys[1:]:
             a[key] = image(key, a[key])
-            if a[key].shape[-2:] != planes[-2:]:
-                raise ValueError(f"{key} must have img's height and width {tuple(planes[-2:])}, got "
-                                 f"{tuple(a[key].shape[-2:])}")
-        H, W = planes[-2:]
-        if name == "nl_means" and a["sigma"] is None:  # one estimate for the whole image
+        self.out = fn(*bound.args, **bound.kwargs)
+        self.arguments = a
+        self.in_size = tuple(img.shape[-2:])
+
+    def prepare(self, read, device):
+        """NLM's noise estimate (``read(rows, cols)`` gives a crop of the image as a CPU
+        tensor), then the halo or the resampling plan."""
+        from imgfilters.ops import resample
+        a, img = self.arguments, self.arguments[self.keys[0]]
+        H, W = self.in_size
+        if self.name == "nl_means" and a["sigma"] is None:  # one estimate for the whole image
             sigma = noise.estimate_sampled(lambda *w: read(w[:2], w[2:]).to(device), H, W)
             a["sigma"] = sigma if sigma.numel() > 1 else float(sigma)
-        self.out_dtype = a.get("dtype") or dtype
-        if fn.__module__ == resample.__name__:
-            size, self.axes = resample.tile_plan(name, dict(a))
+        if self.name in RESAMPLING:
+            _, self.axes = resample.tile_plan(self.name, dict(a))
             self.halo = None
-            self.integer = dtype in _image.MAX_VALUE
+            self.integer = img.dtype in _image.MAX_VALUE
         else:
-            self.halo = sys.modules[fn.__module__].halo(name, a, planes[-3] if len(planes) > 2 else 1)
-            size = (H, W)
-        self.out_shape = (*planes[:-2], *size)
+            self.halo = sys.modules[self.fn.__module__].halo(self.name, a, img.shape[-3] if img.ndim > 2 else 1)
         self.params = {k: v for k, v in a.items() if k not in self.keys}
-        self.in_size = (H, W)
 
     def spans(self, tile):
         """The output tiles' spans along H and along W."""
         out = []
-        for axis, (n_in, n_out, t) in enumerate(zip(self.in_size, self.out_shape[-2:], tile)):
+        for axis, (n_in, n_out, t) in enumerate(zip(self.in_size, self.out.shape[-2:], tile)):
             spans = []
             for start in range(0, n_out, t):
                 stop = min(start + t, n_out)
                 if self.halo is None:
-                    first, w = self.axes[axis](start, stop)
-                    spans.append(_Span((start, stop), (first, first + w.shape[1]), w))
+                    first, last, taps = support(*self.axes[axis](start, stop))
+                    spans.append(_Span((start, stop), (first, last), taps))
                 else:
                     h = self.halo[axis]
                     spans.append(_Span((start, stop), (max(0, start - h), min(n_in, stop + h))))
@@ -293,66 +488,76 @@ class Call:
     def compute(self, crops, r, c):
         """The output tile ``r x c`` from the crops of the image (and guide) on the device."""
         if self.halo is None:
-            return resample_tile(crops[0], r.weights, c.weights, self.integer)
+            return resample_tile(crops[0], r.taps, c.taps, self.integer)
         y = self.fn(*crops, **self.params)
         return y[..., r.out[0] - r.src[0]:r.out[1] - r.src[0], c.out[0] - c.src[0]:c.out[1] - c.src[0]]
 
 
-def resample_tile(x, wh, ww, integer):
-    """``wh @ x @ ww^T`` in unit scale (float64 on the CPU and for float64 images, as the
-    reference; float32 for the others on a GPU), along W first and clamped between the
-    passes for integer images, as ``reference.resize``."""
+def support(cols, values):
+    """The source pixels that taps ``(cols, values)`` (``reference.row_taps``) read:
+    ``first, stop`` (those of nonzero weight), and the taps with their columns counted
+    from ``first`` (those of weight 0, which read nothing, moved to ``first``)."""
+    read = values != 0
+    first = int(cols[read].min()) if read.any() else 0
+    stop = int(cols[read].max()) + 1 if read.any() else 1
+    return first, stop, (torch.where(read, cols - first, 0), values)
+
+
+def resample_tile(x, rows, cols, integer):
+    """A resampled tile: the taps ``rows`` and ``cols`` (``support``) on its source crop
+    ``x``, by ``reference.resample`` in unit scale: float64 on the CPU and for float64
+    images, as the untiled call's reference path; float32 for the others on a GPU."""
+    from imgfilters.reference import resample as reference
     f = torch.float64 if x.device.type == "cpu" or x.dtype == torch.float64 else torch.float32
-    y = torch.einsum("...hw,pw->...hp", _image.to_unit(x, f), ww.to(x.device, f))
-    if integer:
-        y = y.clamp(0, 1)
-    return _image.from_unit(torch.einsum("oh,...hp->...op", wh.to(x.device, f), y), x.dtype)
+    y = reference.resample(_image.to_unit(x, f), rows, cols, intermediate_clamp=integer)
+    return _image.from_unit(y, x.dtype)
 
 
 def _pipeline(call, sources, dst, jobs, device, bar):
-    """The tiles through SLOTS pinned and device buffers and three streams (module
-    docstring). Slot k % SLOTS is reused for tile k only after tile k - SLOTS has come
-    back, so its buffers are free."""
+    """The tiles through SLOTS sets of buffers and three streams (module docstring). Slot
+    k % SLOTS is reused for tile k only after tile k - SLOTS has come back, so its buffers
+    are free."""
+    staged = [any(s.pinned_blocks(r.src, c.src) is None for r, c in jobs) for s in sources]
     most_in = [max(_numel(s.planes, r.src, c.src) for r, c in jobs) for s in sources]
-    most_out = max(_numel(call.out_shape, r.out, c.out) for r, c in jobs)
+    out_staged = any(dst.pinned_blocks(r.out, c.out) is None for r, c in jobs)
+    most_out = max(_numel(call.out.shape, r.out, c.out) for r, c in jobs) if out_staged else 0
     with torch.cuda.device(device):
         h2d, kernel, d2h = (torch.cuda.Stream() for _ in range(3))
-        slots = [_Slot(sources, most_in, most_out, call.out_dtype, device) for _ in range(SLOTS)]
+        slots = [_Slot(sources, staged, most_in, most_out, call.out.dtype, device) for _ in range(SLOTS)]
         try:
             for k, (r, c) in enumerate(jobs):
                 slot = slots[k % SLOTS]
                 slot.finish(dst, bar)
                 crops = []
                 for s, pinned, buf in zip(sources, slot.pinned_in, slot.device_in):
-                    planes = s.pinned_planes(r.src, c.src)
-                    if planes is None:  # through the staging buffer
-                        host = s.read(r.src, c.src, into=pinned)
+                    shape = (*s.planes[:-2], r.src[1] - r.src[0], c.src[1] - c.src[0])
+                    crop = _in_order(buf, shape, s.order)
+                    blocks = s.pinned_blocks(r.src, c.src)
+                    if blocks is None:  # through the pinned buffer: one host copy, one transfer
+                        s.read(r.src, c.src, into=pinned)
                         with torch.cuda.stream(h2d):
-                            crops.append(_like(buf, host).copy_(host, non_blocking=True))
-                        continue
-                    crop = buf[:planes.numel()].view(planes.shape)
-                    with torch.cuda.stream(h2d):
-                        for p in range(planes.shape[0]):
-                            crop[p].copy_(planes[p], non_blocking=True)
-                    crops.append(crop.view(*s.planes[:-2], *planes.shape[-2:]))
+                            buf[:crop.numel()].copy_(pinned[:crop.numel()], non_blocking=True)
+                    else:
+                        with torch.cuda.stream(h2d):
+                            _copy_blocks(buf[:crop.numel()].view(blocks.shape), blocks)
+                    crops.append(crop)
                 slot.loaded.record(h2d)
                 kernel.wait_event(slot.loaded)
                 with torch.cuda.stream(kernel):
-                    y = call.compute(crops, r, c)
+                    # in the output's memory order, so that each copy below is one transfer
+                    y = call.compute(crops, r, c).permute(dst.order).contiguous()
                     slot.computed.record(kernel)
                 d2h.wait_event(slot.computed)
-                planes = dst.pinned_planes(r.out, c.out)
+                blocks = dst.pinned_blocks(r.out, c.out)
                 with torch.cuda.stream(d2h):
-                    if planes is None:  # through the staging buffer, stored by slot.finish
-                        slot.result = _like(slot.pinned_out, y, dst).copy_(y, non_blocking=True)
+                    if blocks is None:  # through the pinned buffer, stored by slot.finish
+                        slot.result = slot.pinned_out[:y.numel()].view(y.shape).copy_(y, non_blocking=True)
+                        slot.where = (r.out, c.out)
                     else:
-                        y_planes = y.reshape(planes.shape)
-                        for p in range(planes.shape[0]):
-                            planes[p].copy_(y_planes[p], non_blocking=True)
-                        slot.result = planes  # (already in place)
+                        _copy_blocks(blocks, y.view(blocks.shape))
+                        slot.result, slot.where = blocks, None  # (already in place)
                     y.record_stream(d2h)  # y's memory is not reused before this copy has read it
                     slot.back.record(d2h)
-                slot.where = (r.out, c.out) if planes is None else None
             for k in range(len(jobs), len(jobs) + SLOTS):
                 slots[k % SLOTS].finish(dst, bar)
         except BaseException:
@@ -360,12 +565,20 @@ def _pipeline(call, sources, dst, jobs, device, bar):
             raise
 
 
-class _Slot:
-    """The buffers of one tile in flight: pinned host memory and device memory for each
-    input, pinned memory for the output, and the events between the streams."""
+def _copy_blocks(dst, src):
+    """Row by row between pinned host and device memory: each row one transfer."""
+    for i in range(dst.shape[0]):
+        dst[i].copy_(src[i], non_blocking=True)
 
-    def __init__(self, sources, most_in, most_out, out_dtype, device):
-        self.pinned_in = [torch.empty(n, dtype=s.dtype, pin_memory=True) for s, n in zip(sources, most_in)]
+
+class _Slot:
+    """The buffers of one tile in flight: pinned host memory (for inputs that go through
+    it) and device memory for each input, pinned memory for the output (unless it goes
+    straight into a pinned tensor), and the events between the streams."""
+
+    def __init__(self, sources, staged, most_in, most_out, out_dtype, device):
+        self.pinned_in = [torch.empty(n if st else 0, dtype=s.dtype, pin_memory=True)
+                          for s, st, n in zip(sources, staged, most_in)]
         self.device_in = [torch.empty(n, dtype=s.dtype, device=device) for s, n in zip(sources, most_in)]
         self.pinned_out = torch.empty(most_out, dtype=out_dtype, pin_memory=True)
         self.loaded, self.computed, self.back = (torch.cuda.Event() for _ in range(3))
@@ -377,36 +590,10 @@ class _Slot:
             return
         self.back.synchronize()
         if self.where is not None:
-            dst.write(*self.where, self.result)
+            dst.write(*self.where, self.result.permute(_inverse(dst.order)))
         self.result = None
         bar.update()
 
 
 def _numel(planes, rows, cols):
-    n = rows[1] - rows[0]
-    for d in planes[:-2]:
-        n *= d
-    return n * (cols[1] - cols[0])
-
-
-def _like(flat, tensor, host=None):
-    """A view of the flat buffer ``flat`` with ``tensor``'s shape and the storage order of
-    ``host`` (a ``_Host``; default: ``tensor``'s own dense order)."""
-    if host is not None and host.channels_last:
-        return flat[:tensor.numel()].view(host.storage_shape(tensor.shape)).movedim(-1, -3)
-    if host is not None:
-        return flat[:tensor.numel()].view(tensor.shape)
-    order = _dense_order(tensor)
-    return flat[:tensor.numel()].view([tensor.shape[d] for d in order]).permute(*_inverse(order))
-
-
-def _dense_order(t):
-    """The dims of ``t`` from outermost to innermost in memory."""
-    return sorted(range(t.ndim), key=lambda d: (-t.stride(d), -t.shape[d]))
-
-
-def _inverse(order):
-    inv = [0] * len(order)
-    for i, d in enumerate(order):
-        inv[d] = i
-    return inv
+    return math.prod(planes[:-2]) * (rows[1] - rows[0]) * (cols[1] - cols[0])

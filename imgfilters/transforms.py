@@ -39,7 +39,7 @@ __all__ = ["GaussianBlur", "BoxBlur", "SeparableFilter", "Filter2D", "UnsharpMas
 
 # PIL modes the filters take (a superset of what torchvision's functional filters take):
 # 8 bits per channel, then the modes that travel as another one (``_filter_pil``)
-_PIL_BYTE_MODES = ("L", "LA", "RGB", "RGBA", "CMYK", "YCbCr", "HSV", "LAB")
+_PIL_BYTE_MODES = ("L", "LA", "RGB", "RGBA", "RGBX", "CMYK", "YCbCr", "HSV", "LAB")
 _PIL_MODES = _PIL_BYTE_MODES + ("I;16", "I;16L", "I;16B", "I", "F", "1", "P")
 
 

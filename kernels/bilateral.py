@@ -118,11 +118,12 @@ def _scaled(vectors, s):
 @triton.jit
 def _wide(strides, OFF64: tl.constexpr):
     """The strides as int64 when in-image offsets can pass 2**31, so every product with
-    them is int64; else as they are."""
+    them is int64; else as they are. (``tl.cast``, not ``.to``: Triton passes an integer
+    argument equal to 1, such as a contiguous image's column stride, as the constant 1.)"""
     if OFF64:
         out = ()
         for i in tl.static_range(len(strides)):
-            out = out + (strides[i].to(tl.int64),)
+            out = out + (tl.cast(strides[i], tl.int64),)
         return out
     else:
         return strides

@@ -122,6 +122,12 @@ def _kernels(params, R, BLOCK: tl.constexpr):
     """The (IMAGES, BLOCK, BLOCK) normalised kernels of the parameters (``reference.kernels``),
     the cell (i, j) at x = j - R, y = i - R; zero past 2R + 1."""
     kind, size, sigma_x, sigma_y, theta, beta, cutoff = params
+    # what a kind does not use is a placeholder (given parameters may hold anything there):
+    # the isotropic kinds' sigma_y and theta, the Gaussians' beta
+    iso = (kind == 0) | (kind == 2) | (kind == 4)
+    sigma_y = tl.where(iso, sigma_x, sigma_y)
+    theta = tl.where(iso, 0.0, theta)
+    beta = tl.where(kind < 2, 1.0, beta)
     i = tl.arange(0, BLOCK)
     y = (i[None, :, None] - R).to(tl.float32)
     x = (i[None, None, :] - R).to(tl.float32)

@@ -33,6 +33,33 @@ def launches_derived_anew():
     forget_relaunches()
 
 
+# The suite's timed steps (cold first calls, helpers.cold_first_call) measure compile time,
+# which 15 other workers compiling at once would stretch. So on a GPU every test holds a
+# shared lock while it runs, and a timed step takes it exclusively: it waits until no test
+# runs, which under pytest-xdist is when the other workers have run out of tests (a shared
+# lock never waits for a waiting exclusive one), so the timed steps run last, one at a time.
+LOCKS = "IMGFILTERS_TEST_LOCKS"
+
+
+def pytest_configure(config):
+    if torch.cuda.is_available() and LOCKS not in os.environ:  # (the controller: its workers inherit it)
+        import tempfile
+        os.environ[LOCKS] = tempfile.mkdtemp(prefix="imgfilters-test-locks-")
+
+
+@pytest.fixture(autouse=True)
+def one_timed_step_at_a_time(request):
+    """Hold the suite's shared lock while the test runs (on a GPU; the tests marked
+    ``timed`` take it exclusively in their subprocess instead)."""
+    if not torch.cuda.is_available() or request.node.get_closest_marker("timed"):
+        yield
+        return
+    import fcntl
+    with open(os.path.join(os.environ[LOCKS], "tests"), "a") as tests:
+        fcntl.flock(tests, fcntl.LOCK_SH)
+        yield
+
+
 @pytest.fixture
 def device():
     """Where kernels run: the GPU, or the interpreter on CPU tensors."""

@@ -240,19 +240,25 @@ def test_backward_both_variants_over_several_strips(gen, device, monkeypatch):
             assert_gradient_matches(got, want)
 
 
+# (radius, joint, window, colour distance): each backward tile on a photo of its own, so
+# that the suite's workers compile each variant once (every photo is one of them)
+BACKWARD_CASES = [(2, False, "square", "l2"), (4, False, "disk", "l1"), (7, False, "square", "l2"),
+                  (3, True, "square", "l2")]
+
+
 @gpu
-@pytest.mark.parametrize("name", SAMPLE_NAMES)
-def test_backward_tiles_match_the_reference_on_photos(name, monkeypatch):
+@pytest.mark.parametrize("case", range(len(BACKWARD_CASES)))
+def test_backward_tiles_match_the_reference_on_photos(case, monkeypatch):
     from imgfilters.kernels import bilateral as kb
+    radius, joint, window, dist = BACKWARD_CASES[case]
+    name = SAMPLE_NAMES[case % len(SAMPLE_NAMES)]
     x = _image.to_unit(sample(name)[None].cuda()[..., :96, :150]).float()  # partial strips and tiles
-    guide = x.mean(1, keepdim=True)
-    for radius, g, window, dist in [(2, None, "square", "l2"), (4, None, "disk", "l1"), (7, None, "square", "l2"),
-                                    (3, guide, "square", "l2")]:
-        tile = kb.backward_tile(3, 1 if g is not None else 3, radius, g is not None)
-        ours, expected = gradients_with_tile(monkeypatch, tile, x.clone(), None if g is None else g.clone(), 0.1,
-                                             radius, window, dist, "reflect")
-        for got, want in zip(ours, expected):
-            assert_gradient_matches(got, want)
+    g = x.mean(1, keepdim=True) if joint else None
+    tile = kb.backward_tile(3, 1 if joint else 3, radius, joint)
+    ours, expected = gradients_with_tile(monkeypatch, tile, x.clone(), None if g is None else g.clone(), 0.1,
+                                         radius, window, dist, "reflect")
+    for got, want in zip(ours, expected):
+        assert_gradient_matches(got, want)
 
 
 @gpu
@@ -473,24 +479,31 @@ def test_both_variants_over_several_strips_and_segments(gen, device, monkeypatch
         assert_matches(y, reference(image, None, 0.2, 1.5, radius, window, dist, border, 0.3))
 
 
-@gpu
-@pytest.mark.parametrize("name", SAMPLE_NAMES)
-def test_every_tile_and_both_variants_match_the_reference_on_photos(name):
+def _forward_tiles():
     from imgfilters.kernels import bilateral as kb
+    return kb.SLIDE_TILES + kb.UNROLLED_TILES + kb.ROW_TILES
+
+
+@gpu
+@pytest.mark.parametrize("tile", range(len(_forward_tiles())))
+def test_every_tile_and_both_variants_match_the_reference_on_photos(tile):
+    # each tile on a photo of its own (every photo is one of them), so that the suite's
+    # workers compile each variant once
+    name = SAMPLE_NAMES[tile % len(SAMPLE_NAMES)]
+    tile = _forward_tiles()[tile]
     x = sample(name)[None].cuda()[..., :150, :270]  # odd sizes: partial strips and tiles
     x4 = _image.to_unit(x)
     # rows for any window; slide where its slots fit, its column offsets unrolled up to
     # radius 4 (UNROLLED_TAPS) and a run-time loop beyond
-    for tile in kb.SLIDE_TILES + kb.UNROLLED_TILES + kb.ROW_TILES:
-        # (uint8 photos: the l2 windows with a run-time column loop take EXPANDED)
-        for radius, window, dist in [(2, "square", "l2"), (4, "disk", "l1"), (7, "disk", "l1"),
-                                     (7, "square", "l2")] + (
-                [] if tile["SLIDE"] else [(12, "square", "l2")]):
-            y = launch_tile(x, tile, 0.1, 2.0, radius, window, dist)
-            assert_matches(y, ref.bilateral(x4, x4, 0.1, 2.0, radius, window, dist))
+    # (uint8 photos: the l2 windows with a run-time column loop take EXPANDED)
+    for radius, window, dist in [(2, "square", "l2"), (4, "disk", "l1"), (7, "disk", "l1"),
+                                 (7, "square", "l2")] + ([] if tile["SLIDE"] else [(12, "square", "l2")]):
+        y = launch_tile(x, tile, 0.1, 2.0, radius, window, dist)
+        assert_matches(y, ref.bilateral(x4, x4, 0.1, 2.0, radius, window, dist))
 
 
 @gpu
+@pytest.mark.timed
 @pytest.mark.parametrize("setup,first,again", [
     ("x = torch.rand(1, 3, 720, 1280, device='cuda')",
      "imgfilters.bilateral(x, 0.1, 1.5, radius=3)", "imgfilters.bilateral(x, 0.2, 1.5, radius=3)"),
@@ -645,23 +658,30 @@ def test_upsample_positions_stay_exact_on_wide_images(gen, device):
     assert_matches(y, upsample_reference(low, guide, 0.05, 1.0, 1))
 
 
+def _upsample_tiles():
+    from imgfilters.kernels import bilateral as kb
+    return kb.UPSAMPLE_TILES
+
+
 @gpu
-@pytest.mark.parametrize("name", SAMPLE_NAMES)
-def test_every_upsample_tile_matches_the_reference_on_photos(name):
+@pytest.mark.parametrize("tile", range(len(_upsample_tiles())))
+def test_every_upsample_tile_matches_the_reference_on_photos(tile):
+    # each tile on a photo of its own, so that the suite's workers compile each variant once
     from imgfilters.kernels import bilateral as kb
     from imgfilters.ops.bilateral import _coefficients
+    name = SAMPLE_NAMES[tile % len(SAMPLE_NAMES)]
+    tile = _upsample_tiles()[tile]
     guide = sample(name)[None].cuda()[..., :150, :270]  # (partial tiles)
     coeff = lambda s: _coefficients((s,), "cuda")  # noqa: E731
     for low in (torch.nn.functional.avg_pool2d(_image.to_unit(guide)[:, :1].float(), 4, ceil_mode=True),
                 torch.rand(1, 5, 41, 70, device="cuda")):  # (five channels: two groups of values)
-        for tile in kb.UPSAMPLE_TILES:
-            for radius, window, dist, border in [(2, "square", "l2", 0), (3, "disk", "l1", 3)]:
-                y = torch.empty(*low.shape[:2], *guide.shape[-2:], device="cuda")
-                kb.launch_upsample(low, guide, y, coeff(0.1), coeff(1.0), radius, window == "disk", dist == "l1",
-                                   border, 0.25, tile=triton.Config({k: v for k, v in tile.items() if k != "num_warps"},
-                                                                    num_warps=tile["num_warps"]))
-                expected = upsample_reference(low, guide, 0.1, 1.0, radius, window, dist, BORDERS[border], 0.25)
-                assert_matches(y, expected)
+        for radius, window, dist, border in [(2, "square", "l2", 0), (3, "disk", "l1", 3)]:
+            y = torch.empty(*low.shape[:2], *guide.shape[-2:], device="cuda")
+            kb.launch_upsample(low, guide, y, coeff(0.1), coeff(1.0), radius, window == "disk", dist == "l1",
+                               border, 0.25, tile=triton.Config({k: v for k, v in tile.items() if k != "num_warps"},
+                                                                num_warps=tile["num_warps"]))
+            expected = upsample_reference(low, guide, 0.1, 1.0, radius, window, dist, BORDERS[border], 0.25)
+            assert_matches(y, expected)
 
 
 def test_upsample_keeps_layout_and_tv_tensors(gen, device):

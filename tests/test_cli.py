@@ -170,15 +170,6 @@ def test_folder_mode_retries_a_failed_batch_without_filtering_twice(tmp_path):
                           np.asarray(Image.open(tmp_path / "alone.png")))
 
 
-def test_output_folder_around_the_input_folder(tmp_path):
-    src = tmp_path / "photos"
-    src.mkdir()
-    Image.fromarray(noisy(clean("camera"), 10)).save(src / "a.png")
-    r = run(src, tmp_path, "--search-radius", "1")  # the output folder contains the input folder
-    assert r.returncode == 0, r.stderr
-    assert (tmp_path / "a.png").exists()
-
-
 def test_outputs_get_the_umask_mode_and_overwrites_keep_theirs(tmp_path):
     from imgfilters import io
     pic = io.read_image(SAMPLES / "camera.png")
@@ -204,6 +195,30 @@ def test_refuses_to_overwrite_unless_asked_and_never_the_input(tmp_path):
     before = (tmp_path / "in.png").read_bytes()
     r = run(tmp_path / "in.png", tmp_path / "in.png", "--overwrite")
     assert one_error_line(r) and (tmp_path / "in.png").read_bytes() == before
+
+
+def test_never_writes_over_into_or_around_the_input(tmp_path, capsys, monkeypatch):
+    """An output that is the input, contains it or lies inside it is refused on every path
+    (file, folder, streamed), however spelled: replacing project.zarr would delete the
+    scan.zarr inside it; shoot/sub/ into shoot/ would write over shoot/a.png."""
+    zarr = pytest.importorskip("zarr")
+    for name in ("_denoise_pictures", "_filter"):
+        monkeypatch.setattr(cli, name, lambda *args, **kw: pytest.fail("an image was computed"))
+    zarr.create_array(str(tmp_path / "project.zarr" / "scan.zarr"), shape=(16, 16), dtype="uint8")[:] = 7
+    (tmp_path / "project.zarr" / "notes.txt").write_text("keep me")
+    _tiny_pngs(tmp_path / "shoot", "a.png", "sub/a.png")
+    (tmp_path / "link").symlink_to(tmp_path / "shoot")
+    files = lambda: {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    before = files()
+    monkeypatch.chdir(tmp_path)
+    for src, dst in (("project.zarr/scan.zarr", "project.zarr"),           # streamed: contains the input
+                     ("project.zarr/scan.zarr", "project.zarr/scan.zarr/out.zarr"),  # and inside it
+                     ("shoot/a.png", "link/a.png"), ("shoot/a.png", "shoot"),  # a file: itself, by a link
+                     ("shoot", "link"), ("shoot/sub", "shoot"), ("shoot", "."),  # a folder: itself, around it
+                     ("shoot", "link/denoised")):                          # and inside it
+        r = run_in_process(capsys, src, dst, "--overwrite", "--method", "bilateral")
+        assert one_error_line(r) and "refusing to write there" in r.stderr, (src, dst, r.stderr)
+    assert files() == before
 
 
 @pytest.mark.filterwarnings("error")  # a warning would be a second line on a terminal
@@ -255,6 +270,18 @@ def test_console_script_is_installed():
     assert r.returncode == 0 and "--search-radius" in r.stdout
 
 
+@pytest.mark.parametrize("module", ["imgfilters", "imgfilters.cli"])
+def test_python_dash_m_denoises_and_returns_the_exit_code(tmp_path, module):
+    """``python -m imgfilters.cli`` exited 0 and did nothing: a script took it for success."""
+    script = (sys.executable, "-m", module)
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, (16, 16), dtype=np.uint8)).save(tmp_path / "in.png")
+    r = run(tmp_path / "in.png", tmp_path / "out.png", "--method", "bilateral", "--radius", "1", script=script)
+    assert r.returncode == 0, r.stderr
+    assert not np.array_equal(np.asarray(Image.open(tmp_path / "out.png")), np.asarray(Image.open(tmp_path / "in.png")))
+    r = run(tmp_path / "in.png", tmp_path / "out2.png", "--quality", "0", script=script)
+    assert one_error_line(r) and "--quality" in r.stderr
+
+
 def test_version_and_help_state_every_default(capsys):
     from importlib.metadata import version
     with pytest.raises(SystemExit) as e:
@@ -290,6 +317,46 @@ def test_read_only_output_stops_before_the_first_image(tmp_path, capsys, monkeyp
                      (tmp_path / "shoot" / "a.png", _unwritable(tmp_path) / "out.png")):
         r = run_in_process(capsys, src, dst)
         assert one_error_line(r) and "cannot write" in r.stderr, r.stderr
+
+
+def test_an_output_format_that_cannot_hold_the_image_stops_before_filtering(tmp_path, capsys, monkeypatch):
+    """16-bit into JPEG or WebP, alpha into JPEG: one line saying what would work, before
+    the filter runs (it failed only on writing, after minutes of filtering on a CPU)."""
+    monkeypatch.setattr(cli, "_denoise_pictures", lambda *args: pytest.fail("an image was computed"))
+    grey = np.arange(256, dtype=np.uint8).reshape(16, 16)
+    Image.fromarray(grey.astype(np.uint16) * 257).save(tmp_path / "deep.png")
+    Image.fromarray(np.dstack([grey, grey])).save(tmp_path / "la.png")
+    for src, dst, would in (("deep.png", "o.jpg", "PNG or TIFF"), ("deep.png", "o.webp", "PNG or TIFF"),
+                            ("la.png", "o.jpg", "PNG, TIFF or WebP")):
+        r = run_in_process(capsys, tmp_path / src, tmp_path / dst)
+        assert one_error_line(r) and dst in r.stderr and would in r.stderr, r.stderr
+    assert not list(tmp_path.glob("o.*"))
+
+
+def test_files_of_several_pictures_are_refused_and_thumbnails_left_behind(tmp_path, capsys, monkeypatch):
+    """Of a multi-page TIFF or an animated PNG only the first picture was denoised, the
+    rest silently lost: such files are refused, read by Pillow or streamed. A reduced-
+    resolution page (a thumbnail, a pyramid level) is a copy, no picture of its own."""
+    tifffile = pytest.importorskip("tifffile")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # the CLI's CPU path: the float64 reference
+    page = np.arange(256, dtype=np.uint8).reshape(16, 16)
+    tifffile.imwrite(tmp_path / "pages.tif", page)
+    tifffile.imwrite(tmp_path / "pages.tif", page[:8], append=True)
+    tifffile.imwrite(tmp_path / "thumb.tif", page)
+    tifffile.imwrite(tmp_path / "thumb.tif", page[::4, ::4], append=True, subfiletype=1)
+    Image.fromarray(page).save(tmp_path / "anim.png", save_all=True, append_images=[Image.fromarray(255 - page)])
+    args = ("--method", "bilateral", "--radius", "1", "-q")
+    in_memory = cli.STREAM_PIXELS
+    for streamed in (False, True):
+        monkeypatch.setattr(cli, "STREAM_PIXELS", 100 if streamed else in_memory)  # 16 x 16 streams at 100
+        for name in ("pages.tif",) if streamed else ("pages.tif", "anim.png"):
+            r = run_in_process(capsys, tmp_path / name, tmp_path / f"out{streamed}.tif", *args)
+            assert one_error_line(r) and "2 pictures" in r.stderr and name in r.stderr, r.stderr
+            assert not (tmp_path / f"out{streamed}.tif").exists()
+        r = run_in_process(capsys, tmp_path / "thumb.tif", tmp_path / f"thumb{streamed}.tif", *args)
+        assert r.returncode == 0, r.stderr
+        with tifffile.TiffFile(tmp_path / f"thumb{streamed}.tif") as tif:
+            assert [p.shape for p in tif.pages] == [page.shape]
 
 
 def test_every_failure_line_names_its_file(tmp_path, capsys, monkeypatch):
@@ -329,7 +396,9 @@ def test_pixel_limit_replaces_pillows_warning(tmp_path, capsys, monkeypatch, rec
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     _tiny_pngs(tmp_path, "in.png")  # 256 pixels
     r = run_in_process(capsys, tmp_path / "in.png", tmp_path / "out.png", "--max-megapixels", "0.0002")
-    assert one_error_line(r) and "16 x 16" in r.stderr and "--max-megapixels" in r.stderr
+    assert one_error_line(r) and "--max-megapixels" in r.stderr
+    # numbers that show the image is larger (it said "0.0 megapixels, more than the limit of 0.0002")
+    assert "16 x 16 is 256 pixels (0.000256 megapixels), more than the limit of 0.0002 megapixels" in r.stderr
     monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 100)  # Pillow's own check: it would warn, or refuse above 200
     for limit in ("0.001", "0"):
         r = run_in_process(capsys, tmp_path / "in.png", tmp_path / f"out{limit}.png", "--max-megapixels", limit,
@@ -363,3 +432,21 @@ def test_large_tiff_and_zarr_stream_tile_by_tile(tmp_path, monkeypatch, capsys):
         np.testing.assert_array_equal(streamed, whole)
     r = run_in_process(capsys, tmp_path / "in.zarr", tmp_path / "out.png")
     assert one_error_line(r) and "written as .tif" in r.stderr
+
+
+def test_streamed_output_is_made_under_a_name_of_its_own(tmp_path, capsys, monkeypatch):
+    """The streamed output is made in a new temporary folder beside its place: the fixed
+    name it had (.imgfilters-out.zarr for out.zarr) was overwritten even when it was the
+    input. A missing output folder is a usage error, as on the other paths."""
+    zarr = pytest.importorskip("zarr")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # the CLI's CPU path: the float64 reference
+    img = np.arange(256, dtype=np.uint8).reshape(16, 16)
+    src = tmp_path / ".imgfilters-out.zarr"
+    zarr.create_array(str(src), shape=img.shape, dtype=img.dtype)[:] = img
+    r = run_in_process(capsys, src, tmp_path / "out.zarr", "--method", "bilateral", "--radius", "1", "-q")
+    assert r.returncode == 0, r.stderr
+    np.testing.assert_array_equal(zarr.open_array(str(src), mode="r")[:], img)
+    assert zarr.open_array(str(tmp_path / "out.zarr"), mode="r").shape == img.shape
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".imgfilters-out.zarr", "out.zarr"]  # no temporary left
+    r = run_in_process(capsys, src, tmp_path / "nosuch" / "out.tif")
+    assert one_error_line(r) and "does not exist" in r.stderr, r.stderr

@@ -28,6 +28,7 @@ CALLS = [
     ("resize", ((9, 31),), {"interpolation": "bilinear"}),
     ("upsample", (2.3,), {"mode": "bicubic"}),
     ("imresize", (0.4,), {}),
+    ("filter2d", ([[0.1, 0.5, -0.2], [0.3, 0.1, 0.2], [0.0, 0.4, -0.1]],), {"border": "constant"}),
 ]
 
 
@@ -58,11 +59,19 @@ def test_threaded_equals_in_memory(name, args, params, gen):
 
 
 def test_per_image_parameters_follow_batch_chunks(gen):
+    """Per-image sigmas and kernels are cut to each block's images; a tensor of taps as
+    long as the batch is no per-image parameter."""
     x = random_image((2, 2, 1, 13, 14), torch.float64, gen)
     sigma = torch.tensor([0.05, 0.1, 0.2, 0.4], dtype=torch.float64)
-    expected = imgfilters.bilateral(x, sigma).numpy()
-    got = idask.bilateral(da.from_array(x.numpy(), chunks=(1, 1, 1, 5, 14)), sigma).compute(scheduler="threads")
-    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
+    kernels = torch.rand(4, 3, 5, generator=gen, dtype=torch.float64)
+    three = random_image((3, 1, 13, 14), torch.float64, gen)
+    taps = torch.tensor([0.2, 0.5, 0.3], dtype=torch.float64)
+    for name, img, args in (("bilateral", x, (sigma,)), ("filter2d", x, (kernels,)),
+                            ("separable_filter", three, (taps,))):
+        expected = getattr(imgfilters, name)(img, *args).numpy()
+        chunks = (1,) * (img.ndim - 2) + (5, 14)
+        got = getattr(idask, name)(da.from_array(img.numpy(), chunks=chunks), *args).compute(scheduler="threads")
+        np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
 
 
 def test_nl_means_one_estimate(gen):
@@ -76,6 +85,54 @@ def test_joint_bilateral_guide_chunks_follow_the_image(gen):
     got = idask.joint_bilateral(da.from_array(x.numpy(), chunks=(3, 6, 6)), da.from_array(guide.numpy(), chunks=4),
                                 0.2, radius=2)
     np.testing.assert_allclose(got.compute(scheduler="threads"), expected, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("guide_shape", [(1, 2, 16, 15), (2, 16, 15), (16, 15), (4, 2, 16, 15)])
+def test_joint_bilateral_guide_shared_or_reshaped(guide_shape, gen):
+    """A guide shared by the batch (its leading dims one image) or with the batch's images
+    under other leading dims, as the in-memory call takes them."""
+    x, guide = random_image((2, 2, 3, 16, 15), torch.float64, gen), random_image(guide_shape, torch.float64, gen)
+    expected = imgfilters.joint_bilateral(x, guide, 0.2, radius=2).numpy()
+    got = idask.joint_bilateral(da.from_array(x.numpy(), chunks=(1, 2, 3, 8, 15)), da.from_array(guide.numpy()),
+                                0.2, radius=2)
+    np.testing.assert_allclose(got.compute(scheduler="threads"), expected, rtol=0, atol=1e-12)
+
+
+def test_halo_larger_than_the_image(gen):
+    """An axis shorter than the halo is one block, which needs no overlap."""
+    x = random_image((1, 3, 4, 40), torch.float64, gen)
+    for chunks in ((1, 3, 4, 40), (1, 3, 4, 10)):
+        got = idask.bilateral(da.from_array(x.numpy(), chunks=chunks), 0.1, 3.0).compute(scheduler="threads")
+        np.testing.assert_allclose(got, imgfilters.bilateral(x, 0.1, 3.0).numpy(), rtol=0, atol=1e-12)
+    grey = x[0, 0]
+    got = idask.gaussian_blur(da.from_array(grey.numpy(), chunks=(2, 9)), 9).compute(scheduler="threads")
+    np.testing.assert_allclose(got, imgfilters.gaussian_blur(grey, 9).numpy(), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("name,args,params,message", [
+    ("bilateral", (-0.1,), {}, "sigma_color must be"),
+    ("bilateral", (0.1,), {"window": "round"}, "window must be one of"),
+    ("gaussian_blur", (5,), {"border": "wrap"}, "border must be one of"),
+    ("nl_means", (-0.1,), {"sigma": 0.02}, "h must be"),
+    ("pointwise", ([pw.normalize([0.5, 0.5], [0.2, 0.2])],), {}, "normalize has 2 values for 3"),
+    ("bilateral", (torch.tensor([0.1, 0.2, 0.3]),), {}, r"one value per image \(2\)"),
+    ("filter2d", (torch.ones(3, 3, 3),), {}, "one per image"),
+    ("resize", ((0, 9),), {}, "output size"),
+    ("bilateral", (0.1, 20.0), {}, "default radius of 40"),  # (values that the op reads:)
+    ("bilateral", (torch.tensor([0.1, -0.2]),), {}, "sigma_color must be finite and > 0, got -0.2"),
+    ("nl_means", (torch.tensor([0.1, -1.0]),), {"sigma": 0.02}, "h must be finite and > 0"),
+], ids=["sigma", "window", "border", "h", "normalize", "per-image", "kernels", "size", "radius", "sigma-values",
+        "h-values"])
+def test_arguments_are_checked_when_the_graph_is_built(tmp_path, name, args, params, message, gen):
+    """A bad argument fails when the graph is built, so ``to_zarr(..., overwrite=True)``
+    never empties an existing result before failing."""
+    zarr = pytest.importorskip("zarr")
+    x = random_image((2, 3, 12, 14), torch.float64, gen).numpy()
+    zarr.create_array(str(tmp_path / "result.zarr"), shape=x.shape, chunks=(1, 3, 6, 7), dtype=x.dtype)[:] = x
+    with pytest.raises((TypeError, ValueError), match=message):
+        getattr(idask, name)(da.from_array(x, chunks=(1, 3, 6, 7)), *args, **params).to_zarr(
+            str(tmp_path / "result.zarr"), overwrite=True)
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "result.zarr"), mode="r")[:], x)
 
 
 @pytest.mark.parametrize("name", ["bilateral", "resize"])
@@ -117,8 +174,17 @@ def test_bigtiff_round_trip(tmp_path, gen):
 
 def test_bad_input(gen):
     x = random_image((3, 12, 12), torch.float64, gen).numpy()
-    with pytest.raises(TypeError, match="dask.array.Array"):
+    with pytest.raises(TypeError, match=r"img must be a dask.array.Array, got ndarray \(imgfilters.bilateral takes"):
         idask.bilateral(x)
+    with pytest.raises(TypeError, match=r"guide must be a dask.array.Array, got ndarray \(imgfilters.joint_bilateral"):
+        idask.joint_bilateral(da.from_array(x), x)
+    unknown = da.from_array(x)[da.from_array(x)[:, 0, 0] > -1]  # (rows chosen by values: unknown chunk sizes)
+    with pytest.raises(ValueError, match=r"unknown chunk sizes .*compute_chunk_sizes\(\)"):
+        idask.bilateral(unknown)
+    with pytest.raises(ValueError, match="img has 5 channels; nl_means supports 1 to 4"):
+        idask.nl_means(da.from_array(np.zeros((5, 40, 40))), 0.1, sigma=0.02)
+    with pytest.raises(AttributeError, match="no joint_bilateral_upsample: its output lies on the guide's grid"):
+        idask.joint_bilateral_upsample(da.from_array(x[:, ::2, ::2]), da.from_array(x))
     with pytest.raises(ValueError, match="channel axis"):
         idask.bilateral(da.from_array(x, chunks=(1, 12, 12)))
     with pytest.raises(TypeError, match="dtype"):

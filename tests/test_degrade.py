@@ -1,6 +1,7 @@
 """Real-ESRGAN degradations: kernel generators vs the float64 formulas (and those vs hand-worked
 values and BasicSR's sinc formula), each transform's statistics, the pipeline's determinism."""
 import math
+import re
 
 import numpy as np
 import pytest
@@ -8,6 +9,7 @@ import scipy.special
 import torch
 import triton
 import triton.language as tl
+from torchvision import tv_tensors
 from torchvision.transforms import v2
 
 import imgfilters
@@ -15,7 +17,7 @@ from imgfilters import degrade
 from imgfilters.kernels import degrade as kernels
 from imgfilters.reference import degrade as ref
 
-from helpers import random_image, sample
+from helpers import count_launches, random_image, sample
 
 
 # ---- the reference formulas ----------------------------------------------------------------
@@ -129,6 +131,62 @@ def test_bessel_j1_matches_scipy(device):
     y = torch.empty_like(x)
     _bessel_j1_kernel[(1,)](x, y, N=4096)
     assert np.abs(y.cpu().numpy() - scipy.special.j1(x.cpu().numpy())).max() <= 2e-8
+
+
+def test_values_a_kind_does_not_use_are_placeholders(device):
+    # the isotropic kinds' sigma_y and theta, the Gaussians' beta, the sigmas and beta of
+    # sinc, everything of the pulse but its size: the kernels ignore them, as the reference
+    nan = float("nan")
+    params = dict(kind=torch.tensor([0, 2, 4, 1, 6, 7]), size=torch.tensor([7, 9, 5, 7, 9, 3]),
+                  sigma_x=torch.tensor([1.0, 1.5, 0.8, 1.2, nan, nan]),
+                  sigma_y=torch.tensor([2.0, nan, 0.0, 0.6, nan, nan]),
+                  theta=torch.tensor([0.5, nan, 1.0, 0.3, nan, nan]), beta=torch.tensor([2.0, 1.5, 0.7, nan, nan, nan]),
+                  cutoff=torch.tensor([nan, nan, nan, nan, 1.2, nan]))
+    k = degrade.make_kernels({n: t.to(device) for n, t in params.items()}).cpu().double()
+    assert torch.isfinite(k).all() and (k - ref.kernels(params)).abs().max() <= 1e-6
+
+
+GOOD = dict(kind=[0], size=[7], sigma_x=[1.0], sigma_y=[1.0], theta=[0.0], beta=[1.0], cutoff=[1.0])
+
+
+@pytest.mark.parametrize("call,error,match", [
+    (lambda: degrade.random_kernels(2, size=-3), ValueError, "size must be an integer from 1 to 63, got -3"),
+    (lambda: degrade.random_kernels(2, size=21.0), TypeError, "size must be an integer, got float"),
+    (lambda: degrade.random_kernels(2, size=True), TypeError, "size must be an integer, got bool"),
+    (lambda: degrade.random_kernels(2, size=65), ValueError, "size must be an integer from 1 to 63"),  # filter2d's
+    (lambda: degrade.random_kernels(-1), ValueError, "batch must be an integer >= 0, got -1"),
+    (lambda: degrade.random_kernels(1.5), TypeError, "batch must be an integer, got float"),
+    (lambda: degrade.sample_kernel_params(True), TypeError, "batch must be an integer, got bool"),
+    (lambda: degrade.sample_sinc_params(-2), ValueError, "batch"),
+    (lambda: degrade.random_kernels(2, kernel_sizes=(7.5,)), TypeError, "kernel_sizes must be a sequence of integers"),
+    (lambda: degrade.random_kernels(2, kernel_sizes=("7",)), TypeError, "kernel_sizes must be a sequence of integers"),
+    (lambda: degrade.sample_sinc_params(2, kernel_sizes=7), TypeError, "kernel_sizes must be a sequence of integers"),
+    (lambda: degrade.random_kernels(2, sigma=(0.2, "3")), TypeError, "sigma must be a real number"),
+    (lambda: degrade.random_kernels(2, kernel_prob="abcdef"), TypeError, "kernel_prob"),
+    (lambda: degrade.make_kernels(GOOD, size=0), ValueError, "size must be an integer from 1 to 63"),
+    (lambda: degrade.make_kernels(GOOD, size=7.0), TypeError, "size must be an integer"),
+    (lambda: degrade.make_kernels([GOOD]), TypeError, "params must be a dict"),
+    (lambda: degrade.make_kernels({n: v for n, v in GOOD.items() if n != "beta"}), ValueError, "params lacks beta"),
+    (lambda: degrade.make_kernels({**GOOD, "kind": [0, 1]}), ValueError,
+     r"one length on one device: params\['size'\] has shape \(1,\) on cpu, params\['kind'\] \(2,\)"),
+    (lambda: degrade.make_kernels({**GOOD, "kind": ["iso"]}), TypeError, r"params\['kind'\] must be a tensor"),
+    (lambda: degrade.make_kernels({**GOOD, "kind": [8]}), ValueError,
+     r"params\['kind'\] must hold kind codes from 0 to 7 \(KERNEL_KINDS\), got 8"),
+    (lambda: degrade.make_kernels({**GOOD, "kind": [-1]}), ValueError, r"params\['kind'\]"),
+    (lambda: degrade.make_kernels({**GOOD, "size": [7.5]}), ValueError, r"params\['size'\] must hold integers"),
+    (lambda: degrade.make_kernels({**GOOD, "size": [0]}), ValueError, r"params\['size'\]"),
+    (lambda: degrade.make_kernels({**GOOD, "sigma_x": [0.0]}), ValueError,  # (a NaN kernel)
+     r"params\['sigma_x'\] must hold finite values of at least 1e-6 where the kind uses them, got 0 \(image 0\)"),
+    (lambda: degrade.make_kernels({**GOOD, "kind": [1], "sigma_y": [float("inf")]}), ValueError, "sigma_y"),
+    (lambda: degrade.make_kernels({**GOOD, "kind": [3], "theta": [float("nan")]}), ValueError, "theta"),
+    (lambda: degrade.make_kernels({**GOOD, "kind": [4], "beta": [-1.0]}), ValueError, "beta"),
+    (lambda: degrade.make_kernels({**GOOD, "kind": [6], "cutoff": [0.0]}), ValueError, "cutoff"),
+    (lambda: degrade.make_kernels({**GOOD, "kind": [True]}), TypeError, r"params\['kind'\] must hold real numbers"),
+])
+def test_bad_kernel_arguments_raise_before_any_work(call, error, match):
+    with count_launches() as launches, pytest.raises(error, match=match):
+        call()
+    assert not launches
 
 
 def test_fractional_beta_keeps_the_centre_finite(device):
@@ -289,6 +347,9 @@ def test_composes_with_v2_and_fuse(gen, device):
 
 @pytest.mark.parametrize("make,match", [
     (lambda: degrade.RandomKernelBlur(sigma=(3.0, 0.2)), "low <= high"),
+    (lambda: degrade.RandomResize(resize_range=(0.2, 0.5)), "resize_range must hold 1"),
+    (lambda: degrade.RandomResize(size_base=(0, 4)), "size_base"),
+    (lambda: degrade.RandomKernelBlur(seed=2 ** 63), "seed must be an integer from"),
     (lambda: degrade.RandomKernelBlur(kernel_sizes=(7, 8)), "odd"),
     (lambda: degrade.RandomKernelBlur(kernel_prob=(1.0, 0.0)), "kernel_prob"),
     (lambda: degrade.RandomResize((0.5, 0.5)), "resize_prob"),
@@ -306,9 +367,87 @@ def test_bad_options_raise_when_made(make, match):
         make()
 
 
+@pytest.mark.parametrize("seed", ["a", 1.5, True, torch.Generator()])
+@pytest.mark.parametrize("make", [degrade.RandomNoise, degrade.RealESRGANDegradation])
+def test_seeds_are_integers(make, seed):
+    with pytest.raises(TypeError, match="seed must be an integer"):
+        make(seed=seed)
+
+
+def test_numpy_integers_are_seeds_and_scales(gen, device):
+    x = random_image((1, 1, 8, 8), torch.float32, gen, device)
+    assert torch.equal(degrade.RandomKernelBlur(seed=np.int64(5))(x), degrade.RandomKernelBlur(seed=5)(x))
+    assert degrade.RealESRGANDegradation(np.int32(2), seed=np.uint8(1)).scale == 2
+    with pytest.raises(TypeError, match="scale must be an integer, got float"):
+        degrade.RealESRGANDegradation(2.0)
+
+
 def test_images_smaller_than_the_scale_raise():
     with pytest.raises(ValueError, match="smaller than the scale"):
         degrade.RealESRGANDegradation(scale=4)(torch.rand(1, 3, 3, 8))
+
+
+# Inputs a step cannot take are refused when the transform is called, naming what is wrong
+# in the input as given, before any draw or launch (not later, with an intermediate's shape).
+@pytest.mark.parametrize("make", [lambda: degrade.RealESRGANDegradation(scale=2, seed=0),
+                                  lambda: degrade.RandomJPEG(seed=0)], ids=["RealESRGAN", "RandomJPEG"])
+@pytest.mark.parametrize("shape", [(1, 4, 25, 25), (2, 25, 25)])
+def test_jpeg_steps_refuse_other_channel_counts_at_the_call(make, shape):
+    with count_launches() as launches, pytest.raises(
+            ValueError, match=re.escape(f"img must have 1 or 3 channels, got {shape[-3]} (shape {shape})")):
+        make()(torch.rand(shape))
+    assert not launches
+
+
+@pytest.mark.parametrize("make", [lambda: degrade.RealESRGANDegradation(scale=4, seed=4),
+                                  lambda: degrade.RandomResize((0.0, 1.0, 0.0), seed=0)],
+                         ids=["RealESRGAN", "RandomResize"])
+def test_images_a_random_resize_would_empty_are_refused_at_the_call(make):
+    # scaled by 0.15 (the lowest of resize_range), 6 rows would be none: some draws failed
+    # in the middle of the pipeline
+    t = make()
+    with count_launches() as launches, pytest.raises(ValueError, match=r"img of 6 x 9 is too small.* 7 a side"):
+        t(torch.rand(1, 1, 6, 9))
+    assert not launches
+
+
+def test_real_esrgan_takes_images_only():
+    with pytest.raises(TypeError, match="takes one image batch, got Mask"):
+        degrade.RealESRGANDegradation(scale=2)(tv_tensors.Mask(torch.ones(1, 8, 8)))
+
+
+@pytest.mark.parametrize("codec", degrade.JPEG_CODECS)
+@pytest.mark.parametrize("shape", [(3, 8, 8), (1, 4, 8, 8)])
+def test_jpeg_refuses_what_it_cannot_code_naming_x(codec, shape):
+    with pytest.raises(ValueError, match=re.escape(f"x must be a (B, C, H, W) batch with C = 1 or 3 (grey or RGB), "
+                                                   f"got shape {shape}")):
+        degrade.jpeg(torch.rand(shape), 50, codec=codec)
+    with pytest.raises(TypeError, match="x must be a torch.Tensor"):
+        degrade.jpeg(np.zeros((1, 3, 8, 8)), 50, codec=codec)
+
+
+@pytest.mark.parametrize("call,error,match", [
+    (lambda x: degrade.add_gaussian_noise(x[0], 5.0, False), ValueError, r"x must be a \(B, C, H, W\) batch"),
+    (lambda x: degrade.add_gaussian_noise((x * 255).to(torch.uint8), 5.0, False), TypeError, "x must be a floating"),
+    (lambda x: degrade.add_gaussian_noise(x, "5", False), TypeError, "sigma must be a real number"),
+    (lambda x: degrade.add_gaussian_noise(x, torch.ones(3), False), ValueError, "sigma as a tensor"),
+    (lambda x: degrade.add_poisson_noise(x, -1.0, False), ValueError, "scale must be >= 0"),
+    (lambda x: degrade.add_poisson_noise(x, 1.0, torch.ones(2)), TypeError, "gray must be a bool"),
+    (lambda x: degrade.add_poisson_noise(x, 1.0, torch.ones(3, dtype=torch.bool)), ValueError, "gray as a tensor"),
+])
+def test_noise_functions_check_their_arguments(call, error, match):
+    with pytest.raises(error, match=match):
+        call(torch.rand(2, 3, 4, 5))
+
+
+def test_noise_functions_take_numbers_and_bools(device):
+    x = torch.full((2, 3, 8, 8), 0.5, device=device)
+    grey = degrade.add_gaussian_noise(x, 8.0, True, generator=torch.Generator(device).manual_seed(0))
+    assert torch.equal(grey[:, 0], grey[:, 2]) and 0.01 < (grey - x).std() < 0.05
+    sigma, gray = torch.tensor([8.0, 8.0], device=device), torch.tensor([True, True], device=device)
+    same = degrade.add_gaussian_noise(x, sigma, gray, generator=torch.Generator(device).manual_seed(0))
+    assert torch.equal(grey, same)
+    assert torch.equal(degrade.add_poisson_noise(x, 0.0, False), x)
 
 
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.float16])

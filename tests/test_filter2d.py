@@ -227,6 +227,7 @@ FILTER2D_COLD_CALL_S = 8.0
 
 
 @gpu
+@pytest.mark.timed
 def test_cold_first_call_compiles_in_8_s_and_new_taps_never_recompile(tmp_path):
     cpu, wall, again = cold_first_call(
         tmp_path, "x = torch.rand(32, 3, 256, 256, device='cuda')",

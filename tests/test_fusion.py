@@ -37,7 +37,7 @@ def assert_same(fused, unfused, rtol=FUSED[torch.float32]):
     # h from sigma's row of the table: nothing is estimated, so the prologue fuses
     ([v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD), T.NonLocalMeans(sigma=0.2, patch_size=3,
                                                                                       search_radius=1)], 1),
-    ([T.BoxBlur(3), v2.ToDtype(torch.uint8, scale=True)], 2),
+    ([T.BoxBlur(3), v2.ToDtype(torch.float32, scale=True), v2.ToDtype(torch.uint8, scale=True)], 2),  # as it is
     # resampling clamps the row pass of integer images only: here the image it gets is float
     ([v2.ToDtype(torch.float32, scale=True), T.Resize((29, 37), "bicubic"), v2.Normalize(MEAN, STD)], 1),
     ([T.Resize((11, 13), "bicubic"), v2.ToDtype(torch.float32, scale=True)], 1),  # and here uint8
@@ -134,9 +134,37 @@ def test_fusion_is_an_argument_of_the_fusable_ops_only(gen, device):
         op.fused(pw.Fusion((), (), torch.float64, torch.float64), *args)
 
 
+FLIP = v2.RandomHorizontalFlip(p=1.0)
+
+
+@pytest.mark.parametrize("steps,dtype,launches", [
+    ([v2.ToDtype(torch.float32)], torch.float32, 0),
+    ([v2.ToDtype(torch.uint8, scale=True)], torch.uint8, 0),
+    ([v2.ToDtype(torch.float32), FLIP], torch.float32, 1),  # at the start
+    ([FLIP, v2.ToDtype(torch.float32), FLIP], torch.float32, 2),  # in the middle
+    # at the end
+    ([v2.ToDtype(torch.float32, scale=True), FLIP, v2.ToDtype(torch.float32, scale=True)], torch.uint8, 2),
+    ([v2.ToDtype(torch.float32, scale=True), v2.ToDtype(torch.float32, scale=True)], torch.uint8, 1),
+    ([v2.ToDtype(torch.uint8), T.BoxBlur(3), v2.ToDtype(torch.uint8)], torch.uint8, 1),  # around a filter
+])
+def test_a_todtype_that_changes_nothing_costs_nothing(steps, dtype, launches, gen, device):
+    # torchvision returns the image itself: the fused pipeline neither launches nor copies for it
+    x = random_image((2, 3, 6, 7), dtype, gen, device)
+    fused = imgfilters.fuse(steps)
+    assert fused.launches(dtype) == launches
+    with count_launches() as kernels:
+        y = fused(x)
+    assert sum(kernels.values()) == launches - steps.count(FLIP)  # (the flips run as they are: torch's)
+    expected = v2.Compose(steps)(x)
+    assert y.dtype == expected.dtype and torch.equal(y, expected)
+    assert (y is x) == (expected is x)
+
+
 def test_bad_pipelines_raise():
     with pytest.raises(TypeError, match="pipeline"):
         imgfilters.fuse(T.BoxBlur(3))
+    with pytest.raises(ValueError, match="pipeline must hold at least one transform"):
+        imgfilters.fuse([])  # (v2.Compose, which runs unfusable inputs, refuses it too)
     with pytest.raises(TypeError, match="not callable"):
         imgfilters.fuse([T.BoxBlur(3), 3])
 

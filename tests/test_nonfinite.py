@@ -109,3 +109,25 @@ def _resampling_exactly_as_the_reference(mode, size, aa, device, gen):
         assert torch.equal(test(y), test(expected)), test.__name__
     finite = expected.isfinite()
     assert torch.allclose(y[finite], expected[finite], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("name,args,params", [("resize", ((8, 10),), {}), ("upsample", (2.0,), {"mode": "bilinear"}),
+                                              ("imresize", (0.75,), {}), ("resize", ((23, 11), "lanczos"), {})],
+                         ids=["resize", "upsample", "imresize", "lanczos"])
+def test_tiled_and_dask_resampling_keep_non_finite_local(name, args, params, device, gen):
+    """Tiles and dask blocks read only the taps of nonzero weight, as the untiled call: the
+    same NaN, inf and -inf, and the same finite values (bit for bit on the float64 path)."""
+    da = pytest.importorskip("dask.array")
+    import imgfilters.dask as idask
+    fn = getattr(imgfilters, name)
+    x = _with(torch.rand(1, 3, 16, 20, generator=gen, dtype=torch.float64))
+    expected = fn(x, *args, **params)
+    assert expected.isnan().any() and expected.isfinite().sum() > expected.numel() // 2
+    tiles = imgfilters.tiled(fn, x, *args, tile=3, progress=False, **params)
+    blocks = torch.from_numpy(getattr(idask, name)(da.from_array(x.numpy(), chunks=(1, 3, 8, 8)), *args,
+                                                    **params).compute(scheduler="threads"))
+    for got in (tiles, blocks):
+        torch.testing.assert_close(got, expected, rtol=0, atol=0, equal_nan=True)
+    on_device = imgfilters.tiled(fn, x.float(), *args, tile=5, device=device, progress=False, **params).double()
+    for test in (torch.isnan, torch.isposinf, torch.isneginf):
+        assert torch.equal(test(on_device), test(expected)), test.__name__

@@ -136,6 +136,7 @@ def test_reference_path_keeps_layout_and_rounds_like_the_kernels(gen, monkeypatc
     x = random_image((2, 3, 20, 24), torch.uint8, gen).to(memory_format=torch.channels_last)
     kernel = imgfilters.gaussian_blur(x, 7, 1.5)
     monkeypatch.setenv("TRITON_INTERPRET", "0")  # CPU tensors now take the float64 reference
+    monkeypatch.setenv("IMGFILTERS_CPU_ENGINE", "0")  # (not the CPU engine)
     plain = imgfilters.gaussian_blur(x, 7, 1.5)
     assert plain.is_contiguous(memory_format=torch.channels_last)
     assert (plain.int() - kernel.int()).abs().max() <= 1
@@ -387,6 +388,7 @@ def test_every_scratch_tile(tile, gen):
 
 
 @gpu
+@pytest.mark.timed
 @pytest.mark.parametrize("case", ["15 float32", "15 uint8", "63 float32"])
 def test_cold_first_call_compiles_in_5_s_and_a_new_sigma_never_recompiles(case, tmp_path):
     ksize, dtype = case.split()

@@ -196,7 +196,7 @@ def test_repr_and_bad_arguments():
 
 
 # PIL modes v2.GaussianBlur takes, and those it does not that the CLI reads (and the rest)
-TORCHVISION_MODES = ("L", "LA", "RGB", "RGBA", "CMYK", "YCbCr", "HSV", "I", "F")
+TORCHVISION_MODES = ("L", "LA", "RGB", "RGBA", "RGBX", "CMYK", "YCbCr", "HSV", "I", "F")
 
 
 def test_pil_modes_at_least_those_of_torchvision(monkeypatch):

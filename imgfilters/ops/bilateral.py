@@ -128,13 +128,12 @@ def _arguments(img, guide, sigma_color, sigma_space, radius, window, color_dista
 
 def halo(name, a, channels):
     """The input margin ``(rows, cols)`` that one output tile of ``bilateral`` or
-    ``joint_bilateral`` needs (``imgfilters.tiling``): the window radius; ``a`` holds the
-    call's arguments by name."""
-    if name not in ("bilateral", "joint_bilateral"):
-        raise TypeError(f"imgfilters.{name} cannot be tiled: its output pixels do not map to input pixels")
-    radius = a["radius"]
-    if radius is None:
-        radius = reference.default_radius(float(torch.as_tensor(a["sigma_space"], dtype=torch.float64).max()))
+    ``joint_bilateral`` needs (``imgfilters.tiling``): the window radius. ``a`` holds the
+    call's arguments by name, checked as far as shapes and Python values go; the values of
+    per-image sigmas and the default radius are checked here, as the op checks them."""
+    x4 = _image.as_planes(a["img"])
+    sigmas = (_image.per_image(a[k], k, x4.shape[0]) for k in ("sigma_color", "sigma_space"))
+    radius = _Params(x4, *sigmas, a["radius"]).radius
     return radius, radius
 
 

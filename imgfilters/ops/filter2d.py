@@ -81,6 +81,14 @@ def check_kernel(kernel, batch, device):
     return k.to(device)
 
 
+def halo(name, a, channels):
+    """The input margin ``(rows, cols)`` that one output tile of ``filter2d`` needs
+    (``imgfilters.tiling``): half the kernel along each axis; ``a`` holds the call's
+    arguments by name."""
+    kh, kw = torch.as_tensor(a["kernel"]).shape[-2:]
+    return kh // 2, kw // 2
+
+
 def _kernel_planes(kernel):
     """The kernels as the launch takes them: float32, (B or 1, kh, kw), contiguous."""
     k = kernel.detach().to(torch.float32)

@@ -19,13 +19,22 @@ from imgfilters.reference import jpeg as reference
 
 __all__ = ["round_trip"]
 
+CHANNELS = (1, 3)  # what JPEG codes: grey, RGB
+
 
 def round_trip(img, quality):
     """The JPEG round trip of ``img`` (B, C, H, W), C 1 or 3, at ``quality`` (``qualities``)."""
-    _image.check_image(img)
-    if img.ndim != 4 or img.shape[1] not in (1, 3):
-        raise ValueError(f"JPEG takes (B, C, H, W) batches with C = 1 or 3, got {tuple(img.shape)}")
+    check_batch(img)
     return _image.wrap(img, _jpeg_op(img, qualities(quality, img.shape[0], img.device)))
+
+
+def check_batch(img, name="img"):
+    """Raise TypeError/ValueError naming ``name`` unless ``img`` is a batch JPEG takes:
+    (B, C, H, W) with C = 1 or 3."""
+    _image.check_image(img, name)
+    if img.ndim != 4 or img.shape[1] not in CHANNELS:
+        raise ValueError(f"{name} must be a (B, C, H, W) batch with C = 1 or 3 (grey or RGB), "
+                         f"got shape {tuple(img.shape)}")
 
 
 def qualities(quality, batch, device):

@@ -101,9 +101,14 @@ def _nlm_args(img, h, sigma, patch_size, search_radius, border, border_value):
 def halo(name, a, channels):
     """The input margin ``(rows, cols)`` that one output tile of ``nl_means`` needs
     (``imgfilters.tiling``): half the patch plus the search radius, the defaults taken
-    from the largest ``sigma`` (which the tiling estimates once for the whole image)."""
-    sigma = float(torch.as_tensor(a["sigma"], dtype=torch.float64).max())
-    patch_size, search_radius, _ = parameters(sigma, channels)
+    from the largest ``sigma`` (which the tiling estimates once for the whole image). The
+    values of per-image ``h`` and ``sigma`` are checked here, as the op checks them."""
+    B = _image.as_planes(a["img"]).shape[0]
+    sigma = _image.per_image_values(_image.per_image(a["sigma"], "sigma", B, positive=False), "sigma", B,
+                                    positive=False)
+    if a["h"] is not None:
+        _image.per_image_values(_image.per_image(a["h"], "h", B), "h", B)
+    patch_size, search_radius, _ = parameters(float(sigma.max()), channels)
     r = (a["patch_size"] or patch_size) // 2 + (search_radius if a["search_radius"] is None else a["search_radius"])
     return r, r
 

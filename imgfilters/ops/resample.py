@@ -116,12 +116,12 @@ _PLANS = {"resize": _resize_plan, "upsample": _upsample_plan, "imresize": _imres
 
 def tile_plan(name, a):
     """For ``imgfilters.tiling``: the output ``(h, w)`` of the call ``name(**a)`` and, for
-    the H and W axes, ``span(start, stop) -> (first source pixel, float64 weights)``, the
-    source support of an output span and its weights (``reference.weights_span``), with
-    the coordinate scales, antialiasing and same-size copies of the call. ``a["img"]`` may
-    be a meta tensor: only its shape and dtype are read."""
+    the H and W axes, ``span(start, stop) -> (cols, values)``, the taps of an output span
+    (``reference.row_taps``), with the coordinate scales, antialiasing and same-size
+    copies of the call. ``a["img"]`` may be a meta tensor: only its shape and dtype are
+    read."""
     size, mode, antialias, align_corners, scale = _PLANS[name](**a)
-    spans = [functools.partial(reference.weights_span, n, m, mode=mode, antialias=antialias or mode == "lanczos",
+    spans = [functools.partial(reference.row_taps, n, m, mode, antialias=antialias or mode == "lanczos",
                                align_corners=align_corners, scale=s)
              for n, m, s in zip(a["img"].shape[-2:], size, scale)]
     return tuple(size), spans

@@ -2,14 +2,18 @@
 
 Every mode is separable and linear: along each axis, output pixel ``d`` is a weighted sum of
 input pixels, ``y[d] = sum_j W[d, j] x[j]``. ``weights(in_size, out_size, mode, ...)`` builds
-the dense ``(out_size, in_size)`` matrix ``W``; ``resize`` applies one matrix along H and one
-along W. Inputs and outputs are float64 ``(..., C, H, W)`` in unit scale; gradients follow
+the dense ``(out_size, in_size)`` matrix ``W``; ``resize`` applies one along W, then one
+along H. Inputs and outputs are float64 ``(..., C, H, W)`` in unit scale; gradients follow
 from autograd (``W`` depends only on the sizes).
 
-Non-finite inputs: the sum runs over the taps of nonzero weight only, so a NaN or inf
-reaches exactly the outputs that weigh it, combined as IEEE arithmetic does (a NaN gives
-NaN; an inf times a positive or negative weight an inf, both signs NaN). A plain product
-with ``W`` would multiply it by the zeros of every other row and spread it over the whole
+``resample`` computes each output as the sum of its taps of nonzero weight (``row_taps``:
+the nonzero entries of its row of ``W``), in ascending order of input pixel, one product
+and one addition at a time. So an output's value depends on its taps alone, not on which
+other outputs are computed with it: a tile of the output (``imgfilters.tiling``,
+``imgfilters.dask``) equals the whole call's, bit for bit. And a NaN or inf reaches
+exactly the outputs that weigh it, combined as IEEE arithmetic does (a NaN gives NaN; an
+inf times a positive or negative weight an inf, both signs NaN). A plain product with
+``W`` would multiply it by the zeros of every other row and spread it over the whole
 plane; ``F.interpolate`` also spreads it to the zero-weight taps it reads (bicubic at an
 integer position), one pixel further. The kernels follow this definition.
 
@@ -102,6 +106,7 @@ MODES = ("nearest", "nearest-exact", "bilinear", "bicubic", "lanczos", "area", "
 
 _TORCH_CUBIC_A = -0.75
 _PIL_CUBIC_A = -0.5
+CPU_BLOCK = 1 << 16  # values a block of outputs holds in ``_apply_taps`` (512 KiB of float64)
 
 
 def keys_cubic(x, a):
@@ -131,15 +136,6 @@ def coordinate_scale(in_size, out_size, align_corners=False, scale=None):
     if align_corners:
         return (in_size - 1) / (out_size - 1) if out_size > 1 else 0.0
     return float(scale) if scale is not None else in_size / out_size
-
-
-def _scatter(n_rows, n_cols, cols, values):
-    """Dense (n_rows, n_cols) matrix with ``values`` added at (row, ``cols``); row ``i`` of
-    ``cols`` and ``values`` holds row ``i``'s taps; repeated indices add."""
-    rows = torch.arange(n_rows)[:, None].expand_as(cols)
-    w = torch.zeros(n_rows * n_cols, dtype=torch.float64)
-    w.index_add_(0, (rows * n_cols + cols).reshape(-1), values.reshape(-1))
-    return w.reshape(n_rows, n_cols)
 
 
 def _nearest(in_size, out_size, d, scale, offset):
@@ -232,6 +228,22 @@ def taps(in_size, out_size, mode, start=0, stop=None, *, antialias, align_corner
     return _torch_interpolating(in_size, d, s, align_corners, cubic=mode == "bicubic")
 
 
+def row_taps(in_size, out_size, mode, start=0, stop=None, *, antialias, align_corners=False, scale=None):
+    """The rows ``start .. stop - 1`` of ``weights`` as taps: ``(cols, values)``, two
+    ``(stop - start, K)`` tensors, each row's columns ascending and distinct but for taps
+    of weight 0 (``taps`` with repeated columns summed, in tap order). Row ``d`` depends
+    on ``d`` alone, not on the span: a span's rows are the whole axis's, bit for bit."""
+    cols, values = taps(in_size, out_size, mode, start, stop, antialias=antialias, align_corners=align_corners,
+                        scale=scale)
+    order = cols.argsort(dim=1, stable=True)
+    cols, values = cols.gather(1, order), values.gather(1, order)
+    for k in range(1, cols.shape[1]):  # a repeated column: its weights summed onto its last tap
+        same = cols[:, k] == cols[:, k - 1]
+        values[:, k] = torch.where(same, values[:, k - 1] + values[:, k], values[:, k])
+        values[:, k - 1] = torch.where(same, 0.0, values[:, k - 1])
+    return cols, values
+
+
 def weights(in_size, out_size, mode, *, antialias, align_corners=False, scale=None):
     """The float64 ``(out_size, in_size)`` matrix of ``mode`` along one axis.
 
@@ -242,19 +254,8 @@ def weights(in_size, out_size, mode, *, antialias, align_corners=False, scale=No
     and bicubic, widens the MATLAB kernel when downsampling, must be True for lanczos and
     is not used by nearest, nearest-exact and area (torchvision ignores it there too).
     """
-    cols, values = taps(in_size, out_size, mode, antialias=antialias, align_corners=align_corners, scale=scale)
-    return _scatter(out_size, in_size, cols, values)
-
-
-def weights_span(in_size, out_size, start, stop, mode, *, antialias, align_corners=False, scale=None):
-    """Rows ``start .. stop - 1`` of ``weights`` restricted to the source pixels they read:
-    ``(first, matrix)``, the float64 ``(stop - start, n)`` matrix over source pixels
-    ``first .. first + n - 1``. This is the source support of an output span, what a tile
-    of a resampled image needs (``imgfilters.tiling``)."""
-    cols, values = taps(in_size, out_size, mode, start, stop, antialias=antialias, align_corners=align_corners,
-                        scale=scale)
-    first = int(cols.min())
-    return first, _scatter(stop - start, int(cols.max()) + 1 - first, cols - first, values)
+    cols, values = row_taps(in_size, out_size, mode, antialias=antialias, align_corners=align_corners, scale=scale)
+    return torch.zeros(out_size, in_size, dtype=torch.float64).scatter_add_(1, cols, values)
 
 
 def _pair(value):
@@ -278,35 +279,43 @@ def resize(x, size, mode, antialias, align_corners=False, scale=None, *, interme
     float inputs to ``F.interpolate`` and torchvision (and uint8 on CUDA, which torchvision
     converts to float) are not clamped between passes.
     """
-    out_h, out_w = size
-    scale_h, scale_w = _pair(scale)
-    wh = weights(x.shape[-2], out_h, mode, antialias=antialias, align_corners=align_corners,
-                 scale=scale_h).to(x.device, x.dtype)
-    ww = weights(x.shape[-1], out_w, mode, antialias=antialias, align_corners=align_corners,
-                 scale=scale_w).to(x.device, x.dtype)
-    y = _apply("...hj,dj->...hd", x, ww)
+    spans = [row_taps(n, m, mode, antialias=antialias, align_corners=align_corners, scale=s)
+             for n, m, s in zip(x.shape[-2:], size, _pair(scale))]
+    return resample(x, *spans, intermediate_clamp=intermediate_clamp)
+
+
+def resample(x, rows, cols, *, intermediate_clamp=False):
+    """``x`` (..., h, w) resampled by the taps ``rows`` along H and ``cols`` along W (each a
+    ``row_taps`` pair, its columns counted from ``x``'s first row or column): along W,
+    clamped to [0, 1] with ``intermediate_clamp``, then along H (``resize``). On any device
+    and float dtype; a tile of the output is this on its source crop."""
+    y = _apply_taps(x, *cols, -1)
     if intermediate_clamp:
         y = y.clamp(0, 1)
-    return _apply("dj,...jw->...dw", y, wh)
+    return _apply_taps(y, *rows, -2)
 
 
-def _apply(equation, x, w):
-    """``torch.einsum(equation, x, w)`` (``x`` and ``w`` in either order) summed over the
-    taps of nonzero weight only (module docstring): the product of the finite values, then
-    NaN and inf where a tap reads them, from products of indicator matrices (counts, exact)."""
-    product = lambda values, weights: torch.einsum(  # noqa: E731
-        equation, *((values, weights) if equation.startswith(".") else (weights, values)))
-    finite = x.isfinite()
-    if finite.all():
-        return product(x, w)
-    y = product(torch.where(finite, x, 0.0), w)
-    count = lambda values, taps: product(values.to(x.dtype), taps.to(x.dtype))  # noqa: E731
-    above, below = w > 0, w < 0
-    up = count(x == math.inf, above) + count(x == -math.inf, below)
-    down = count(x == math.inf, below) + count(x == -math.inf, above)
-    y = torch.where(up > 0, math.inf, y)
-    y = torch.where(down > 0, -math.inf, y)
-    return torch.where((count(x.isnan(), w != 0) > 0) | ((up > 0) & (down > 0)), math.nan, y)
+def _apply_taps(x, cols, values, axis):
+    """``x`` resampled along ``axis`` (-1 or -2) by ``(cols, values)``: each output the sum
+    of its taps of nonzero weight in ascending column order, a product and an addition at
+    a time (module docstring): the same arithmetic whatever else is computed with it. The
+    axis goes first, so that each tap gathers whole rows, and the taps of weight 0 read
+    an appended row of zeros (0 * inf would be NaN). On the CPU the outputs go in blocks
+    of about CPU_BLOCK values, whose taps' products and sums stay in the cache."""
+    rows = x.movedim(axis, 0)
+    rows = torch.cat([rows, rows.new_zeros((1, *rows.shape[1:]))])
+    cols = torch.where(values != 0, cols, x.shape[axis]).to(x.device)
+    values = values.to(x.device, x.dtype).reshape(*values.shape, *(1,) * (x.ndim - 1))
+    step = max(1, CPU_BLOCK // rows[0].numel()) if x.device.type == "cpu" else len(cols)
+    blocks = []
+    for start in range(0, len(cols), step):
+        c, v = cols[start:start + step], values[start:start + step]
+        y = None
+        for k in range(c.shape[1]):
+            term = rows.index_select(0, c[:, k]) * v[:, k]
+            y = term if y is None else y + term
+        blocks.append(y)
+    return (blocks[0] if len(blocks) == 1 else torch.cat(blocks)).movedim(0, axis)
 
 
 def imresize(x, out_size=None, *, scale=None, antialias=True):
