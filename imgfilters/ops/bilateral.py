@@ -2,8 +2,9 @@
 
 Inputs are ``(..., C, H, W)`` or ``(H, W)`` tensors of dtype uint8, uint16, float16,
 bfloat16 or float32 (float64 runs the float64 reference); the output keeps the dtype and
-memory format. CUDA tensors run one Triton launch; CPU tensors run the float64 reference,
-or the Triton kernel in Triton's interpreter under ``TRITON_INTERPRET=1``.
+memory format. CUDA tensors run one Triton launch; other CPU tensors run the CPU engine
+(``imgfilters/cpu``), or the Triton kernel in Triton's interpreter under
+``TRITON_INTERPRET=1``.
 
 Units: ``sigma_color`` is in unit intensity scale (integers are read as value / max), so
 the same value works for uint8 and float images: OpenCV's ``sigmaColor=25.5`` on a uint8
@@ -193,11 +194,15 @@ def _coefficients(sigmas, device):
 
 def _filter(img, guide, sigma_color, sigma_space, radius, window, color_distance, border, border_value,
             fusion=None):
-    """Bilateral (``guide`` None) or joint bilateral: the reference, or one launch (with
-    ``fusion``'s prologue and epilogue, a ``pointwise.Fusion``)."""
+    """Bilateral (``guide`` None) or joint bilateral: the CPU engine, the reference, or one
+    launch (with ``fusion``'s prologue and epilogue, a ``pointwise.Fusion``)."""
     x4 = _image.as_planes(img)
     g4 = x4 if guide is None else _image.as_planes(guide)
     p = _Params(x4, sigma_color, sigma_space, radius)
+    if _image.uses_cpu_engine(img):
+        from imgfilters.cpu import bilateral as engine
+        return engine.bilateral(img, guide, p.colors, p.spaces, p.radius, window, color_distance,
+                                _image.check_border(border), border_value, fusion)
     if not _image.uses_kernels(img):
         B = x4.shape[0]
         y = reference.bilateral(_image.to_unit(x4), _image.to_unit(g4).expand(B, -1, -1, -1), *p.reference_args(),
@@ -266,7 +271,7 @@ def _upsample_backward(grad, low, guide, sigma_color, sigma_space, radius, windo
 
 # ---- the custom ops (imgfilters.ops.library): gradients flow to the image and the guide ---
 
-@library.op("bilateral", library.same_as_input, grads=("img",),
+@library.op("bilateral", library.same_as_input, grads=("img",), cpu_engine=True,
             backward=lambda grad, img, *args: _backward(grad, img, None, *args)[0])
 def _bilateral_op(img: Tensor, sigma_color: Tensor, sigma_space: Tensor, radius: Optional[int], window: str,
                   color_distance: str, border: str, border_value: float, *, fusion=None) -> Tensor:
@@ -292,6 +297,10 @@ def _upsample_op(lowres: Tensor, guide: Tensor, sigma_color: Tensor, sigma_space
                  window: str, color_distance: str, border: str, border_value: float) -> Tensor:
     low4, g4 = _image.as_planes(lowres), _image.as_planes(guide)
     p = _Params(low4, sigma_color, sigma_space, radius)
+    if _image.uses_cpu_engine(lowres):
+        from imgfilters.cpu import upsample as engine
+        return engine.joint_bilateral_upsample(lowres, guide, p.colors, p.spaces, p.radius, window, color_distance,
+                                               _image.check_border(border), border_value)
     if not _image.uses_kernels(lowres):
         guide_unit = _image.to_unit(g4).expand(low4.shape[0], -1, -1, -1)
         y = reference.joint_bilateral_upsample(_image.to_unit(low4), guide_unit, *p.reference_args(), p.radius,

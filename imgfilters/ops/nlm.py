@@ -1,9 +1,9 @@
 """Non-local means denoising with automatic parameters: ``nl_means``.
 
-CUDA tensors run one Triton launch with no memory beyond the output; CPU tensors run the
-float64 reference, or the Triton kernel in Triton's interpreter under
-``TRITON_INTERPRET=1``. Every supported dtype is read and written directly. The filter is
-not differentiable: its output has no gradient.
+CUDA tensors run one Triton launch with no memory beyond the output; other CPU tensors run
+the CPU engine (``imgfilters/cpu``), or the Triton kernel in Triton's interpreter under
+``TRITON_INTERPRET=1``; float64 runs the float64 reference. Every supported dtype is read
+and written directly. The filter is not differentiable: its output has no gradient.
 """
 import operator
 from typing import Optional
@@ -125,7 +125,7 @@ def _check_size(value, name, low, high, odd=False):
     return value
 
 
-@library.op("nl_means", library.same_as_input)
+@library.op("nl_means", library.same_as_input, cpu_engine=True)
 def _nlm_op(img: Tensor, h: Optional[Tensor], sigma: Optional[Tensor], patch_size: Optional[int],
             search_radius: Optional[int], border: str, border_value: float, *, fusion=None) -> Tensor:
     """``h`` or ``sigma`` None: automatic (sigma estimated per image, h from the table);
@@ -148,6 +148,10 @@ def _nlm_op(img: Tensor, h: Optional[Tensor], sigma: Optional[Tensor], patch_siz
         h = torch.tensor([max(p[2], 1e-4) for p in auto], dtype=torch.float64)
     else:
         h = _image.per_image_values(h, "h", B)
+    if _image.uses_cpu_engine(img):
+        from imgfilters.cpu import nlm as engine
+        return engine.nl_means(img, h.tolist(), sigma.tolist(), patch_size, search_radius,
+                               _image.check_border(border), border_value, fusion)
     if not _image.uses_kernels(img):
         y = reference.nl_means(_image.to_unit(x4), h, sigma, patch_size, search_radius, border, border_value)
         return _image.in_layout(img, _image.from_unit(y, img.dtype))

@@ -110,7 +110,7 @@ def sigmas(x4, dtype=torch.float64):
     """The noise sigma of each image of the (B, C, H, W) batch in unit scale, as ``dtype``
     on ``x4``'s device: on the GPU for a GPU image other than float64 (the last kernel
     writes it; no wait for the kernels, unless a floating-point image's NaN check does),
-    else on the CPU."""
+    else on the CPU (the CPU engine's patch sums, or the float64 reference's)."""
     unit = 1.0 / _image.MAX_VALUE.get(x4.dtype, 1.0)  # the patches are in the image's units
     # no image-sized mask; read after the kernels are queued, so the device does not idle
     finite = torch.isfinite(torch.stack(torch.aminmax(x4))).all() if x4.is_floating_point() else True
@@ -120,7 +120,8 @@ def sigmas(x4, dtype=torch.float64):
         _check_finite(finite)
         return sigma
     _check_finite(finite)
-    return (_estimate(x4).sqrt() * unit).to(x4.device, dtype)
+    var = _estimate_on_engine(x4) if _image.uses_cpu_engine(x4) else _estimate(x4)
+    return (var.sqrt() * unit).to(x4.device, dtype)
 
 
 def _stride(C, H, W):
@@ -142,6 +143,19 @@ def _estimate(x4):
     var = _noise_variance(reference.patch_stats(x4, np.full(B, np.inf), stride).numpy())
     for _ in range(ROUNDS - 1):
         var = _noise_variance(reference.patch_stats(x4, var * threshold, stride).numpy(), var)
+    return torch.from_numpy(var)
+
+
+def _estimate_on_engine(x4):
+    """``_estimate`` on the CPU engine (``imgfilters/cpu/noise.py``): each sampled patch
+    and its gradient energy read once, then each round's sums over the patches it keeps
+    as one float64 product."""
+    from imgfilters.cpu import noise as engine
+    stride, threshold, B = _stride(*x4.shape[1:]), _texture_threshold(), x4.shape[0]
+    moments = engine.patch_moments(x4, stride)
+    var = _noise_variance(engine.patch_stats(moments, np.full(B, np.inf)).numpy())
+    for _ in range(ROUNDS - 1):
+        var = _noise_variance(engine.patch_stats(moments, var * threshold).numpy(), var)
     return torch.from_numpy(var)
 
 
