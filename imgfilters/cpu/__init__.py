@@ -12,7 +12,7 @@ engine call.
 Conventions (every family follows them):
 
 - **Dispatch.** An op takes the engine when ``_image.uses_cpu_engine(img)``: a CPU tensor,
-  not float64, not wrapped by a ``torch.func`` transform (the reference's gradient runs
+  not float64, outside ``_image.differentiating`` (the reference path's gradient runs
   the float64 definition), and the engine selected: always, except under
   ``TRITON_INTERPRET=1`` (how CI tests the Triton kernels on CPU tensors). The tests
   switch it on there with ``_image.cpu_engine(True)``, or ``IMGFILTERS_CPU_ENGINE=1``
