@@ -70,28 +70,42 @@ def test_integer_factors_over_several_segments_and_strips(mode, gen, device, mon
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
 def test_phase_kernel_lanes_per_thread_and_prefetch(load_bytes, pre, dtype, gen, device, monkeypatch):
     # several lanes a thread (as many source pixels as fill load_bytes, one load and one
-    # store a row, where the lanes divide by them) and the next step's rows loaded ahead,
-    # over strips of 4 threads (the last one partly past the end) and segments of 5 steps
+    # store a row, where the lanes divide by them: uint8's 16 halve to 8) and the next step's
+    # rows loaded ahead, over strips of 4 threads (the last one partly past the end) and
+    # segments of 5 steps (the last partial)
     from imgfilters.kernels import resample as kernels
     monkeypatch.setattr(kernels, "_strip", lambda x, steps, lanes, strip: (4, 5, 1, load_bytes, pre))
     launched, launch_phases = [], kernels._launch_phases
     monkeypatch.setattr(kernels, "_launch_phases", lambda *a: launched.append(launch_phases(*a)))
-    # One plane, not two (the interpreter's cost is per program; the planes take the same
-    # path): 16 and 12 steps in segments of 5, the last partial; 40 lanes, strips of 4 threads.
+    threads, lanes_per_thread = [], kernels._lanes_per_thread
+    monkeypatch.setattr(kernels, "_lanes_per_thread", lambda *a: threads.append(lanes_per_thread(*a)) or threads[-1])
+    # One plane, and per S the fewest lanes (source columns) that S divides (uint8's 16 do
+    # not), that fill more than one strip of 4 S threads (uint8's 16: one partial strip, S = 8
+    # with PRE takes several) and that Lanczos' plan allows (14): the interpreter's cost is
+    # per program and grows with the lanes and steps a program walks. Steps: 7 (bicubic),
+    # 14 (Lanczos, whose plan needs them: 3 edge steps a side), 11 of 4 rows (MATLAB's 1 / 4,
+    # one lane a thread whatever load_bytes: once per dtype and PRE).
+    s = min(load_bytes // dtype.itemsize, 8)
+    lanes = 24 if load_bytes // dtype.itemsize == 16 else {1: 14, 2: 14, 4: 20, 8: 40}[s]
     clamp = dtype in _image.MAX_VALUE
-    cases = [((16, 40), lambda img: imgfilters.resize(img, (32, 80), "bicubic", antialias=False),  # noqa: E731
-              lambda img: ref.resize(img, (32, 80), "bicubic", False, intermediate_clamp=clamp)),  # noqa: E731
-             ((16, 40), lambda img: imgfilters.resize(img, (32, 80), "lanczos"),  # noqa: E731  (edge lanes, mixed)
-              lambda img: ref.resize(img, (32, 80), "lanczos", True, intermediate_clamp=clamp)),  # noqa: E731
-             ((48, 40), lambda img: imgfilters.imresize(img, 0.25),  # noqa: E731  (4 rows a step)
-              lambda img: ref.resize(img, (12, 10), "matlab", True, scale=(4.0, 4.0), intermediate_clamp=clamp))]
-    for size, call, expect in cases:
+    cases = [((7, lanes), lambda img: imgfilters.resize(img, (14, 2 * lanes), "bicubic", antialias=False),  # noqa: E731
+              lambda img: ref.resize(img, (14, 2 * lanes), "bicubic", False, intermediate_clamp=clamp), s),  # noqa: E731
+             ((14, lanes), lambda img: imgfilters.resize(img, (28, 2 * lanes), "lanczos"),  # noqa: E731  (edge lanes, mixed)
+              lambda img: ref.resize(img, (28, 2 * lanes), "lanczos", True, intermediate_clamp=clamp), s)]  # noqa: E731
+    if load_bytes != 16:
+        cases.append(((44, 40), lambda img: imgfilters.imresize(img, 0.25),  # noqa: E731  (4 rows a step)
+                      lambda img: ref.resize(img, (11, 10), "matlab", True, scale=(4.0, 4.0),  # noqa: E731
+                                             intermediate_clamp=clamp), 1))
+    for size, call, expect, lanes_a_thread in cases:
         x = random_image((1, 1, *size), dtype, gen, device)
         y = call(x)
+        assert threads[-1] == lanes_a_thread, threads
         assert_matches(y, expect(unit(x)).reshape(y.shape))
         if not clamp:
             bad = x.clone()
-            bad[0, 0, 0, 0], bad[0, 0, 9, 21], bad[0, 0, 9, 22] = float("nan"), float("inf"), -float("inf")
+            h, w = size
+            bad[0, 0, 0, 0], bad[0, 0, h // 2, w // 2], bad[0, 0, h // 2, w // 2 + 1] = (
+                float("nan"), float("inf"), -float("inf"))
             y, expected = call(bad).cpu().double(), expect(unit(bad)).reshape(y.shape)
             for test in (torch.isnan, torch.isposinf, torch.isneginf):
                 assert torch.equal(test(y), test(expected)), test.__name__
