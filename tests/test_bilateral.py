@@ -172,8 +172,10 @@ assert {border for border, _, _ in BACKWARD_CASES} == set(BORDERS)
 
 @pytest.mark.parametrize("border,window,dist", BACKWARD_CASES)
 def test_kernel_backward_matches_reference(border, window, dist, gen, device):
-    x = random_image((2, 3, 7, 17), torch.float32, gen, device).requires_grad_()
-    sc = torch.tensor([0.2, 0.5])
+    # two images with their own sigma_color in the first case, one in the others (an image's
+    # offsets and coefficients do not depend on the border; the interpreter's cost is per image)
+    sc = torch.tensor([0.2, 0.5] if border == BACKWARD_CASES[0][0] else [0.5])
+    x = random_image((len(sc), 3, 7, 17), torch.float32, gen, device).requires_grad_()
     y = imgfilters.bilateral(x, sc, 1.5, radius=2, window=window, color_distance=dist, border=border,
                              border_value=0.3)
     g = torch.randn(y.shape, generator=gen).to(device)
@@ -603,17 +605,17 @@ def test_upsample_every_dtype(dtype, gen, device):
 
 @pytest.mark.parametrize("border", BORDERS)
 def test_upsample_backward_matches_reference(border, gen, device):
-    # two images share the guide: its gradient sums theirs (the interpreter's cost is per image)
-    low = random_image((2, 2, 5, 6), torch.float32, gen, device).requires_grad_()
+    # two images share the guide with the reflected border: its gradient sums theirs; one
+    # image with the others (the interpreter's cost is per image)
+    sc = torch.tensor([0.2, 0.5] if border == "reflect" else [0.5])
+    low = random_image((len(sc), 2, 5, 6), torch.float32, gen, device).requires_grad_()
     guide = random_image((1, 3, 13, 15), torch.float32, gen, device).requires_grad_()
-    y = imgfilters.joint_bilateral_upsample(low, guide, torch.tensor([0.2, 0.5]), 1.0, radius=2,
-                                            border=border, border_value=0.6)
+    y = imgfilters.joint_bilateral_upsample(low, guide, sc, 1.0, radius=2, border=border, border_value=0.6)
     g = torch.randn(y.shape, generator=gen).to(device)
     gl, gg = torch.autograd.grad(y, [low, guide], g)
     ld = low.detach().cpu().double().requires_grad_()
     gd = guide.detach().cpu().double().requires_grad_()
-    yr = ref.joint_bilateral_upsample(ld, gd.expand(2, -1, -1, -1), torch.tensor([0.2, 0.5]), 1.0, 2,
-                                      "square", "l2", border, 0.6)
+    yr = ref.joint_bilateral_upsample(ld, gd.expand(len(sc), -1, -1, -1), sc, 1.0, 2, "square", "l2", border, 0.6)
     rl, rg = torch.autograd.grad(yr, [ld, gd], g.cpu().double())
     assert_gradient_matches(gl, rl)
     assert_gradient_matches(gg, rg)
