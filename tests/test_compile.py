@@ -66,8 +66,9 @@ def test_automatic_parameters_and_noise_estimates_compile(gen, device):
 
 
 def test_layout_dtype_and_changing_python_numbers(gen, device):
-    # (6 rows, shrunk to 4 by 2 / 3 as 12 to 8 were: the bilateral's cost grows with the rows)
-    x = random_image((2, 3, 6, 16), torch.uint8, gen, device).to(memory_format=torch.channels_last)
+    # (one image of 6 rows, shrunk to 4 by 2 / 3 as 12 to 8 were: the bilateral's cost grows
+    # with the images and the rows)
+    x = random_image((1, 3, 6, 16), torch.uint8, gen, device).to(memory_format=torch.channels_last)
     fn = lambda x, s: imgfilters.resize(imgfilters.bilateral(x, s, radius=1), 4)  # noqa: E731
     compiled = torch.compile(fn, fullgraph=True, backend="aot_eager")
     for s in (0.1, 0.2):  # a second value of a float argument makes it symbolic: still no break
