@@ -85,9 +85,10 @@ def reference(x, guide, sc, ss, radius, window="square", dist="l2", border="refl
 @pytest.mark.parametrize("dtype", KERNEL_DTYPES)
 @pytest.mark.parametrize("window,dist", [("square", "l2"), ("disk", "l1")])
 def test_every_dtype(dtype, window, dist, gen, device):
-    # (the default radius, ceil(2 * 0.9) = 2: the interpreter's cost grows with the taps
-    # and the rows, neither of which the dtype changes)
-    x = random_image((1, 3, 9, 41), dtype, gen, device)
+    # (the default radius, ceil(2 * 0.9) = 2, on 5 rows, the middle one's window meeting
+    # neither border: the interpreter's cost grows with the taps and the rows, neither of
+    # which the dtype changes)
+    x = random_image((1, 3, 5, 41), dtype, gen, device)
     y = imgfilters.bilateral(x, 0.15, 0.9, window=window, color_distance=dist)
     assert_matches(y, reference(x, None, 0.15, 0.9, 2, window, dist))
 
@@ -95,7 +96,7 @@ def test_every_dtype(dtype, window, dist, gen, device):
 @pytest.mark.parametrize("border", BORDERS)
 @pytest.mark.parametrize("window,dist", [("square", "l1"), ("disk", "l2")])
 def test_every_border(border, window, dist, gen, device):
-    x = random_image((1, 2, 9, 31), torch.float32, gen, device)  # (9 rows: a middle row meets neither border)
+    x = random_image((1, 2, 7, 31), torch.float32, gen, device)  # (7 rows: the middle row meets neither border)
     y = imgfilters.bilateral(x, 0.2, 2.0, radius=3, window=window, color_distance=dist, border=border,
                              border_value=0.4)
     assert_matches(y, reference(x, None, 0.2, 2.0, 3, window, dist, border, 0.4))
@@ -126,16 +127,18 @@ def test_joint_with_many_guide_channels(gen, device):
 
 
 def test_channels_last_and_views(gen, device):
-    x = random_image((2, 3, 24, 30), torch.float32, gen, device).to(memory_format=torch.channels_last)
+    # (12 x 20 and a 7 x 9 view of it: their middle rows' radius-2 windows meet neither
+    # border; the interpreter's time grows with the rows)
+    x = random_image((2, 3, 12, 20), torch.float32, gen, device).to(memory_format=torch.channels_last)
     y = imgfilters.bilateral(x, 0.1, 1.0)
     assert y.is_contiguous(memory_format=torch.channels_last)
     assert_matches(y, reference(x, None, 0.1, 1.0, 2))
-    view = x[:, :, 3:20, 1:29:2]
+    view = x[:, :, 3:10, 1:19:2]
     assert_matches(imgfilters.bilateral(view, 0.1, 1.0), reference(view, None, 0.1, 1.0, 2))
 
 
 def test_input_is_not_modified(gen, device):
-    x = random_image((1, 3, 16, 16), torch.uint8, gen, device)
+    x = random_image((1, 3, 8, 8), torch.uint8, gen, device)  # (the default radius 3 still under its size)
     before = x.clone()
     imgfilters.bilateral(x)
     assert torch.equal(x, before)
@@ -170,8 +173,10 @@ assert {border for border, _, _ in BACKWARD_CASES} == set(BORDERS)
 
 @pytest.mark.parametrize("border,window,dist", BACKWARD_CASES)
 def test_kernel_backward_matches_reference(border, window, dist, gen, device):
-    x = random_image((2, 3, 7, 17), torch.float32, gen, device).requires_grad_()
-    sc = torch.tensor([0.2, 0.5])
+    # two images with their own sigma_color in the first case, one in the others (an image's
+    # offsets and coefficients do not depend on the border; the interpreter's cost is per image)
+    sc = torch.tensor([0.2, 0.5] if border == BACKWARD_CASES[0][0] else [0.5])
+    x = random_image((len(sc), 3, 7, 17), torch.float32, gen, device).requires_grad_()
     y = imgfilters.bilateral(x, sc, 1.5, radius=2, window=window, color_distance=dist, border=border,
                              border_value=0.3)
     g = torch.randn(y.shape, generator=gen).to(device)
@@ -228,9 +233,11 @@ def gradients_with_tile(monkeypatch, tile, x, guide, sigma_color, radius, window
 
 def test_backward_both_variants_over_several_strips(gen, device, monkeypatch):
     # the interpreter's default is one strip per image: small tiles here, so that several
-    # programs fold their border positions into the same pixels
-    x = random_image((1, 2, 9, 10), torch.float32, gen, device)
-    guide = random_image((1, 3, 9, 10), torch.float32, gen, device)
+    # programs fold their border positions into the same pixels (6 x 9 pixels, 10 x 13 with
+    # the radius-2 margins: 2 x 2 programs of 5 rows, 4 x 2 of 3, the last blocks partial; the
+    # interpreter's time grows with the programs)
+    x = random_image((1, 2, 6, 9), torch.float32, gen, device)
+    guide = random_image((1, 3, 6, 9), torch.float32, gen, device)
     for tile, g, window, dist, border in [(dict(SLIDE=True, K=5, BW=8, num_warps=1), None, "square", "l2", "reflect"),
                                           (dict(SLIDE=False, K=3, BW=8, num_warps=1), guide, "disk", "l1",
                                            "symmetric")]:
@@ -386,7 +393,9 @@ def test_inside_columns_over_several_strips_and_blocks(gen, device, monkeypatch)
     # 1 and 2 take it too (the interpreter's time grows with the taps), through both unrolled
     # loops (rows loaded one step ahead or not), with partial strips and column blocks, the
     # right edge's columns in two blocks (radius 2), a second image, every border, edge
-    # programs of one block of lanes each, and the backward
+    # programs of one block of lanes each, and the backward. 6 x 9 pixels: strips of 4 rows
+    # and 2, blocks of 8 columns and 1 (the interpreter's time grows with the programs and
+    # their rows), columns 7 and 8 the right edge's at radius 2
     from imgfilters.kernels import bilateral as kb
     meta = dict(R=4, C=2, CG=2, JOINT=False, UNROLL_DX=True, NEAR=True)
     assert kb.reads_inside(meta) and not kb.reads_inside(dict(meta, NEAR=False))
@@ -395,7 +404,9 @@ def test_inside_columns_over_several_strips_and_blocks(gen, device, monkeypatch)
     assert kb._edge_programs(triton.Config(tile), 2, 11, 17, 4, 0) == 2
     monkeypatch.setattr(kb, "UNROLLED_TUNED_RADIUS", 0)
     monkeypatch.setattr(kb, "EDGE_BLOCKS", 1)
-    x = random_image((2, 1, 11, 17), torch.float32, gen, device)
+    inside, edge_programs = [], kb._edge_programs  # (counted where a launch reads INSIDE)
+    monkeypatch.setattr(kb, "_edge_programs", lambda *a: inside.append(edge_programs(*a)) or inside[-1])
+    x = random_image((2, 1, 6, 9), torch.float32, gen, device)
     for image, radius, ahead, window, dist, border in [(x, 1, True, "square", "l2", "reflect"),
                                                        (x, 2, False, "disk", "l1", "constant"),
                                                        (x[1:], 2, True, "square", "l2", "symmetric"),
@@ -404,6 +415,7 @@ def test_inside_columns_over_several_strips_and_blocks(gen, device, monkeypatch)
         assert kb.prefetches(radius) == ahead
         y = launch_tile(image, tile, 0.2, 1.5, radius, window, dist, border, 0.3)
         assert_matches(y, reference(image, None, 0.2, 1.5, radius, window, dist, border, 0.3))
+    assert len(inside) == 4
     # ... and the backward's first pass (ADJOINT), whose terms the edge programs store too
     xg = x.clone().requires_grad_()
     sc = torch.tensor([0.2, 0.5])
@@ -414,6 +426,7 @@ def test_inside_columns_over_several_strips_and_blocks(gen, device, monkeypatch)
     (gr,) = torch.autograd.grad(ref.bilateral(xd, xd, sc.double(), 1.5, 2, "square", "l2", "symmetric"), xd,
                                 g.cpu().double())
     assert_gradient_matches(gx, gr)
+    assert len(inside) == 6  # (the forward, then the backward's first pass)
 
 
 def test_expanded_distances_only_where_they_stay_exact():
@@ -444,18 +457,20 @@ def test_expanded_distances_only_where_they_stay_exact():
 
 
 def test_expanded_distances_match_the_reference(gen, device, monkeypatch):
-    # a float image under a uint8 guide shows the weights' error before any rounding to levels
+    # a float image under a uint8 guide shows the weights' error before any rounding to levels;
+    # 3 rows (a radius-7 window meets both borders from any row short of 15; the interpreter's
+    # time grows with the rows), 24 columns (the middle ones' windows meet neither border)
     from imgfilters.kernels import bilateral as kb
     taken = []
     expands = kb.expands
     monkeypatch.setattr(kb, "expands", lambda *a: taken.append(expands(*a)) or taken[-1])
-    x = random_image((2, 2, 9, 24), torch.float32, gen, device)
-    guide = random_image((2, 3, 9, 24), torch.uint8, gen, device)
+    x = random_image((2, 2, 3, 24), torch.float32, gen, device)
+    guide = random_image((2, 3, 3, 24), torch.uint8, gen, device)
     sc = torch.tensor([0.05, 0.2])
     y = imgfilters.joint_bilateral(x, guide, sc, 1.5, radius=7, border="constant", border_value=0.6)
     assert taken == [True]
     assert_matches(y, reference(x, guide, sc, 1.5, 7, "square", "l2", "constant", 0.6))
-    x = random_image((1, 3, 9, 24), torch.uint8, gen, device)
+    x = random_image((1, 3, 3, 24), torch.uint8, gen, device)
     y = imgfilters.bilateral(x, 0.1, 2.0, radius=7, window="disk")
     assert taken == [True, True]
     assert_matches(y, reference(x, None, 0.1, 2.0, 7, "disk"))
@@ -465,9 +480,11 @@ def test_both_variants_over_several_strips_and_segments(gen, device, monkeypatch
     # the interpreter's default is one strip per image: small tiles here, with partial ones;
     # the column offsets unrolled, and (UNROLLED_TAPS 0) a run-time loop, which wider
     # windows take, one offset a step and (radius 1: 3 offsets) three (radius 2 at most
-    # here: the interpreter's time grows with the taps)
+    # here: the interpreter's time grows with the taps). 8 x 11 pixels: strips of 5 rows
+    # and 3 (K = 3: 3, 3, 2), blocks of 8 columns and 3, middle rows whose radius-2 window
+    # meets neither border (the interpreter's time grows with the programs and their rows)
     from imgfilters.kernels import bilateral as kb
-    x = random_image((2, 2, 13, 21), torch.float32, gen, device)
+    x = random_image((2, 2, 8, 11), torch.float32, gen, device)
     for tile, unrolled_taps, image, radius, window, dist, border in [
             (dict(SLIDE=True, K=5, BW=8, num_warps=1), kb.UNROLLED_TAPS, x, 2, "square", "l2", "reflect"),
             (dict(SLIDE=True, K=5, BW=8, num_warps=1), 0, x[1:, :1], 2, "disk", "l1", "reflect"),
@@ -566,9 +583,12 @@ def upsample_reference(low, guide, sc, ss, radius, window="square", dist="l2", b
 @pytest.mark.parametrize("window,dist,border", [("square", "l2", "reflect"), ("disk", "l1", "constant"),
                                                 ("square", "l1", "symmetric"), ("disk", "l2", "replicate")])
 def test_upsample_matches_reference(sizes, window, dist, border, gen, device):
+    # two images, each with its own guide, at the first sizes; one at the others (an image's
+    # offsets do not depend on the scale, and the interpreter's time grows with the images)
     h, w, H, W = sizes
-    low = random_image((2, 3, h, w), torch.float32, gen, device)
-    guide = random_image((2, 2, H, W), torch.float32, gen, device)
+    images = 2 if sizes == (6, 7, 12, 14) else 1
+    low = random_image((images, 3, h, w), torch.float32, gen, device)
+    guide = random_image((images, 2, H, W), torch.float32, gen, device)
     y = imgfilters.joint_bilateral_upsample(low, guide, 0.2, 1.0, radius=2, window=window, color_distance=dist,
                                             border=border, border_value=0.3)
     assert_matches(y, upsample_reference(low, guide, 0.2, 1.0, 2, window, dist, border, 0.3))
@@ -588,17 +608,17 @@ def test_upsample_every_dtype(dtype, gen, device):
 
 @pytest.mark.parametrize("border", BORDERS)
 def test_upsample_backward_matches_reference(border, gen, device):
-    # two images share the guide: its gradient sums theirs (the interpreter's cost is per image)
-    low = random_image((2, 2, 5, 6), torch.float32, gen, device).requires_grad_()
+    # two images share the guide with the reflected border: its gradient sums theirs; one
+    # image with the others (the interpreter's cost is per image)
+    sc = torch.tensor([0.2, 0.5] if border == "reflect" else [0.5])
+    low = random_image((len(sc), 2, 5, 6), torch.float32, gen, device).requires_grad_()
     guide = random_image((1, 3, 13, 15), torch.float32, gen, device).requires_grad_()
-    y = imgfilters.joint_bilateral_upsample(low, guide, torch.tensor([0.2, 0.5]), 1.0, radius=2,
-                                            border=border, border_value=0.6)
+    y = imgfilters.joint_bilateral_upsample(low, guide, sc, 1.0, radius=2, border=border, border_value=0.6)
     g = torch.randn(y.shape, generator=gen).to(device)
     gl, gg = torch.autograd.grad(y, [low, guide], g)
     ld = low.detach().cpu().double().requires_grad_()
     gd = guide.detach().cpu().double().requires_grad_()
-    yr = ref.joint_bilateral_upsample(ld, gd.expand(2, -1, -1, -1), torch.tensor([0.2, 0.5]), 1.0, 2,
-                                      "square", "l2", border, 0.6)
+    yr = ref.joint_bilateral_upsample(ld, gd.expand(len(sc), -1, -1, -1), sc, 1.0, 2, "square", "l2", border, 0.6)
     rl, rg = torch.autograd.grad(yr, [ld, gd], g.cpu().double())
     assert_gradient_matches(gl, rl)
     assert_gradient_matches(gg, rg)
@@ -695,7 +715,7 @@ def test_upsample_keeps_layout_and_tv_tensors(gen, device):
 
 def test_second_order_gradients_refuse_instead_of_being_wrong(gen, device):
     x = random_image((1, 1, 8, 8), torch.float32, gen, device).requires_grad_()
-    (g,) = torch.autograd.grad(imgfilters.bilateral(x, 0.2).sum(), x, create_graph=True)
+    (g,) = torch.autograd.grad(imgfilters.bilateral(x, 0.2, radius=1).sum(), x, create_graph=True)
     with pytest.raises(RuntimeError):
         g.sum().backward()
 

@@ -19,7 +19,7 @@ CALLS = {
     "gaussian_blur": (lambda x, g, low: imgfilters.gaussian_blur(x, [3, 5], [0.8, 1.2]), [0]),
     "box_blur": (lambda x, g, low: imgfilters.box_blur(x, 3, border="constant", border_value=0.5), [0]),
     "unsharp_mask": (lambda x, g, low: imgfilters.unsharp_mask(x, 0.6, 1.5, 0.02), [0]),
-    "bilateral": (lambda x, g, low: imgfilters.bilateral(x, 0.2, 0.8), [0]),
+    "bilateral": (lambda x, g, low: imgfilters.bilateral(x, 0.2, 0.4), [0]),  # (radius ceil(2 * 0.4) = 1)
     "bilateral_per_image": (lambda x, g, low: imgfilters.bilateral(x, torch.tensor([0.1, 0.3]), 1.0, radius=1,
                                                                    window="disk", color_distance="l1"), [0]),
     "joint_bilateral": (lambda x, g, low: imgfilters.joint_bilateral(x, g, 0.2, 1.0, radius=1), [0, 1]),
@@ -36,11 +36,12 @@ DIFFERENTIABLE = [name for name, (_, grads) in CALLS.items() if grads]
 
 
 # The filters whose programs march down the rows (the interpreter's cost grows with them)
-# get 6: a radius-2 window still meets neither border from the middle rows, and the
-# bilaterals' windows stay smaller than the image (their NEAR branch). The resamplers keep
-# 12, whose sizes choose their paths.
-SHORT = {"separable_filter", "gaussian_blur", "box_blur", "unsharp_mask", "bilateral", "bilateral_per_image",
-         "joint_bilateral", "joint_bilateral_upsample"}
+# get fewer rows: 6 for the separable ones, whose radius-2 window still meets neither border
+# from the middle rows; 4 for the bilaterals (all of radius 1) and 3 low-resolution ones for
+# the upsampling, their windows still smaller than the image (their NEAR branch). The
+# resamplers keep 12, whose sizes choose their paths.
+ROWS = dict.fromkeys(["separable_filter", "gaussian_blur", "box_blur", "unsharp_mask", "joint_bilateral_upsample"], 6)
+ROWS.update(dict.fromkeys(["bilateral", "bilateral_per_image", "joint_bilateral"], 4))
 
 
 def inputs(gen, dtype=torch.float32, device="cpu", rows=12):
@@ -52,7 +53,7 @@ def inputs(gen, dtype=torch.float32, device="cpu", rows=12):
 @pytest.mark.parametrize("name", CALLS)
 def test_compiles_without_graph_breaks_and_matches_eager(name, gen, device):
     fn = CALLS[name][0]
-    args = inputs(gen, torch.uint8 if name == "pointwise" else torch.float32, device)
+    args = inputs(gen, torch.uint8 if name == "pointwise" else torch.float32, device, ROWS.get(name, 12))
     compiled = torch.compile(fn, fullgraph=True, backend="eager")
     assert torch.equal(compiled(*args), fn(*args))
 
@@ -65,8 +66,10 @@ def test_automatic_parameters_and_noise_estimates_compile(gen, device):
 
 
 def test_layout_dtype_and_changing_python_numbers(gen, device):
-    x = random_image((2, 3, 12, 16), torch.uint8, gen, device).to(memory_format=torch.channels_last)
-    fn = lambda x, s: imgfilters.resize(imgfilters.bilateral(x, s, radius=1), 8)  # noqa: E731
+    # (one image of 6 rows, shrunk to 4 by 2 / 3 as 12 to 8 were: the bilateral's cost grows
+    # with the images and the rows)
+    x = random_image((1, 3, 6, 16), torch.uint8, gen, device).to(memory_format=torch.channels_last)
+    fn = lambda x, s: imgfilters.resize(imgfilters.bilateral(x, s, radius=1), 4)  # noqa: E731
     compiled = torch.compile(fn, fullgraph=True, backend="aot_eager")
     for s in (0.1, 0.2):  # a second value of a float argument makes it symbolic: still no break
         y = compiled(x, s)
@@ -77,7 +80,7 @@ def test_layout_dtype_and_changing_python_numbers(gen, device):
 @pytest.mark.parametrize("name", DIFFERENTIABLE)
 def test_compiled_gradients_equal_eager(name, gen, device):
     fn, wrt = CALLS[name]
-    base, results = inputs(gen, device=device, rows=6 if name in SHORT else 12), []
+    base, results = inputs(gen, device=device, rows=ROWS.get(name, 12)), []
     for compiled in (False, True):
         args = [a.clone().requires_grad_(i in wrt) for i, a in enumerate(base)]
         y = (torch.compile(fn, fullgraph=True, backend="aot_eager") if compiled else fn)(*args)
@@ -136,15 +139,16 @@ def _opcheck_cases(gen, device="cpu"):
     cl = torch.channels_last
     u8 = torch.randint(0, 256, (1, 3, 8, 10), generator=gen, dtype=torch.uint8).to(device)
     return {
-        "separable_filter": (img(2, 3, 8, 10, layout=cl), taps, taps, "reflect", 0.0),
+        "separable_filter": (img(2, 3, 5, 10, layout=cl), taps, taps, "reflect", 0.0),
         "filter2d": (img(2, 3, 8, 10, layout=cl), img(2, 3, 5), "reflect", 0.0),
-        "gaussian_blur": (img(3, 8, 10), [3, 5], [1.0, 1.5], "symmetric", 0.0),
-        "box_blur": (img(8, 10), [3, 3], "constant", 0.5),
-        "unsharp_mask": (img(1, 2, 8, 10), 0.6, 1.5, 0.01, "replicate", 0.0),
-        # (the bilaterals 4 rows: their programs march down the rows, and a radius-1 window
-        # is still smaller than the image, their NEAR branch, as at 8)
-        "bilateral": (img(2, 3, 4, 10), *bil),
-        "joint_bilateral": (img(2, 3, 4, 10), img(1, 1, 4, 10), *bil),
+        "gaussian_blur": (img(3, 5, 10), [3, 5], [1.0, 1.5], "symmetric", 0.0),
+        "box_blur": (img(5, 10), [3, 3], "constant", 0.5),
+        "unsharp_mask": (img(1, 2, 5, 10), 0.6, 1.5, 0.01, "replicate", 0.0),
+        # (the filters whose programs march down the rows get few: the separable ones 5, where
+        # a radius-2 window of the middle row meets neither border, the bilaterals 3, where
+        # a radius-1 window is still smaller than the image, their NEAR branch, as at 8)
+        "bilateral": (img(2, 3, 3, 10), *bil),
+        "joint_bilateral": (img(2, 3, 3, 10), img(1, 1, 3, 10), *bil),
         "joint_bilateral_upsample": (img(2, 2, 2, 5, layout=cl), img(1, 1, 4, 10), *bil),
         "nl_means": (plain(1, 3, 8, 10), torch.tensor(0.1, dtype=torch.float64), torch.tensor([0.02]), 3, 1, "reflect",
                      0.0),
@@ -153,13 +157,13 @@ def _opcheck_cases(gen, device="cpu"):
         "resample": (img(1, 3, 8, 10, layout=cl), *resample),
         "pointwise": (u8, [pw.STEP_NAMES.index("scale"), pw.STEP_NAMES.index("normalize")], [2.0],
                       [torch.tensor([0.5]), torch.tensor([0.1, 0.2, 0.3])], torch.float32),
-        "separable_filter_backward": (plain(1, 2, 8, 10), plain(1, 2, 8, 10, layout=cl), taps, taps, "reflect", 0.0),
+        "separable_filter_backward": (plain(1, 2, 5, 10), plain(1, 2, 5, 10, layout=cl), taps, taps, "reflect", 0.0),
         "filter2d_backward": (plain(2, 3, 8, 10), plain(2, 3, 8, 10, layout=cl), plain(3, 3), "symmetric", 0.2),
-        "gaussian_blur_backward": (plain(3, 8, 10), plain(3, 8, 10), [3, 5], [1.0, 1.5], "symmetric", 0.0),
-        "box_blur_backward": (plain(8, 10), plain(8, 10), [3, 5], "constant", 0.5),
-        "unsharp_mask_backward": (plain(1, 2, 8, 10), plain(1, 2, 8, 10), 0.6, 1.5, 0.01, "reflect", 0.0),
-        "bilateral_backward": (plain(2, 3, 4, 10), plain(2, 3, 4, 10), *bil),
-        "joint_bilateral_backward": (plain(2, 3, 4, 10), plain(2, 3, 4, 10), plain(1, 1, 4, 10), *bil),
+        "gaussian_blur_backward": (plain(3, 5, 10), plain(3, 5, 10), [3, 5], [1.0, 1.5], "symmetric", 0.0),
+        "box_blur_backward": (plain(5, 10), plain(5, 10), [3, 5], "constant", 0.5),
+        "unsharp_mask_backward": (plain(1, 2, 5, 10), plain(1, 2, 5, 10), 0.6, 1.5, 0.01, "reflect", 0.0),
+        "bilateral_backward": (plain(2, 3, 3, 10), plain(2, 3, 3, 10), *bil),
+        "joint_bilateral_backward": (plain(2, 3, 3, 10), plain(2, 3, 3, 10), plain(1, 1, 3, 10), *bil),
         "joint_bilateral_upsample_backward": (plain(2, 2, 4, 10), plain(2, 2, 2, 5), plain(1, 1, 4, 10), *bil),
         "resample_backward": (plain(1, 3, 5, 13), plain(1, 3, 8, 10), *resample),
     }

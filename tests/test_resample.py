@@ -24,7 +24,7 @@ def unit(x):
 @pytest.mark.parametrize("mode", ["nearest", "nearest-exact", "bilinear", "bicubic", "area"])
 @pytest.mark.parametrize("size", [(29, 40), (5, 7), (1, 1), (110, 9)])
 def test_upsample_equals_interpolate(mode, size, gen, device):
-    x = random_image((2, 3, 13, 17), torch.float32, gen, device)
+    x = random_image((1, 3, 13, 17), torch.float32, gen, device)  # (one image: the interpreter's cost is per plane)
     for ac in (False, True) if mode in ("bilinear", "bicubic") else (False,):
         y = imgfilters.upsample(x, size=size, mode=mode, align_corners=ac)
         kw = dict(align_corners=ac) if mode in ("bilinear", "bicubic") else {}
@@ -43,8 +43,9 @@ def test_upsample_by_scale_factor(mode, factor, gen, device):
 @pytest.mark.parametrize("factor", [2, 4, (1, 2), (4, 1), (2, 3)])
 def test_integer_factors_equal_interpolate(mode, factor, gen, device):
     # the constant-phase kernel (factors 1, 2, 4 per axis; 3 takes the general one), and
-    # sizes small enough that the replicated borders meet
-    for shape in ((2, 2, 7, 10), (1, 1, 2, 1)):
+    # sizes small enough that the replicated borders meet (one image: the interpreter's cost
+    # is per plane)
+    for shape in ((1, 2, 7, 10), (1, 1, 2, 1)):
         x = random_image(shape, torch.float32, gen, device)
         y = imgfilters.upsample(x, scale_factor=factor, mode=mode)
         assert_matches(y, F.interpolate(x.cpu().double(), scale_factor=factor, mode=mode))
@@ -70,28 +71,42 @@ def test_integer_factors_over_several_segments_and_strips(mode, gen, device, mon
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
 def test_phase_kernel_lanes_per_thread_and_prefetch(load_bytes, pre, dtype, gen, device, monkeypatch):
     # several lanes a thread (as many source pixels as fill load_bytes, one load and one
-    # store a row, where the lanes divide by them) and the next step's rows loaded ahead,
-    # over strips of 4 threads (the last one partly past the end) and segments of 5 steps
+    # store a row, where the lanes divide by them: uint8's 16 halve to 8) and the next step's
+    # rows loaded ahead, over strips of 4 threads (the last one partly past the end) and
+    # segments of 5 steps (the last partial)
     from imgfilters.kernels import resample as kernels
     monkeypatch.setattr(kernels, "_strip", lambda x, steps, lanes, strip: (4, 5, 1, load_bytes, pre))
     launched, launch_phases = [], kernels._launch_phases
     monkeypatch.setattr(kernels, "_launch_phases", lambda *a: launched.append(launch_phases(*a)))
-    # One plane, not two (the interpreter's cost is per program; the planes take the same
-    # path): 16 and 12 steps in segments of 5, the last partial; 40 lanes, strips of 4 threads.
+    threads, lanes_per_thread = [], kernels._lanes_per_thread
+    monkeypatch.setattr(kernels, "_lanes_per_thread", lambda *a: threads.append(lanes_per_thread(*a)) or threads[-1])
+    # One plane, and per S the fewest lanes (source columns) that S divides (uint8's 16 do
+    # not), that fill more than one strip of 4 S threads (uint8's 16: one partial strip, S = 8
+    # with PRE takes several) and that Lanczos' plan allows (14): the interpreter's cost is
+    # per program and grows with the lanes and steps a program walks. Steps: 7 (bicubic),
+    # 14 (Lanczos, whose plan needs them: 3 edge steps a side), 11 of 4 rows (MATLAB's 1 / 4,
+    # one lane a thread whatever load_bytes: once per dtype and PRE).
+    s = min(load_bytes // dtype.itemsize, 8)
+    lanes = 24 if load_bytes // dtype.itemsize == 16 else {1: 14, 2: 14, 4: 20, 8: 40}[s]
     clamp = dtype in _image.MAX_VALUE
-    cases = [((16, 40), lambda img: imgfilters.resize(img, (32, 80), "bicubic", antialias=False),  # noqa: E731
-              lambda img: ref.resize(img, (32, 80), "bicubic", False, intermediate_clamp=clamp)),  # noqa: E731
-             ((16, 40), lambda img: imgfilters.resize(img, (32, 80), "lanczos"),  # noqa: E731  (edge lanes, mixed)
-              lambda img: ref.resize(img, (32, 80), "lanczos", True, intermediate_clamp=clamp)),  # noqa: E731
-             ((48, 40), lambda img: imgfilters.imresize(img, 0.25),  # noqa: E731  (4 rows a step)
-              lambda img: ref.resize(img, (12, 10), "matlab", True, scale=(4.0, 4.0), intermediate_clamp=clamp))]
-    for size, call, expect in cases:
+    cases = [((7, lanes), lambda img: imgfilters.resize(img, (14, 2 * lanes), "bicubic", antialias=False),  # noqa: E731
+              lambda img: ref.resize(img, (14, 2 * lanes), "bicubic", False, intermediate_clamp=clamp), s),  # noqa: E731
+             ((14, lanes), lambda img: imgfilters.resize(img, (28, 2 * lanes), "lanczos"),  # noqa: E731  (edge lanes, mixed)
+              lambda img: ref.resize(img, (28, 2 * lanes), "lanczos", True, intermediate_clamp=clamp), s)]  # noqa: E731
+    if load_bytes != 16:
+        cases.append(((44, 40), lambda img: imgfilters.imresize(img, 0.25),  # noqa: E731  (4 rows a step)
+                      lambda img: ref.resize(img, (11, 10), "matlab", True, scale=(4.0, 4.0),  # noqa: E731
+                                             intermediate_clamp=clamp), 1))
+    for size, call, expect, lanes_a_thread in cases:
         x = random_image((1, 1, *size), dtype, gen, device)
         y = call(x)
+        assert threads[-1] == lanes_a_thread, threads
         assert_matches(y, expect(unit(x)).reshape(y.shape))
         if not clamp:
             bad = x.clone()
-            bad[0, 0, 0, 0], bad[0, 0, 9, 21], bad[0, 0, 9, 22] = float("nan"), float("inf"), -float("inf")
+            h, w = size
+            bad[0, 0, 0, 0], bad[0, 0, h // 2, w // 2], bad[0, 0, h // 2, w // 2 + 1] = (
+                float("nan"), float("inf"), -float("inf"))
             y, expected = call(bad).cpu().double(), expect(unit(bad)).reshape(y.shape)
             for test in (torch.isnan, torch.isposinf, torch.isneginf):
                 assert torch.equal(test(y), test(expected)), test.__name__
@@ -154,7 +169,7 @@ def test_integer_factor_dtypes_layouts_and_fused_steps(dtype, gen, device):
     from torchvision.transforms import v2
 
     from imgfilters import transforms as T
-    x = random_image((2, 3, 6, 9), dtype, gen, device)
+    x = random_image((1, 3, 6, 9), dtype, gen, device)  # (one image: the interpreter's cost is per plane)
     y = imgfilters.resize(x, (12, 36), "bicubic", antialias=False)
     assert_matches(y, ref.resize(unit(x), (12, 36), "bicubic", False, intermediate_clamp=dtype in _image.MAX_VALUE))
     cl = x.to(memory_format=torch.channels_last)
@@ -219,7 +234,7 @@ def test_lanczos_equals_pil_on_photos(name, size, device):
 @pytest.mark.parametrize("dtype", KERNEL_DTYPES)
 @pytest.mark.parametrize("mode", ["lanczos", "area", "bicubic"])
 def test_every_dtype_against_the_reference(dtype, mode, gen, device):
-    x = random_image((2, 3, 19, 23), dtype, gen, device)
+    x = random_image((1, 3, 19, 23), dtype, gen, device)  # (one image: the interpreter's cost is per plane)
     for size in ((37, 50), (10, 13)):
         y = imgfilters.resize(x, size, mode)
         aa = mode != "area"
@@ -385,14 +400,15 @@ def test_two_pass_path_against_the_reference(mode, aa, dtype, gen, device, monke
     """The row pass into a float32 intermediate, then the column pass (forced here; by
     default downscales by 2 or more on the GPU take it): every mode of
     ``resample_kernel``, uint8 with the clamped row pass, a batch of planes, a strided
-    view, NaN and inf reaching exactly the outputs that weigh them."""
+    view, NaN and inf reaching exactly the outputs that weigh them. Two planes a call (the
+    interpreter's cost is per plane: one program a pass)."""
     from imgfilters.kernels import resample as kernels
     monkeypatch.setattr(kernels, "TWO_PASS", True)
     size = (9, 13)
     call = _two_pass_call(mode, aa, size)
     clamp = dtype in _image.MAX_VALUE
     expect = lambda img: ref.resize(unit(img), size, mode, aa, intermediate_clamp=clamp)  # noqa: E731
-    x = random_image((2, 2, 41, 58), dtype, gen, device)
+    x = random_image((2, 1, 41, 58), dtype, gen, device)
     with count_launches() as launches:
         y = call(x)
     assert launches["resample_rows_kernel"] == launches["resample_columns_kernel"] == 1, launches
@@ -403,7 +419,7 @@ def test_two_pass_path_against_the_reference(mode, aa, dtype, gen, device, monke
     tol = 1 if clamp else 1e-6
     assert (y.cpu().double() - one_pass.cpu().double()).abs().max() <= tol
     monkeypatch.setattr(kernels, "TWO_PASS", True)
-    view = random_image((3, 50, 70), dtype, gen, device)[:, 4:45, 3:61]  # (row stride 70, not 58)
+    view = random_image((2, 50, 70), dtype, gen, device)[:, 4:45, 3:61]  # (row stride 70, not 58)
     assert torch.equal(call(view), call(view.contiguous()))
     if clamp:
         return
@@ -411,8 +427,8 @@ def test_two_pass_path_against_the_reference(mode, aa, dtype, gen, device, monke
     # except where a float32 weight at the edge of a tap's support rounds to 0 or MATLAB's
     # mirrored taps read an edge pixel twice with weights of both signs)
     bad = x.clone()
-    bad[0, 0, 0, 0], bad[0, 1, 20, 30], bad[0, 1, 20, 31] = float("nan"), float("inf"), -float("inf")
-    bad[1, 0, 40, 57], bad[1, 1, 10, 5], bad[1, 1, 30, 40] = float("inf"), -float("inf"), float("inf")
+    bad[0, 0, 0, 0], bad[0, 0, 20, 30], bad[0, 0, 20, 31] = float("nan"), float("inf"), -float("inf")
+    bad[1, 0, 40, 57], bad[1, 0, 10, 5], bad[1, 0, 30, 40] = float("inf"), -float("inf"), float("inf")
     y = call(bad).cpu().double()
     monkeypatch.setattr(kernels, "TWO_PASS", False)
     one_pass = call(bad).cpu().double()
@@ -432,7 +448,7 @@ def test_two_pass_path_with_prologue_and_epilogue(dtype, gen, device, monkeypatc
     from imgfilters.kernels import resample as kernels
     steps = [v2.ToDtype(torch.float32, scale=True), v2.Normalize([0.4, 0.5, 0.6], [0.2, 0.3, 0.25]),
              T.Resize((11, 8), "bicubic"), v2.Normalize([0.5] * 3, [2.0] * 3)]
-    x = random_image((2, 3, 47, 39), dtype, gen, device)
+    x = random_image((1, 3, 47, 39), dtype, gen, device)  # (one image: the interpreter's cost is per plane)
     fused = imgfilters.fuse(steps)
     monkeypatch.setattr(kernels, "TWO_PASS", True)
     with count_launches() as launches:
