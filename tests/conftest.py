@@ -88,3 +88,14 @@ def cpu_engine():
     from imgfilters import _image
     with _image.cpu_engine(True):
         yield
+
+
+@pytest.fixture
+def one_torch_thread():
+    """torch (and so the CPU engine) on one thread, unless a test sets its own: the float64
+    reference's loops of thousands of small operations spend most of their time waking a
+    second thread (a minute against a second on two busy cores)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

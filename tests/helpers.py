@@ -121,6 +121,24 @@ def count_launches():
             knobs.runtime.launch_enter_hook.remove(hook)
 
 
+def assert_fused_in_one_engine_pass(steps, x, monkeypatch, tolerance=FUSED[torch.float32]):
+    """``imgfilters.fuse`` of the torchvision pipeline ``steps`` runs in one pass of the CPU
+    engine (the filter with its prologue and epilogue) and equals the unfused pipeline
+    (relative to max(1, |value|); integer outputs within one level)."""
+    import imgfilters
+    from imgfilters import cpu
+    from torchvision.transforms import v2
+    fused = imgfilters.fuse(v2.Compose(steps))
+    calls, run = [], cpu.run
+    monkeypatch.setattr(cpu, "run", lambda *a, **k: calls.append(a[0]) or run(*a, **k))
+    got = fused(x)
+    assert len(calls) == 1
+    expected = v2.Compose(steps)(x)
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    err = ((got.double() - expected.double()).abs() / expected.double().abs().clamp(min=1)).max()
+    assert err <= (1 if expected.dtype in (torch.uint8, torch.uint16) else tolerance)
+
+
 def random_image(shape, dtype, gen, device="cpu"):
     """Uniform random image over the dtype's full unit range."""
     x = torch.rand(shape, generator=gen, dtype=torch.float64)

@@ -6,27 +6,16 @@ import torch
 from torchvision.transforms import v2
 
 import imgfilters
-from imgfilters import _image, cpu, transforms as T
+from imgfilters import _image, transforms as T
 from imgfilters.kernels.core.borders import BORDERS
 from imgfilters.ops import noise
 from imgfilters.ops.nlm import parameters
 from imgfilters.reference import nlm as ref
 
-from helpers import FUSED, KERNEL_DTYPES, NLM_FLOAT32, TOLERANCE, random_image, sample
+from helpers import FUSED, KERNEL_DTYPES, NLM_FLOAT32, TOLERANCE, assert_fused_in_one_engine_pass, random_image, sample
 
-pytestmark = pytest.mark.usefixtures("cpu_engine")
+pytestmark = pytest.mark.usefixtures("cpu_engine", "one_torch_thread")
 
-
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """torch (and so the engine) on one thread, unless a test sets its own: the float64
-    reference's loops of thousands of small operations spend most of their time waking a
-    second thread (a minute against a second on two busy cores)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def reference(x, h, sigma, patch_size, radius, border="reflect", value=0.0):
@@ -118,14 +107,7 @@ def test_fused_prologue_and_epilogue(gen, monkeypatch):
     steps = [v2.ToDtype(torch.float32, scale=True), T.NonLocalMeans(0.1, sigma=0.02, patch_size=3, search_radius=2),
              v2.Normalize([0.4, 0.5, 0.6], [0.2, 0.3, 0.1])]
     x = random_image((2, 3, 19, 23), torch.uint8, gen)
-    fused = imgfilters.fuse(v2.Compose(steps))
-    calls, run = [], cpu.run
-    monkeypatch.setattr(cpu, "run", lambda *a, **k: calls.append(a[0]) or run(*a, **k))
-    got = fused(x)
-    assert len(calls) == 1  # one pass: the filter with its prologue and epilogue
-    expected = v2.Compose(steps)(x)
-    err = ((got.double() - expected.double()).abs() / expected.double().abs().clamp(min=1)).max()
-    assert got.dtype == expected.dtype and err <= max(FUSED[torch.float32], NLM_FLOAT32)
+    assert_fused_in_one_engine_pass(steps, x, monkeypatch, max(FUSED[torch.float32], NLM_FLOAT32))
 
 
 # ---- the noise estimate ------------------------------------------------------------------------

@@ -6,11 +6,11 @@ import torch
 from torchvision.transforms import v2
 
 import imgfilters
-from imgfilters import _image, cpu, transforms as T
+from imgfilters import _image, transforms as T
 from imgfilters.cpu import resample as engine
 from imgfilters.reference import resample as ref
 
-from helpers import FUSED, KERNEL_DTYPES, assert_matches, random_image, sample
+from helpers import KERNEL_DTYPES, assert_fused_in_one_engine_pass, assert_matches, random_image, sample
 from test_resample import (  # noqa: F401
     test_channels_last_views_batches_and_input_untouched,
     test_every_dtype_against_the_reference,
@@ -88,10 +88,4 @@ def test_fused_prologue_and_epilogue(resize, gen, monkeypatch):
     x = random_image((2, 3, 19, 23), torch.uint8, gen)
     steps = [v2.ToDtype(torch.float32, scale=True), v2.Normalize([0.4, 0.5, 0.6], [0.2, 0.3, 0.1]), resize,
              v2.Normalize([0.1], [2.0])]
-    fused = imgfilters.fuse(v2.Compose(steps))
-    calls, run = [], cpu.run
-    monkeypatch.setattr(cpu, "run", lambda *a, **kw: calls.append(a[0]) or run(*a, **kw))
-    got = fused(x)
-    assert len(calls) == 1
-    expected = v2.Compose(steps)(x)
-    assert ((got - expected).abs() / expected.abs().clamp(min=1)).max() <= FUSED[torch.float32]
+    assert_fused_in_one_engine_pass(steps, x, monkeypatch)
