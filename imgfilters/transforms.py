@@ -29,13 +29,14 @@ from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as F
 
 from imgfilters.ops import bilateral as _bilateral
+from imgfilters.ops import derivatives as _derivatives
 from imgfilters.ops import filter2d as _filter2d
 from imgfilters.ops import nlm as _nlm
 from imgfilters.ops import resample as _resample
 from imgfilters.ops import separable as _separable
 
 __all__ = ["GaussianBlur", "BoxBlur", "SeparableFilter", "Filter2D", "UnsharpMask", "Bilateral", "JointBilateral",
-           "NonLocalMeans", "Resize", "Upsample"]
+           "NonLocalMeans", "Resize", "Upsample", "Sobel", "Scharr", "Laplacian"]
 
 # PIL modes the filters take (a superset of what torchvision's functional filters take):
 # 8 bits per channel, then the modes that travel as another one (``_filter_pil``)
@@ -188,6 +189,47 @@ class Filter2D(v2.Transform):
     def _op_call(self, img, params):
         return _filter2d._filter2d_op, (img, *_filter2d._filter2d_args(img, self.kernel, self.border,
                                                                         self.border_value))
+
+
+class _Derivative(v2.Transform):
+    """A derivative filter as a transform: tensors, Images and Videos in, signed results out
+    (float32 for integer images unless ``dtype`` says otherwise: ``ops/derivatives.py``).
+    PIL images are refused: their modes cannot hold a signed result."""
+
+    def __init__(self, fn, check, **params):
+        super().__init__()
+        check(torch.empty(1, 1, 1, 1), **params)  # (checked now, not at the first image)
+        self._fn, self.params = fn, params
+
+    def transform(self, inpt, params):
+        if isinstance(inpt, PIL.Image.Image):
+            raise TypeError(f"{type(self).__name__} takes tensors, not PIL images (a PIL mode cannot hold a signed "
+                            f"derivative): convert with v2.PILToTensor() first")
+        return _filter_images(inpt, lambda t: self._fn(t, **self.params))
+
+
+class Sobel(_Derivative):
+    """``imgfilters.sobel`` as a transform."""
+
+    def __init__(self, dx=1, dy=0, ksize=3, *, scale=1.0, border="reflect", border_value=0.0, dtype=None):
+        super().__init__(_derivatives.sobel, _derivatives.sobel_args, dx=dx, dy=dy, ksize=ksize, scale=scale,
+                         border=border, border_value=border_value, dtype=dtype)
+
+
+class Scharr(_Derivative):
+    """``imgfilters.scharr`` as a transform."""
+
+    def __init__(self, dx=1, dy=0, *, scale=1.0, border="reflect", border_value=0.0, dtype=None):
+        super().__init__(_derivatives.scharr, _derivatives.scharr_args, dx=dx, dy=dy, scale=scale, border=border,
+                         border_value=border_value, dtype=dtype)
+
+
+class Laplacian(_Derivative):
+    """``imgfilters.laplacian`` as a transform."""
+
+    def __init__(self, ksize=1, *, scale=1.0, border="reflect", border_value=0.0, dtype=None):
+        super().__init__(_derivatives.laplacian, _derivatives.laplacian_args, ksize=ksize, scale=scale, border=border,
+                         border_value=border_value, dtype=dtype)
 
 
 class UnsharpMask(v2.Transform):

@@ -31,6 +31,8 @@ CALLS = {
     "upsample": (lambda x, g, low: imgfilters.upsample(x, 1.5, mode="bicubic"), [0]),
     "imresize": (lambda x, g, low: imgfilters.imresize(x, 0.5), [0]),
     "pointwise": (lambda x, g, low: imgfilters.pointwise(x, STEPS, dtype=torch.float32), []),
+    "sobel": (lambda x, g, low: imgfilters.sobel(x, 1, 1, border="replicate"), [0]),
+    "laplacian": (lambda x, g, low: imgfilters.laplacian(x, 3, scale=0.5), [0]),
 }
 DIFFERENTIABLE = [name for name, (_, grads) in CALLS.items() if grads]
 
@@ -40,7 +42,8 @@ DIFFERENTIABLE = [name for name, (_, grads) in CALLS.items() if grads]
 # from the middle rows; 4 for the bilaterals (all of radius 1) and 3 low-resolution ones for
 # the upsampling, their windows still smaller than the image (their NEAR branch). The
 # resamplers keep 12, whose sizes choose their paths.
-ROWS = dict.fromkeys(["separable_filter", "gaussian_blur", "box_blur", "unsharp_mask", "joint_bilateral_upsample"], 6)
+ROWS = dict.fromkeys(["separable_filter", "gaussian_blur", "box_blur", "unsharp_mask", "joint_bilateral_upsample",
+                      "sobel", "laplacian"], 6)
 ROWS.update(dict.fromkeys(["bilateral", "bilateral_per_image", "joint_bilateral"], 4))
 
 
@@ -157,7 +160,12 @@ def _opcheck_cases(gen, device="cpu"):
         "resample": (img(1, 3, 8, 10, layout=cl), *resample),
         "pointwise": (u8, [pw.STEP_NAMES.index("scale"), pw.STEP_NAMES.index("normalize")], [2.0],
                       [torch.tensor([0.5]), torch.tensor([0.1, 0.2, 0.3])], torch.float32),
+        "derivative": (img(2, 3, 5, 10, layout=cl), 1, 1, 3, 2.0, "reflect", 0.0, torch.float32),
+        "laplacian": (img(1, 3, 5, 10), 3, 1.0, "symmetric", 0.0, torch.float32),
         "separable_filter_backward": (plain(1, 2, 5, 10), plain(1, 2, 5, 10, layout=cl), taps, taps, "reflect", 0.0),
+        "derivative_backward": (plain(2, 3, 5, 10), plain(2, 3, 5, 10, layout=cl), 0, 1, -1, 1.0, "constant", 0.2,
+                                torch.float32),
+        "laplacian_backward": (plain(1, 3, 5, 10), plain(1, 3, 5, 10), 1, 1.0, "replicate", 0.0, torch.float32),
         "filter2d_backward": (plain(2, 3, 8, 10), plain(2, 3, 8, 10, layout=cl), plain(3, 3), "symmetric", 0.2),
         "gaussian_blur_backward": (plain(3, 5, 10), plain(3, 5, 10), [3, 5], [1.0, 1.5], "symmetric", 0.0),
         "box_blur_backward": (plain(5, 10), plain(5, 10), [3, 5], "constant", 0.5),

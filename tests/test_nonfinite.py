@@ -23,11 +23,18 @@ FILTERS = {
     "joint_bilateral_upsample": lambda x: imgfilters.joint_bilateral_upsample(x[..., ::2, ::2], x, 0.2, 1.0,
                                                                               radius=1),
     "nl_means": lambda x: imgfilters.nl_means(x, 0.2, sigma=0.02, patch_size=3, search_radius=2),
+    "sobel": lambda x: imgfilters.sobel(x, 1, 1, ksize=5),
+    "laplacian": lambda x: imgfilters.laplacian(x, 3),
     "pointwise": lambda x: imgfilters.pointwise(x, [imgfilters.ops.pointwise.normalize([0.5] * 3, [0.2] * 3)]),
     "resize": lambda x: imgfilters.resize(x, (23, 11), "bicubic"),
     "upsample": lambda x: imgfilters.upsample(x, 2),
     "imresize": lambda x: imgfilters.imresize(x, 0.75),
 }
+
+
+# The filters whose windows hold zero taps (the derivatives'): IEEE makes 0 * NaN NaN, so
+# their reach is the whole window, (rows, cols), not only the taps that weigh a pixel.
+WINDOWS = {"sobel": (5, 5), "laplacian": (3, 3)}
 
 
 def _with(x, value=None):
@@ -63,6 +70,9 @@ def test_non_finite_stays_where_it_is_read(name, path, device, gen, monkeypatch)
     # the outputs that read a BAD pixel: those that change with its value (float64 path)
     clean = fn(_with(x, 0.3))
     reach = (clean - fn(_with(x, 0.7))).abs() > 1e-12
+    if name in WINDOWS:
+        (kh, kw), marked = WINDOWS[name], _with(torch.zeros_like(x), 1.0)
+        reach = torch.nn.functional.max_pool2d(marked, (kh, kw), 1, (kh // 2, kw // 2)) > 0
     img = _with(x) if path == "reference" else _with(x).float().to(device)
     y = fn(img).cpu().double()
     bad = ~y.isfinite()

@@ -105,18 +105,26 @@ def _run(img, kernel, border, border_value, fusion=None):
     return y
 
 
-def _backward(grad, img, kernel, border, border_value):
-    """(d img, d kernel) for the output gradient ``grad`` on the kernel path."""
+def image_gradient(grad, kernel, border, shape):
+    """d img of ``filter2d`` for the output gradient ``grad`` on the kernel path: the
+    flipped kernel over the zero-extended gradient, on the extended grid, folded back onto
+    the pixels the border read from."""
     g4 = _image.as_planes(grad).float()
     B, C, H, W = g4.shape
     k = _kernel_planes(kernel)
-    kh, kw = k.shape[-2:]
-    ry, rx = kh // 2, kw // 2
-    # d img: the flipped kernel over the zero-extended gradient, on the extended grid, folded
-    # back onto the pixels the border read from
+    ry, rx = k.shape[-2] // 2, k.shape[-1] // 2
     z = torch.empty(B, C, H + 2 * ry, W + 2 * rx, dtype=torch.float32, device=grad.device)
     kernels.launch(g4, z, k.flip(-1, -2).contiguous(), oy=-ry, ox=-rx, border=_image.check_border("constant"))
-    d_img = fold(z, H, W, ry, rx, border).reshape(img.shape)
+    return fold(z, H, W, ry, rx, border).reshape(shape)
+
+
+def _backward(grad, img, kernel, border, border_value):
+    """(d img, d kernel) for the output gradient ``grad`` on the kernel path."""
+    d_img = image_gradient(grad, kernel, border, img.shape)
+    g4 = _image.as_planes(grad).float()
+    B, C, H, W = g4.shape
+    kh, kw = kernel.shape[-2:]
+    ry, rx = kh // 2, kw // 2
     # d kernel[b, u, v] = sum_{c,i,j} grad[b, c, i, j] * img~[b, c, i + u, j + v]
     xp = pad(_image.to_unit(_image.as_planes(img), torch.float32, copy=False), ry, ry, rx, rx, border, border_value)
     with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):

@@ -1,0 +1,176 @@
+"""Derivative filters: Sobel, Scharr and the Laplacian, with OpenCV's taps.
+
+Each is one launch of an existing kernel: Sobel and Scharr of the separable kernel
+(``ops/separable.py``), the Laplacian of the 2-D one (``ops/filter2d.py``), with taps from
+``reference/derivatives.py``. A derivative is signed, so the result is float32 for
+integer and float32 images (``dtype=`` chooses another; an integer dtype saturates, as
+OpenCV's ``ddepth=-1``), float16, bfloat16 and float64 images keep their dtype. Integer
+images are read in unit scale as everywhere in the library (value / 255 for uint8): the
+result is OpenCV's ``cv2.Sobel(img, cv2.CV_32F, ...)`` divided by 255 (pass
+``scale=255`` for OpenCV's numbers).
+
+NaN and inf stay in the window that reads them, as for the other filters, but the whole
+window: a derivative's zero taps (Sobel's centre column, the Laplacian's corners) still
+read the pixel, and IEEE arithmetic makes 0 * NaN NaN (OpenCV's float result does the
+same). Gradients flow to the image for floating-point inputs. ``imgfilters.fuse`` runs these
+transforms as they are (not fused into a neighbour's launch).
+"""
+import functools
+import numbers
+
+import torch
+from torch import Tensor
+
+from imgfilters import _image
+from imgfilters.ops import filter2d as _filter2d, library, pointwise, separable as _separable
+from imgfilters.reference import derivatives as reference
+from imgfilters.reference.derivatives import MAX_APERTURE, SCHARR
+
+__all__ = ["sobel", "scharr", "laplacian"]
+
+
+def sobel(img, dx=1, dy=0, ksize=3, *, scale=1.0, border="reflect", border_value=0.0, dtype=None):
+    """The derivative ``d^(dx+dy) img / dx^dx dy^dy`` by Sobel's operator, as ``cv2.Sobel``.
+
+    Args:
+        img: ``(..., C, H, W)`` or ``(H, W)`` tensor.
+        dx, dy: the orders along x (W) and y (H), >= 0, not both 0, each below ``ksize``
+            (with ``ksize=1``: at most 2).
+        ksize: the aperture, odd, 1 to 31 (1: no smoothing across the derivative).
+        scale: a factor on the result.
+        border, border_value: as ``separable_filter``.
+        dtype: the result's dtype (default: float32 for integer images, else ``img``'s).
+
+    Returns:
+        A tensor of ``img``'s shape and memory format.
+    """
+    return _image.wrap(img, _derivative_op(img, *sobel_args(img, dx, dy, ksize, scale, border, border_value, dtype)))
+
+
+def scharr(img, dx=1, dy=0, *, scale=1.0, border="reflect", border_value=0.0, dtype=None):
+    """The first derivative along x (``dx=1, dy=0``) or y (``dx=0, dy=1``) by Scharr's
+    3x3 operator, as ``cv2.Scharr``; the other arguments as ``sobel``."""
+    return _image.wrap(img, _derivative_op(img, *scharr_args(img, dx, dy, scale, border, border_value, dtype)))
+
+
+def laplacian(img, ksize=1, *, scale=1.0, border="reflect", border_value=0.0, dtype=None):
+    """The Laplacian ``d2/dx2 + d2/dy2``, as ``cv2.Laplacian``: ``ksize=1`` the 5-point
+    stencil ``[[0, 1, 0], [1, -4, 1], [0, 1, 0]]``, an odd ``ksize`` up to 31 the sum of
+    the second Sobel derivatives of that aperture. The other arguments as ``sobel``."""
+    return _image.wrap(img, _laplacian_op(img, *laplacian_args(img, ksize, scale, border, border_value, dtype)))
+
+
+def halo(name, a, channels):
+    """The input margin ``(rows, cols)`` one output tile needs (``imgfilters.tiling``)."""
+    if name == "laplacian":
+        r = max(1, _aperture(a["ksize"]) // 2)
+        return r, r
+    aperture = SCHARR if name == "scharr" else a["ksize"]
+    tx, ty = _taps(*_orders(a["dx"], a["dy"], aperture), aperture, 1.0)
+    return len(ty) // 2, len(tx) // 2
+
+
+# ---- arguments ------------------------------------------------------------------------------
+
+def _integer(value, name):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer, got {value!r}")
+    return int(value)
+
+
+def _aperture(ksize):
+    ksize = _integer(ksize, "ksize")
+    if ksize < 1 or ksize % 2 == 0 or ksize > MAX_APERTURE:
+        raise ValueError(f"ksize must be odd, from 1 to {MAX_APERTURE}, got {ksize}")
+    return ksize
+
+
+def _orders(dx, dy, aperture):
+    dx, dy = _integer(dx, "dx"), _integer(dy, "dy")
+    if dx < 0 or dy < 0 or dx + dy == 0:
+        raise ValueError(f"dx and dy must be >= 0 and not both 0, got dx={dx}, dy={dy}")
+    if aperture == SCHARR:
+        if dx + dy != 1:
+            raise ValueError(f"scharr takes dx=1, dy=0 or dx=0, dy=1, got dx={dx}, dy={dy}")
+    else:
+        aperture = _aperture(aperture)
+        top = 2 if aperture == 1 else aperture - 1
+        if max(dx, dy) > top:
+            raise ValueError(f"dx and dy must be at most {top} for ksize={aperture}, got dx={dx}, dy={dy}")
+    return dx, dy
+
+
+def _common(img, scale, border, border_value, dtype):
+    scale = _image.check_number(scale, "scale")
+    _image.check_border(border, border_value)
+    if dtype is None:
+        dtype = torch.float32 if not img.is_floating_point() else img.dtype
+    elif not isinstance(dtype, torch.dtype) or dtype not in (*_image.KERNEL_DTYPES, torch.float64):
+        raise TypeError(f"dtype must be one of {[*_image.KERNEL_DTYPES, torch.float64]} or None, got {dtype!r}")
+    return float(scale), border, float(border_value), dtype
+
+
+def sobel_args(img, dx=1, dy=0, ksize=3, scale=1.0, border="reflect", border_value=0.0, dtype=None):
+    """The derivative op's arguments after the image, checked in order (the transforms
+    check theirs when made)."""
+    _image.check_image(img)
+    return (*_orders(dx, dy, ksize), ksize, *_common(img, scale, border, border_value, dtype))
+
+
+def scharr_args(img, dx=1, dy=0, scale=1.0, border="reflect", border_value=0.0, dtype=None):
+    return sobel_args(img, dx, dy, SCHARR, scale, border, border_value, dtype)
+
+
+def laplacian_args(img, ksize=1, scale=1.0, border="reflect", border_value=0.0, dtype=None):
+    _image.check_image(img)
+    return (_aperture(ksize), *_common(img, scale, border, border_value, dtype))
+
+
+@functools.lru_cache(maxsize=64)
+def _taps(dx, dy, aperture, scale):
+    return reference.sobel_taps(dx, dy, aperture, scale)
+
+
+@functools.lru_cache(maxsize=32)
+def _laplacian_kernel(aperture, scale, device):
+    """float32 on ``device`` (one copy per kernel, not one per call)."""
+    return reference.laplacian_kernel(aperture, scale).to(device, torch.float32)
+
+
+# ---- the ops: one launch of the separable or the 2-D kernel, its store typed as ``dtype`` ----
+
+def _output(img, *args):
+    return _image.new_image(img, dtype=args[-1])
+
+
+def _typed(img, dtype, run, definition):
+    """``run(fusion)`` on the kernels or the CPU engine, with a fusion that only types the
+    store as ``dtype``; else ``definition`` (float64, unit scale) on the reference path."""
+    if _image.uses_kernels(img) or _image.uses_cpu_engine(img):
+        return run(pointwise.Fusion((), (), img.dtype, dtype))
+    y = definition(_image.to_unit(_image.as_planes(img))).reshape(img.shape)
+    return _image.in_layout(img, _image.from_unit(y, dtype))
+
+
+def _derivative_backward(grad, img, dx, dy, aperture, scale, border, border_value, dtype):
+    return _separable._adjoint(grad, *_taps(dx, dy, aperture, scale), border, img.shape)
+
+
+@library.op("derivative", _output, grads=("img",), linear=True, backward=_derivative_backward)
+def _derivative_op(img: Tensor, dx: int, dy: int, aperture: int, scale: float, border: str, border_value: float,
+                   dtype: torch.dtype) -> Tensor:
+    tx, ty = _taps(dx, dy, aperture, scale)
+    return _typed(img, dtype, lambda f: _separable._filter(img, tx, ty, border, border_value, f),
+                  lambda x: reference.sobel(x, dx, dy, aperture, scale, border, border_value))
+
+
+def _laplacian_backward(grad, img, aperture, scale, border, border_value, dtype):
+    return _filter2d.image_gradient(grad, _laplacian_kernel(aperture, scale, grad.device), border, img.shape)
+
+
+@library.op("laplacian", _output, grads=("img",), linear=True, backward=_laplacian_backward)
+def _laplacian_op(img: Tensor, aperture: int, scale: float, border: str, border_value: float,
+                  dtype: torch.dtype) -> Tensor:
+    k = _laplacian_kernel(aperture, scale, img.device)
+    return _typed(img, dtype, lambda f: _filter2d._filter2d_op.fused(f, img, k, border, border_value),
+                  lambda x: reference.laplacian(x, aperture, scale, border, border_value))
