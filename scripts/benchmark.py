@@ -89,6 +89,24 @@ def separable_cases():
     return cases
 
 
+@family("derivatives")
+def derivative_cases():
+    """Issue 41's rows: Sobel 3x3 dx=1 on 4K RGB uint8 (a float32 result) and float32."""
+    kornia = optional("kornia")
+    cases = []
+    for dtype in (torch.uint8, torch.float32):
+        x = image((1, 3, 2160, 3840), dtype)
+        w = torch.tensor([[-1.0, 0, 1], [-2, 0, 2], [-1, 0, 1]], device="cuda").expand(3, 1, 3, 3)
+        peers = {"torch conv2d": lambda x=x, w=w: torch.nn.functional.conv2d(
+            torch.nn.functional.pad(x.float(), (1, 1, 1, 1), mode="reflect"), w, groups=3)}
+        if kornia is not None and dtype == torch.float32:
+            peers["kornia spatial_gradient"] = lambda x=x: kornia.filters.spatial_gradient(x, normalized=False)
+        cases.append((f"sobel 3x3 dx=1 {str(dtype).split('.')[-1]}", x, lambda x=x: imgfilters.sobel(x, 1, 0), peers))
+    x = image((1, 3, 2160, 3840), torch.float32)
+    cases.append(("laplacian 3x3 float32", x, lambda x=x: imgfilters.laplacian(x, 3), {}))
+    return cases
+
+
 @family("bilateral")
 def bilateral_cases():
     kornia = optional("kornia")
