@@ -35,7 +35,7 @@ import torch
 import imgfilters
 from imgfilters import _image, tiling
 
-__all__ = ["separable_filter", "gaussian_blur", "box_blur", "unsharp_mask", "filter2d", "bilateral",
+__all__ = ["separable_filter", "gaussian_blur", "box_blur", "unsharp_mask", "filter2d", "median_blur", "bilateral",
            "joint_bilateral", "nl_means", "pointwise", "resize", "upsample", "imresize"]
 
 # parameters that may hold one value per image, by name: a 1-D tensor of one value per image
@@ -235,3 +235,4 @@ resize = _public(imgfilters.resize)
 upsample = _public(imgfilters.upsample)
 imresize = _public(imgfilters.imresize)
 filter2d = _public(imgfilters.filter2d)
+median_blur = _public(imgfilters.median_blur)

@@ -3,4 +3,4 @@
 Importing this package registers every custom op (``torch.ops.imgfilters.*``): each
 family's module registers its ops when it is imported, and all of them are imported here.
 """
-from imgfilters.ops import bilateral, filter2d, jpeg, nlm, noise, pointwise, resample, separable  # noqa: F401
+from imgfilters.ops import bilateral, filter2d, jpeg, median, nlm, noise, pointwise, resample, separable  # noqa: F401
