@@ -51,17 +51,33 @@ def test_results_are_values_of_the_window_with_many_ties(gen, device):
     assert torch.equal(imgfilters.median_blur(x, 5).cpu(), reference(x, 5).float())
 
 
-@pytest.mark.parametrize("k,dtype,border,value", [
-    (5, torch.uint8, "reflect", 0.0), (5, torch.uint8, "constant", 0.2), (3, torch.float32, "constant", 0.3),
-    (9, torch.uint8, "symmetric", 0.0)])
-def test_gpu_kernel_in_small_tiles(k, dtype, border, value, gen, device):
+@pytest.mark.parametrize("k,dtype,border,value,network", [
+    (5, torch.uint8, "reflect", 0.0, True), (3, torch.uint16, "constant", 0.2, True),
+    (3, torch.float32, "constant", 0.3, True), (3, torch.uint8, "constant", 0.3, False),
+    (9, torch.uint8, "symmetric", 0.0, False)])
+def test_gpu_kernel_in_small_tiles(k, dtype, border, value, network, gen, device):
     """The GPU's kernel (the interpreter runs a per-plane one unless told): tiles that cut
-    the plane, windows kept in registers (k <= 7) or reloaded every round (k = 9: slow in
-    the interpreter, one tile)."""
+    the plane; selection networks (stored integers, a border level, floats with a NaN),
+    the radix select on kept keys (float keys: 0.3 is no uint8 level) and on keys
+    reloaded every round (k = 9: slow in the interpreter, one tile)."""
     x = random_image((1, 1, 4, 4) if k == 9 else (1, 1, 5, 7), dtype, gen, device)
+    if dtype == torch.float32:
+        x[0, 0, 2, 3] = float("nan")
     y = torch.empty_like(x)
-    kernels.launch(x, y, k, border=_image.check_border(border), border_value=value, tile=dict(BH=4, BW=4, num_warps=1))
-    assert_matches(y, reference(x, k, border, value))
+    kernels.launch(x, y, k, border=_image.check_border(border), border_value=value, tile=dict(BH=4, BW=4, num_warps=1),
+                   network=network)
+    torch.testing.assert_close(y.cpu().double(), _image.from_unit(reference(x, k, border, value), dtype).double(),
+                               rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("tile", [None, dict(BH=4, BW=4, num_warps=1)])
+def test_median_positions_for_the_gradient(tile, gen, device):
+    """ARG mode stores the window position the reference's stable-sort rule picks, ties
+    included (the interpreter's per-plane kernel, and the GPU's in small tiles)."""
+    x = (random_image((1, 2, 5, 7), torch.float32, gen, device) * 3).round() / 3
+    pos = torch.empty(x.shape, dtype=torch.int32, device=device)
+    kernels.launch(x, pos, 3, border=_image.check_border("replicate"), arg=True, tile=tile)
+    assert torch.equal(pos.cpu().long(), ref.median_index(x.cpu().double(), 3, "replicate"))
 
 
 def test_layouts_keep_their_format(gen, device):
