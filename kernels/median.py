@@ -22,18 +22,23 @@ the first use of each pixel), in the order of ``neighbourhood.load``:
 An output whose window holds a NaN is NaN; infinities are ordered values.
 
 Costs per output pixel, and the H200 prediction for 4K RGB uint8 (1x3x2160x3840, 24.9 M
-outputs; 132 SMs at 1.98 GHz, min/max, compares and integer adds at 64 lanes a clock per
-SM: 16.7 T a second): 5 x 5 by the network, 25 loads (an OR and an address add each)
-and 202 min/max, about 260 instructions: 6.5 G, about 0.4 ms, compute-bound (the image's
-one read and one write, 50 MB, take 0.01 ms at 4.8 TB/s). The radix select costs
-``BITS * K*K`` compare-and-adds (about ``2 * BITS * K*K`` instructions): 5 x 5 uint8
-400, 0.6 ms; floats four times that. Time grows with ``K*K`` (networks a little faster:
-3 x 3 a fifth of 5 x 5, 7 x 7 three times), and 9 x 9 and up reload the window every
-round: 15 x 15 uint8 about 9 times 5 x 5 by the radix select.
+outputs; 132 SMs at 1.98 GHz issue 33 T instructions a second, min/max at half that
+rate), from the SASS of sm_90a (``scripts/offline_sass.py``'s compiler, 4 x 128 tiles of 4
+warps): 5 x 5 by the network, 312 instructions a pixel, 197 of them FMNMX, 10 loads
+(bytes, 2.5 a load instruction) and about 100 of address arithmetic (``NEAR``: the
+border's single fold, no integer modulo; 390 with it): 7.8 G instructions, about 0.25 ms
+to issue and 0.3 ms in the min/max pipe, so about 0.3 ms, compute-bound (the image's
+one read and one write, 50 MB, take 0.01 ms at 4.8 TB/s). The radix select on kept keys
+costs ``BITS * K*K`` compare-and-adds, which compile to a compare and a select each plus
+the add: 886 instructions a pixel for 5 x 5 uint8 (0.7 ms), four times as many rounds for
+floats. Time grows with ``K*K``: 3 x 3 144 instructions a pixel, 7 x 7 about 850 (2 px a
+thread), 9 x 9 and up the reloading radix select.
 
 Two programs: ``median_kernel`` (the GPU's) gives each program a ``BH x BW`` tile of one
 plane; for ``K <= KEEP`` it keeps the window in registers (a tuple of ``K*K`` tiles),
-for larger windows it reloads the keys every round (a run-time loop, L1 hits).
+for larger windows and ``ARG`` it reloads the keys every round (a run-time loop, L1
+hits, and a program that compiles in a fraction of a second: the kept keys' position
+search unrolled to 12 000 instructions and 14 s of compile for 5 x 5 floats).
 ``plane_kernel`` (the interpreter's, which pays per operation and per jitted call)
 gathers the whole window as one ``(NP, BH, BW)`` tensor and runs the radix select with
 sums over its first axis. ``ARG`` makes either store, instead of the median, its window
@@ -50,7 +55,8 @@ from .core.launch import Tuning, launch as launch_kernel, tile_config
 from .core.tiling import interpreting, needs_int64, offset, pow2_at_least, programs, size_class, tile_origin
 
 MAX_SIZE = 31
-KEEP = 7  # windows up to 7 x 7 keep their keys in registers
+KEEP_SIZE = 7  # windows up to 7 x 7 keep their keys in registers
+KEEP: tl.constexpr = tl.constexpr(KEEP_SIZE)
 RAW: tl.constexpr = tl.constexpr(0)  # keys: the stored integer values
 FLOAT: tl.constexpr = tl.constexpr(1)  # keys: float32 unit-scale values, order-preserving bits
 
@@ -99,6 +105,16 @@ def _bit(i, BITS: tl.constexpr):
 
 
 @triton.jit
+def _remap(i, n, BORDER: tl.constexpr, NEAR: tl.constexpr):
+    """``borders.remap``, or its single fold (``remap_near``: no integer modulo, a third of
+    the instructions) where the window reaches less than the image's size (``NEAR``)."""
+    if NEAR:
+        return borders.remap_near(i, n, BORDER)
+    else:
+        return borders.remap(i, n, BORDER)
+
+
+@triton.jit
 def _window_ptrs(x_base, rows, cols, u, v, H, W, sxh, R: tl.constexpr, SXW: tl.constexpr,
                  BORDER: tl.constexpr, OFF64: tl.constexpr):
     """Pointers to window position (u, v) of the outputs at (rows, cols), remapped, and
@@ -132,18 +148,16 @@ def _finish(y, nan, pos, x_base, y_ptrs, rows, cols, mask, c, H, W, sxh, PRO: tl
 def _count_below(x_base, rows, cols, cand, c, H, W, sxh, border_value, PRO: tl.constexpr, pro_args,
                  K: tl.constexpr, R: tl.constexpr, SXW: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr,
                  KEY: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr):
-    """(keys below ``cand``, keys equal to it, NaN) over the window, reloaded (large windows)."""
+    """(keys below ``cand``, NaN) over the window, reloaded (large windows)."""
     below = tl.zeros((BH, BW), dtype=tl.int32)
-    equal = tl.zeros((BH, BW), dtype=tl.int32)
     nan = tl.zeros((BH, BW), dtype=tl.int1)
     for u in range(K):
         for v in range(K):
             ptrs, ins = _window_ptrs(x_base, rows, cols, u, v, H, W, sxh, R, SXW, BORDER, OFF64)
             key, n = _key(ptrs, ins, border_value, c, PRO, pro_args, BORDER, KEY)
             below += (key < cand).to(tl.int32)
-            equal += (key == cand).to(tl.int32)
             nan = nan | n
-    return below, equal, nan
+    return below, nan
 
 
 # Sizes and the strides other than the last are not specialised (one compile per window
@@ -153,11 +167,12 @@ def median_kernel(X, Y, C, H, W, sxb, sxc, sxh, syb, syc, syh, border_value,
                   PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
                   K: tl.constexpr, SXW: tl.constexpr, SYW: tl.constexpr, BORDER: tl.constexpr,
                   OFF64: tl.constexpr, KEY: tl.constexpr, BITS: tl.constexpr, ARG: tl.constexpr,
-                  NETWORK: tl.constexpr, SIZE_CLASS, BH: tl.constexpr, BW: tl.constexpr):
+                  NETWORK: tl.constexpr, NEAR: tl.constexpr, SIZE_CLASS, BH: tl.constexpr, BW: tl.constexpr):
     """Y[b, c, i, j] = EPI(median over u, v < K of PRO(X~[b, c, i + u - K//2, j + v - K//2])),
     X~ being X extended by the border; with ``ARG`` the median's window position instead
     (Y int32). ``NETWORK``: a selection network instead of the radix select (windows up to
-    KEEP, not ARG). ``SIZE_CLASS`` only feeds the autotune key."""
+    KEEP, not ARG). ``NEAR``: the window reaches less than the image's height and width
+    (the cheap border fold). ``SIZE_CLASS`` only feeds the autotune key."""
     R: tl.constexpr = K // 2
     M: tl.constexpr = (K * K - 1) // 2
     b, c, h0, w0 = tile_origin(tl.program_id(0), C, H, W, BH, BW)
@@ -174,11 +189,11 @@ def median_kernel(X, Y, C, H, W, sxb, sxc, sxh, syb, syc, syh, border_value,
         nan = tl.zeros((BH, BW), dtype=tl.int1)
         for u in tl.static_range(K):
             rr = rows + (u - R)
-            row_ptr = x_base + offset(borders.remap(rr, H, BORDER), sxh, OFF64)
+            row_ptr = x_base + offset(_remap(rr, H, BORDER, NEAR), sxh, OFF64)
             row_in = borders.inside(rr, H)
             for v in tl.static_range(K):
                 cc = cols + (v - R)
-                ptrs = row_ptr + offset(borders.remap(cc, W, BORDER), SXW, OFF64)
+                ptrs = row_ptr + offset(_remap(cc, W, BORDER, NEAR), SXW, OFF64)
                 if KEY == FLOAT:
                     x = neighbourhood.load(ptrs, row_in & borders.inside(cc, W), border_value, c, PRO, pro_args,
                                            neighbourhood.UNIT, BORDER)
@@ -195,18 +210,18 @@ def median_kernel(X, Y, C, H, W, sxb, sxc, sxh, syb, syc, syh, border_value,
             y = median_networks.median49(vals)
         if KEY == RAW:
             y = (y - neighbourhood.BIAS) * unit
-    elif K <= KEEP:  # the window's keys in registers, loaded once
+    elif K <= KEEP and not ARG:  # the window's keys in registers, loaded once
         col_ptrs = ()  # (the columns' remapped offsets, shared by the K rows)
         col_ins = ()
         for v in tl.static_range(K):
             cc = cols + (v - R)
-            col_ptrs = col_ptrs + (offset(borders.remap(cc, W, BORDER), SXW, OFF64),)
+            col_ptrs = col_ptrs + (offset(_remap(cc, W, BORDER, NEAR), SXW, OFF64),)
             col_ins = col_ins + (borders.inside(cc, W),)
         keys = ()
         nan = tl.zeros((BH, BW), dtype=tl.int1)
         for u in tl.static_range(K):
             rr = rows + (u - R)
-            row_ptr = x_base + offset(borders.remap(rr, H, BORDER), sxh, OFF64)
+            row_ptr = x_base + offset(_remap(rr, H, BORDER, NEAR), sxh, OFF64)
             row_in = borders.inside(rr, H)
             for v in tl.static_range(K):
                 key, n = _key(row_ptr + col_ptrs[v], row_in & col_ins[v], border_value, c, PRO, pro_args, BORDER,
@@ -219,25 +234,16 @@ def median_kernel(X, Y, C, H, W, sxb, sxc, sxh, syb, syc, syh, border_value,
             for t in tl.static_range(K * K):
                 below += (keys[t] < (prefix | bit)).to(tl.int32)
             prefix = _step(prefix, bit, below, M)
-        if ARG:  # the median's position: rank M - (keys below it) among the keys equal to it
-            target = tl.full((BH, BW), M, dtype=tl.int32)
-            for t in tl.static_range(K * K):
-                target -= (keys[t] < prefix).to(tl.int32)
-            seen = tl.zeros((BH, BW), dtype=tl.int32)
-            for t in tl.static_range(K * K):
-                equal = keys[t] == prefix
-                pos = tl.where(equal & (seen == target), t, pos)
-                seen += equal.to(tl.int32)
         y = _value(prefix, unit, KEY)
-    else:  # large windows: the keys reloaded every round (L1 hits)
+    else:  # large windows, and positions: the keys reloaded every round (L1 hits; a small program to compile)
         nan = tl.zeros((BH, BW), dtype=tl.int1)
         for i in range(BITS):
             bit = _bit(i, BITS)
-            below, _, nan = _count_below(x_base, rows, cols, prefix | bit, c, H, W, sxh, border_value, PRO,
+            below, nan = _count_below(x_base, rows, cols, prefix | bit, c, H, W, sxh, border_value, PRO,
                                          pro_args, K, R, SXW, BORDER, OFF64, KEY, BH, BW)
             prefix = _step(prefix, bit, below, M)
         if ARG:
-            below, _, nan = _count_below(x_base, rows, cols, prefix, c, H, W, sxh, border_value, PRO, pro_args,
+            below, nan = _count_below(x_base, rows, cols, prefix, c, H, W, sxh, border_value, PRO, pro_args,
                                          K, R, SXW, BORDER, OFF64, KEY, BH, BW)
             target = M - below
             seen = tl.zeros((BH, BW), dtype=tl.int32)
@@ -298,9 +304,9 @@ def _tile(BH, BW, num_warps):
 
 # Candidate tiles (the first is the default): the keys of a kept window take K*K
 # registers per output a lane holds, so small windows take small tiles per lane.
-CANDIDATES = ((3, (_tile(16, 64, 4), _tile(8, 128, 4), _tile(32, 64, 8))),
-              (5, (_tile(8, 64, 4), _tile(4, 128, 4), _tile(16, 64, 8), _tile(8, 32, 2))),
-              (KEEP, (_tile(4, 64, 4), _tile(8, 32, 4), _tile(4, 32, 2))),
+CANDIDATES = ((3, (_tile(16, 64, 4), _tile(8, 128, 4), _tile(4, 128, 4), _tile(32, 64, 8))),
+              (5, (_tile(4, 128, 4), _tile(8, 64, 4), _tile(16, 64, 8), _tile(4, 64, 2))),
+              (KEEP_SIZE, (_tile(4, 64, 4), _tile(8, 32, 4), _tile(4, 32, 2))),
               (MAX_SIZE, (_tile(8, 64, 4), _tile(16, 64, 8))))
 ALL_TILES = [t for _, tiles in CANDIDATES for t in tiles]
 
@@ -311,7 +317,7 @@ def candidates(k):
 
 
 tuning = Tuning(lambda meta: [tile_config(**t) for t in candidates(meta["K"])],
-                key=["K", "C", "SXW", "SYW", "BORDER", "OFF64", "KEY", "BITS", "ARG", "NETWORK", "PRO", "EPI",
+                key=["K", "C", "SXW", "SYW", "BORDER", "OFF64", "KEY", "BITS", "ARG", "NETWORK", "NEAR", "PRO", "EPI",
                      "SIZE_CLASS"])
 
 
@@ -350,6 +356,6 @@ def launch(x, y, k, border=0, border_value=0.0, pro=((), ()), epi=((), ()), arg=
                       tile_config(BH=bh, BW=bw, NP=n_p))
         return
     network = k in (3, 5, 7) and not arg if network is None else network
-    meta.update(NETWORK=bool(network), SIZE_CLASS=size_class(H, W))
+    meta.update(NETWORK=bool(network), NEAR=k // 2 < min(H, W), SIZE_CLASS=size_class(H, W))
     grid = lambda m: (programs(B * C, H, W, m["BH"], m["BW"]),)
     launch_kernel(median_kernel, grid, args, meta, x, None if tile is None else tile_config(**tile), tuning)
