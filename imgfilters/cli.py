@@ -3,6 +3,7 @@
     imgfilters-denoise in.png out.png            # non-local means, automatic parameters
     imgfilters-denoise photos/ denoised/         # every image below photos/, sub-folders mirrored
     imgfilters-denoise in.jpg out.jpg --method bilateral --sigma-color 0.08 --quality 95
+    imgfilters-denoise in.png out.png --method median --kernel-size 5   # salt-and-pepper noise
 
 Exit codes: 0 done; 1 some files of a directory failed (or an unexpected error); 2 usage
 error (bad option, missing or unreadable file, unsupported mode, refused overwrite), with
@@ -26,6 +27,7 @@ CPU_BUDGET = 2 * 2 ** 30  # bytes of working memory for one CPU (float64 referen
 STREAM_PIXELS = 2 ** 27   # TIFFs larger than this (and .zarr arrays) stream from disk to disk, tile by tile
 STREAM_TILE = 2048
 SIGMA_COLOR, SIGMA_SPACE = 0.1, 1.5  # the bilateral defaults
+KERNEL_SIZE = 3  # the median's default window
 # Larger images are refused unless --max-megapixels says otherwise: decompression bombs,
 # and CPU runs of hours (non-local means takes about 10 us per value there).
 MAX_MEGAPIXELS = 100
@@ -35,7 +37,7 @@ MAX_MEGAPIXELS = 100
 PROGRESS_VALUES, PROGRESS_TILE, PROGRESS_DELAY = 2 ** 18, 512, 1.0
 # each method's own options: given with the other method they would do nothing
 METHOD_OPTIONS = {"nlm": ("sigma", "h", "patch_size", "search_radius"),
-                  "bilateral": ("sigma_color", "sigma_space", "radius")}
+                  "bilateral": ("sigma_color", "sigma_space", "radius"), "median": ("kernel_size",)}
 
 
 class UsageError(Exception):
@@ -48,13 +50,13 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser():
-    p = _Parser(prog=PROG, description="Denoise images with non-local means (default) or a bilateral filter, "
-                "on the GPU when there is one.")
+    p = _Parser(prog=PROG, description="Denoise images with non-local means (default), a bilateral filter or a "
+                "median filter, on the GPU when there is one.")
     p.add_argument("input", help="an image file, or a folder: every PNG/JPEG/TIFF/WebP below it")
     p.add_argument("output", help="the output file (format from its extension), or a folder for folder input")
     p.add_argument("--version", action="version", version=f"%(prog)s {imgfilters.__version__}")
-    p.add_argument("--method", choices=("nlm", "bilateral"), default="nlm",
-                   help="non-local means or a bilateral filter (default nlm)")
+    p.add_argument("--method", choices=("nlm", "bilateral", "median"), default="nlm",
+                   help="non-local means, a bilateral filter or a median filter (default nlm)")
     nlm = p.add_argument_group("non-local means (--method nlm; unit intensity scale: 10/255 = 0.0392)")
     nlm.add_argument("--sigma", type=float, help="noise sigma, > 0; default: estimated per image")
     nlm.add_argument("--h", type=float, help="filtering strength; default: IPOL's factor times sigma")
@@ -64,8 +66,10 @@ def build_parser():
     bil.add_argument("--sigma-color", type=float, help=f"range sigma, unit scale (default {SIGMA_COLOR})")
     bil.add_argument("--sigma-space", type=float, help=f"spatial sigma in pixels (default {SIGMA_SPACE})")
     bil.add_argument("--radius", type=int, help="window radius (default ceil(2 sigma_space))")
+    med = p.add_argument_group("median (--method median; the edge pixel reflected, reflect-101)")
+    med.add_argument("--kernel-size", type=int, help=f"odd window side, 1 to 31 (default {KERNEL_SIZE})")
     p.add_argument("--strength", type=float, default=1.0,
-                   help="multiplies h (nlm) or sigma_color (bilateral) (default 1.0)")
+                   help="multiplies h (nlm) or sigma_color (bilateral); not with median (default 1.0)")
     p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto",
                    help="where to filter; auto: the GPU when there is one (default auto)")
     p.add_argument("--quality", type=int, help="JPEG / WebP quality, 1-100 (default: Pillow's)")
@@ -126,6 +130,12 @@ def _check_options(args):
             raise UsageError(f"{flag} is a --method {method} option; it does nothing with --method {args.method}")
     if args.sigma == 0:
         raise UsageError("--sigma 0 means no noise: there is nothing to denoise (leave --sigma out to estimate it)")
+    if args.method == "median":
+        args.kernel_size = KERNEL_SIZE if args.kernel_size is None else args.kernel_size
+        if args.kernel_size < 1 or args.kernel_size % 2 == 0 or args.kernel_size > 31:
+            raise UsageError(f"--kernel-size must be odd, from 1 to 31, got {args.kernel_size}")
+        if args.strength != 1.0:
+            raise UsageError("--strength does nothing with --method median (use --kernel-size)")
     args.sigma_color = SIGMA_COLOR if args.sigma_color is None else args.sigma_color
     args.sigma_space = SIGMA_SPACE if args.sigma_space is None else args.sigma_space
     checks = [("--sigma", args.sigma, 0, True), ("--h", args.h, 0, False),
@@ -303,7 +313,12 @@ def _denoise(s, x, names):
     a = s.args
     B, C = x.shape[:2]
     tile = a.tile or _auto_tile(s, x)
-    if a.method == "bilateral":
+    if a.method == "median":
+        opts = [dict(kernel_size=a.kernel_size)] * B
+        if a.print_params:
+            for n in names:
+                print(f"{n}: median kernel_size={a.kernel_size}")
+    elif a.method == "bilateral":
         from imgfilters.reference.bilateral import default_radius
         radius = a.radius if a.radius is not None else default_radius(a.sigma_space)
         opts = [dict(sigma_color=a.sigma_color * a.strength, sigma_space=a.sigma_space, radius=radius)] * B
@@ -353,7 +368,9 @@ def _filter(s, x, opts, tile, out=None):
     import imgfilters
     per = lambda key: torch.tensor([o[key] for o in opts], dtype=torch.float64)
     o = opts[0]
-    if s.args.method == "bilateral":
+    if s.args.method == "median":
+        fn, args, params = imgfilters.median_blur, (o["kernel_size"],), {}
+    elif s.args.method == "bilateral":
         fn, args, params = imgfilters.bilateral, (per("sigma_color"), o["sigma_space"]), dict(radius=o["radius"])
     else:
         fn, args = imgfilters.nl_means, (per("h"),)
@@ -447,7 +464,9 @@ def _run_streamed(s, src, dst):
         raise UsageError(f"{src}: streamed images must be grey or RGB (H, W) / (H, W, C), uint8 or uint16; "
                          f"got shape {arr.shape}, dtype {arr.dtype}")
     channels = arr.shape[2] if arr.ndim == 3 else 1
-    if s.args.method == "bilateral":
+    if s.args.method == "median":
+        opts = dict(kernel_size=s.args.kernel_size)
+    elif s.args.method == "bilateral":
         from imgfilters.reference.bilateral import default_radius
         a = s.args
         opts = dict(sigma_color=a.sigma_color * a.strength, sigma_space=a.sigma_space,

@@ -35,8 +35,8 @@ from imgfilters.ops import pointwise as pw
 
 __all__ = ["fuse", "Fused"]
 
-FILTERS = (T.GaussianBlur, T.BoxBlur, T.SeparableFilter, T.Filter2D, T.UnsharpMask, T.Bilateral, T.NonLocalMeans,
-           T.Resize, T.Upsample)
+FILTERS = (T.GaussianBlur, T.BoxBlur, T.SeparableFilter, T.Filter2D, T.MedianBlur, T.UnsharpMask, T.Bilateral,
+           T.NonLocalMeans, T.Resize, T.Upsample)
 
 
 def fuse(pipeline):

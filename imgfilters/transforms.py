@@ -28,15 +28,17 @@ from torchvision import tv_tensors
 from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as F
 
+from imgfilters._image import check_border as _image_check_border
 from imgfilters.ops import bilateral as _bilateral
 from imgfilters.ops import derivatives as _derivatives
 from imgfilters.ops import filter2d as _filter2d
+from imgfilters.ops import median as _median
 from imgfilters.ops import nlm as _nlm
 from imgfilters.ops import resample as _resample
 from imgfilters.ops import separable as _separable
 
-__all__ = ["GaussianBlur", "BoxBlur", "SeparableFilter", "Filter2D", "UnsharpMask", "Bilateral", "JointBilateral",
-           "NonLocalMeans", "Resize", "Upsample", "Sobel", "Scharr", "Laplacian"]
+__all__ = ["GaussianBlur", "BoxBlur", "SeparableFilter", "Filter2D", "MedianBlur", "UnsharpMask", "Bilateral",
+           "JointBilateral", "NonLocalMeans", "Resize", "Upsample", "Sobel", "Scharr", "Laplacian"]
 
 # PIL modes the filters take (a superset of what torchvision's functional filters take):
 # 8 bits per channel, then the modes that travel as another one (``_filter_pil``)
@@ -190,6 +192,40 @@ class Filter2D(v2.Transform):
         return _filter2d._filter2d_op, (img, *_filter2d._filter2d_args(img, self.kernel, self.border,
                                                                         self.border_value))
 
+
+class MedianBlur(v2.Transform):
+    """``imgfilters.median_blur`` as a transform. ``kernel_size`` may be a ``(low, high)``
+    range of odd sizes: one of the odd sizes from low to high, drawn uniformly on every
+    call."""
+
+    def __init__(self, kernel_size, *, border="reflect", border_value=0.0):
+        super().__init__()
+        if isinstance(kernel_size, (tuple, list)):
+            if len(kernel_size) != 2:
+                raise ValueError(f"kernel_size must be an odd integer or a (low, high) range, got {kernel_size!r}")
+            lo, hi = (_median.check_size(k) for k in kernel_size)
+            if lo > hi:
+                raise ValueError(f"kernel_size range must have low <= high, got {kernel_size!r}")
+            self.kernel_size = (lo, hi)
+        else:
+            k = _median.check_size(kernel_size)
+            self.kernel_size = (k, k)
+        _image_check_border(border, border_value)
+        self.border, self.border_value = border, border_value
+
+    def make_params(self, flat_inputs):
+        lo, hi = self.kernel_size
+        if lo == hi:
+            return dict(kernel_size=lo)
+        return dict(kernel_size=lo + 2 * int(torch.randint((hi - lo) // 2 + 1, ()).item()))
+
+    def transform(self, inpt, params):
+        return _filter_images(inpt, lambda t: _median.median_blur(t, params["kernel_size"], border=self.border,
+                                                                  border_value=self.border_value))
+
+    def _op_call(self, img, params):
+        return _median._median_op, (img, *_median._median_args(img, params["kernel_size"], self.border,
+                                                                self.border_value))
 
 class _Derivative(v2.Transform):
     """A derivative filter as a transform: tensors, Images and Videos in, signed results out

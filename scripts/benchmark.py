@@ -275,6 +275,29 @@ def filter2d_cases():
     return cases
 
 
+
+@family("median")
+def median_cases():
+    """Issue 40: the median on 4K RGB (1x3x2160x3840), next to CV-CUDA (``cvcuda.median_blur``
+    on the NHWC image, when installed; the issue's bound is its 0.93 ms for 5 x 5 uint8) and
+    kornia (float32 only: its median_blur takes floats)."""
+    kornia, cvcuda = optional("kornia"), optional("cvcuda")
+    k4 = (1, 3, 2160, 3840)
+    cases = []
+    for ksize, dtype in [(5, torch.uint8), (3, torch.uint8), (7, torch.uint8), (15, torch.uint8),
+                         (5, torch.float32)]:
+        x = image(k4, dtype)
+        peers = {}
+        if cvcuda is not None and ksize <= 7:
+            hwc = x.permute(0, 2, 3, 1).contiguous()
+            src = cvcuda.as_tensor(hwc, "NHWC")
+            dst = cvcuda.as_tensor(torch.empty_like(hwc), "NHWC")
+            peers["CV-CUDA"] = lambda src=src, dst=dst, k=ksize: cvcuda.median_blur_into(dst, src, (k, k))
+        if kornia is not None and dtype == torch.float32:
+            peers["kornia"] = lambda x=x, k=ksize: kornia.filters.median_blur(x, (k, k))
+        cases.append((f"median_blur {ksize}x{ksize}", x, lambda x=x, k=ksize: imgfilters.median_blur(x, k), peers))
+    return cases
+
 # ---- Real-ESRGAN's degradations the BasicSR way (torch ops), the peer of the "degrade" rows ----
 
 _JPEG_Y = [[16, 11, 10, 16, 24, 40, 51, 61], [12, 12, 14, 19, 26, 58, 60, 55], [14, 13, 16, 24, 40, 57, 69, 56],
@@ -415,13 +438,13 @@ def degrade_cases():
 def tuned_tile(family_name):
     """The tile the family's tuning chose last (NLM: its one tile), for the notes (None
     when untuned)."""
-    from imgfilters.kernels import bilateral, filter2d, nlm, separable
+    from imgfilters.kernels import bilateral, filter2d, median, nlm, separable
     from imgfilters.kernels.core.launch import tile_config
     if family_name == "nlm":
         cfg = tile_config(**nlm.TILE)
     else:
         tuning = {"separable": separable.scratch_tuning, "bilateral": bilateral.forward_tuning,
-                  "filter2d": filter2d.tuning}.get(family_name)
+                  "filter2d": filter2d.tuning, "median": median.tuning}.get(family_name)
         cfg = getattr(tuning, "last", None)
     if cfg is None:
         return None

@@ -242,7 +242,7 @@ def test_every_usage_error_gives_code_2_and_one_line(tmp_path, capsys):
         (tmp_path / "rgba.png", tmp_path / "o7.jpg", "--search-radius", "1"),
         (tmp_path / "ok.png", tmp_path / "o8.png", "--patch-size", "4"),
         (tmp_path / "ok.png", tmp_path / "o9.png", "--sigma", "nan"),
-        (tmp_path / "ok.png", tmp_path / "o10.png", "--method", "median"),
+        (tmp_path / "ok.png", tmp_path / "o10.png", "--method", "wiener"),
         (tmp_path / "ok.png", tmp_path / "o11.png", "--quality", "0"),
         (tmp_path / "ok.png", tmp_path / "nosuch" / "o12.png"),
         (tmp_path / "tiny.png", tmp_path / "o13.png"),

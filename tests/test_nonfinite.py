@@ -141,3 +141,25 @@ def test_tiled_and_dask_resampling_keep_non_finite_local(name, args, params, dev
     on_device = imgfilters.tiled(fn, x.float(), *args, tile=5, device=device, progress=False, **params).double()
     for test in (torch.isnan, torch.isposinf, torch.isneginf):
         assert torch.equal(test(on_device), test(expected)), test.__name__
+
+
+@pytest.mark.parametrize("path", ["reference", "kernels", "cpu engine"])
+@pytest.mark.parametrize("border", ["reflect", "constant"])
+def test_median_nan_windows_give_nan_and_infinities_are_ordered_values(path, border, device, gen, monkeypatch):
+    """``median_blur``: an output is NaN exactly where its window holds a NaN; an inf is
+    a value like any other (below or above every finite one), so the other outputs are
+    their windows' exact medians, infinities among them (the float64 reference's, on
+    every path)."""
+    from imgfilters.reference import median as median_ref
+    if path == "cpu engine":
+        pytest.importorskip("numba")
+        device = "cpu"
+        monkeypatch.setattr(_image, "_ENGINE", [True])
+    x = _with(torch.rand(1, 3, 16, 16, generator=gen, dtype=torch.float64))
+    x[0, 1, 9:12, 2:5] = INF  # a window of infinities: an inf median
+    expected = median_ref.median_blur(x, 3, border, 0.5)
+    holds_nan = median_ref.windows(x.isnan().double(), 3, border).amax(-1) > 0
+    assert torch.equal(expected.isnan(), holds_nan) and expected.isposinf().any()
+    img = x if path == "reference" else x.float().to(device)
+    y = imgfilters.median_blur(img, 3, border=border, border_value=0.5).cpu().double()
+    torch.testing.assert_close(y, expected, rtol=0, atol=1e-7, equal_nan=True)

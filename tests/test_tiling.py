@@ -21,6 +21,7 @@ CALLS = [
     (imgfilters.filter2d, ([[0.1, 0.5, -0.2], [0.3, 0.1, 0.2], [0.0, 0.4, -0.1], [0.2, 0.2, 0.1], [0.1, 0.0, 0.3]],),
      {"border": "symmetric"}),
     (imgfilters.filter2d, (torch.linspace(-0.5, 1.0, 30, dtype=torch.float64).reshape(2, 3, 5),), {}),  # per image
+    (imgfilters.median_blur, (5,), {"border": "symmetric"}),
     (imgfilters.nl_means, (0.08,), {"sigma": 0.02, "patch_size": 3, "search_radius": 2}),
     (imgfilters.pointwise, ([pw.gamma(2.2), pw.scale(0.5)],), {}),
     (imgfilters.resize, ((11, 30),), {"interpolation": "bicubic"}),  # down along H (antialiased), up along W
