@@ -7,11 +7,12 @@ import torch
 from torchvision.transforms import v2
 
 import imgfilters
-from imgfilters import _image, cpu, transforms as T
+from imgfilters import _image, transforms as T
 from imgfilters.kernels.core.borders import BORDERS
 from imgfilters.reference import median as ref
 
-from helpers import FUSED, KERNEL_DTYPES, assert_gradient_matches, assert_matches, random_image, sample
+from helpers import (KERNEL_DTYPES, assert_fused_in_one_engine_pass, assert_gradient_matches, assert_matches,
+                     random_image, sample)
 
 pytestmark = pytest.mark.usefixtures("cpu_engine")
 
@@ -63,10 +64,4 @@ def test_fused_prologue_and_epilogue(gen, monkeypatch):
     x = random_image((2, 3, 15, 17), torch.uint8, gen)
     steps = [v2.ToDtype(torch.float32, scale=True), v2.Normalize([0.4, 0.5, 0.6], [0.2, 0.3, -0.1]),
              T.MedianBlur(5, border="constant", border_value=0.3), v2.Normalize([0.1], [2.0])]
-    fused = imgfilters.fuse(v2.Compose(steps))
-    calls, run = [], cpu.run
-    monkeypatch.setattr(cpu, "run", lambda *a, **kw: calls.append(a[0]) or run(*a, **kw))
-    got = fused(x)
-    assert len(calls) == 1
-    expected = v2.Compose(steps)(x)
-    assert ((got - expected).abs() / expected.abs().clamp(min=1)).max() <= FUSED[torch.float32]
+    assert_fused_in_one_engine_pass(steps, x, monkeypatch)
