@@ -94,6 +94,14 @@ def test_integer_result_dtype_saturates_as_opencvs_same_depth(gen, device):
     assert y.dtype == torch.uint8 and torch.equal(y[0].permute(1, 2, 0).cpu(), torch.from_numpy(expected))
 
 
+def test_a_float64_result_is_the_definitions(gen, device):
+    x = random_image((1, 2, 7, 9), torch.uint8, gen, device)
+    y = imgfilters.laplacian(x, 3, dtype=torch.float64)
+    assert y.dtype == torch.float64
+    torch.testing.assert_close(y.cpu(), definition(imgfilters.laplacian, imgfilters._image.to_unit(x.cpu()), ksize=3),
+                               rtol=0, atol=1e-12)
+
+
 def test_channels_last_and_strided_views(gen, device):
     x = random_image((2, 3, 8, 14), torch.float32, gen, device).to(memory_format=torch.channels_last)
     y = imgfilters.sobel(x, 0, 1, ksize=5)
@@ -107,6 +115,7 @@ def test_engine_on_cpu_tensors(cpu_engine, gen):
     x = random_image((2, 3, 17, 21), torch.uint8, gen)
     for fn, kw, _ in CASES.values():
         assert_matches(fn(x, **kw), definition(fn, imgfilters._image.to_unit(x), **kw))
+    assert imgfilters.sobel(x, 1, 0, dtype=torch.float64).dtype == torch.float64
 
 
 def test_gradients(gen, device):

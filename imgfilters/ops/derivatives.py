@@ -4,15 +4,19 @@ Each is one launch of an existing kernel: Sobel and Scharr of the separable kern
 (``ops/separable.py``), the Laplacian of the 2-D one (``ops/filter2d.py``), with taps from
 ``reference/derivatives.py``. A derivative is signed, so the result is float32 for
 integer and float32 images (``dtype=`` chooses another; an integer dtype saturates, as
-OpenCV's ``ddepth=-1``), float16, bfloat16 and float64 images keep their dtype. Integer
+OpenCV's ``ddepth=-1``, within one level of it: exact halves round through the float32
+unit scale, not half to even), float16, bfloat16 and float64 images keep their dtype; a
+float64 result is the float64 definition's. Integer
 images are read in unit scale as everywhere in the library (value / 255 for uint8): the
 result is OpenCV's ``cv2.Sobel(img, cv2.CV_32F, ...)`` divided by 255 (pass
 ``scale=255`` for OpenCV's numbers).
 
 NaN and inf stay in the window that reads them, as for the other filters, but the whole
 window: a derivative's zero taps (Sobel's centre column, the Laplacian's corners) still
-read the pixel, and IEEE arithmetic makes 0 * NaN NaN (OpenCV's float result does the
-same). Gradients flow to the image for floating-point inputs. ``imgfilters.fuse`` runs these
+read the pixel, and IEEE arithmetic makes 0 * NaN and 0 * inf NaN (OpenCV skips zero taps:
+its non-finite outputs are fewer; on finite images the results agree).
+
+Gradients flow to the image for floating-point inputs. ``imgfilters.fuse`` runs these
 transforms as they are (not fused into a neighbour's launch).
 """
 import functools
@@ -145,8 +149,9 @@ def _output(img, *args):
 
 def _typed(img, dtype, run, definition):
     """``run(fusion)`` on the kernels or the CPU engine, with a fusion that only types the
-    store as ``dtype``; else ``definition`` (float64, unit scale) on the reference path."""
-    if _image.uses_kernels(img) or _image.uses_cpu_engine(img):
+    store as ``dtype``; else (the reference path, or a float64 result, which neither
+    stores) ``definition`` (float64, unit scale)."""
+    if dtype != torch.float64 and (_image.uses_kernels(img) or _image.uses_cpu_engine(img)):
         return run(pointwise.Fusion((), (), img.dtype, dtype))
     y = definition(_image.to_unit(_image.as_planes(img))).reshape(img.shape)
     return _image.in_layout(img, _image.from_unit(y, dtype))
