@@ -7,8 +7,9 @@ calls from Python (the engine calls the kernel's native function through a tramp
 the wrappers' code would reference numba's helper library, which a warm process does not
 load, and the helpers' wrappers cost a sixth of a cold compile: a cold first call of the
 separable kernel took 2.5 s of CPU with them, 2.1 without), releasing the GIL, numpy's
-error model, FMA contraction only. The helpers it calls
-(``core.Lazy``) are made numba functions when numba first types them.
+error model, FMA contraction only (``no_cpython_wrapper`` and ``no_cfunc_wrapper`` are
+numba's target options, undocumented). The helpers a kernel calls (``core.Lazy``) are
+made numba functions when numba first types them.
 """
 import numba
 from numba import types

@@ -1,18 +1,19 @@
 """The CPU engine's kernels as machine code on disk, loaded without numba (conventions:
-``imgfilters.cpu``, "Compiles").
+``imgfilters.cpu``, "First calls").
 
 On a cache miss numba compiles a kernel (``build``): its object code (what numba's own
 cache would store), its symbol and how its arguments flatten into numba's native calling
 convention (read from numba's data model at compile time) go into a file under
-``cpu.cache_dir()``. A warm process loads that object with llvmlite's MCJIT and calls it
-through ctypes (which releases the GIL for the call, as ``run``'s threads need): no numba
-import, no typing, no target setup. The file's name and contents are keyed on the kernel,
-its signature, the host CPU and its features, the numba and llvmlite versions and the
-``NUMBA_`` settings (the folder already on the engine's sources), its payload checked by
-a digest: a stale or damaged file is never run, and any failure to load falls back to
-compiling. The object's undefined symbols (libm's, such as ``powf``) are listed at compile
-time and each must resolve in this process before the object loads (MCJIT aborts the
-process on an unresolved one).
+``cpu.cache_dir()``, with a trampoline compiled from them (``build.trampoline``). A warm
+process loads both objects with llvmlite's MCJIT and calls the trampoline through ctypes
+(which releases the GIL for the call, as ``run``'s threads need): no numba import, no
+typing, no target setup. The file's name and contents are keyed on the kernel, its
+signature, the host CPU and its features, the numba and llvmlite versions and the
+``NUMBA_`` settings and numpy's array struct (the folder already on the engine's
+sources), its payload checked by a digest: a stale or damaged file is never run, and any
+failure to load falls back to compiling. The object's undefined symbols (libm's, such as
+``powf``) are listed at compile time and each must resolve in this process before the
+object loads (MCJIT aborts the process on an unresolved one).
 """
 import ctypes
 import functools
