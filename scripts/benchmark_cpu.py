@@ -156,20 +156,24 @@ FIRST_CALLS = {
 FIRST_CALL_SCRIPT = """
 import sys, time
 import torch, imgfilters, imgfilters.ops
+from imgfilters import cpu
 x = torch.randint(0, 256, (1, 3, 64, 80), dtype=torch.uint8)
 {before}
+runs, run = [], cpu.run
+cpu.run = lambda *a, **k: runs.append(1) or run(*a, **k)
 t, c = time.perf_counter(), time.process_time()
 {call}
 first, first_cpu = time.perf_counter() - t, time.process_time() - c
 t = time.perf_counter()
 {call}
-print(first, first_cpu, time.perf_counter() - t, "numba" in sys.modules)
+print(first, first_cpu, time.perf_counter() - t, "numba" in sys.modules, bool(runs))
 """
 
 
 def first_call(call, cache, before=""):
-    """(first call's wall s, its CPU s, second call's wall s, whether it ran the engine) of
-    ``call`` in a fresh process with the kernel cache in ``cache``."""
+    """(first call's wall s, its CPU s, second call's wall s, whether the process imported
+    numba (compiled), whether it ran the engine) of ``call`` in a fresh process with the
+    kernel cache in ``cache``."""
     env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), CUDA_VISIBLE_DEVICES="", IMGFILTERS_CPU_ENGINE="1",
                PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     env.pop("TRITON_INTERPRET", None)
@@ -177,14 +181,14 @@ def first_call(call, cache, before=""):
                          capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-2000:])
-    *times, engine = out.stdout.split()[-4:]
-    return (*map(float, times), engine == "True")
+    *times, numba, engine = out.stdout.split()[-5:]
+    return (*map(float, times), numba == "True", engine == "True")
 
 
 def first_calls(args):
     """Each op's first call in fresh processes: cold (its own empty kernel cache: numba's
-    setup and the compiles), warm (the kernels cached on disk by the cold run: numba's
-    setup and the loads), and warm after another op's first call (numba set up already)."""
+    import and setup, and the compiles), warm (the kernels' machine code cached on disk by
+    the cold run: loaded without numba), and warm after another op's first call."""
     rows = []
     for name, call in FIRST_CALLS.items():
         if args.only and not any(o in name for o in args.only):
@@ -192,16 +196,19 @@ def first_calls(args):
         other = FIRST_CALLS["gaussian_blur" if name != "gaussian_blur" else "pointwise"]
         with tempfile.TemporaryDirectory() as cache:
             try:
-                cold, cold_cpu, _, engine = first_call(call, cache)
-                warm, warm_cpu, again, _ = first_call(call, cache)
+                cold, cold_cpu, _, _, engine = first_call(call, cache)
+                warm, warm_cpu, again, compiled, _ = first_call(call, cache)
                 first_call(other, cache)  # (the other op's kernels cached too)
-                after, after_cpu, _, _ = first_call(call, cache, before=other)
+                after, after_cpu, _, _, _ = first_call(call, cache, before=other)
             except RuntimeError as e:
                 print(f"first call of {name}: failed: {str(e).splitlines()[-1]}")
                 continue
         rows.append((name, engine, cold, cold_cpu, warm, warm_cpu, after, again))
         state = "" if engine else "  (not on the engine: the float64 reference)"
-        print(f"first call {name:16s} cold {cold:6.2f} s (CPU {cold_cpu:5.2f})  warm process {warm:6.3f} s "
+        state += "  (the warm process compiled: numba imported)" if engine and compiled else ""
+        met = cold_cpu <= 3.0 and warm_cpu <= 0.3
+        state += f"  (must 3 s / 0.3 s of CPU: {'met' if met else 'NOT met'})" if engine else ""
+        print(f"first call {name:24s} cold {cold:6.2f} s (CPU {cold_cpu:5.2f})  warm process {warm:6.3f} s "
               f"(CPU {warm_cpu:5.3f})  after another op {after:6.3f} s  (second call {again * 1e3:7.2f} ms){state}",
               flush=True)
     return rows

@@ -42,9 +42,16 @@ Conventions (every family follows them):
 - **Specialisations.** Kernels are compiled for explicit signatures of ``'A'``-layout
   arrays (``core.image_args`` and friends): one specialisation per kernel whatever the
   dtypes, layouts and borders, so a cold process compiles each kernel once (about a
-  second) and a warm one loads it from the disk cache. The cache lives in a folder per
-  version of these sources (``cache_dir``): numba keys its cache on the file of each
-  kernel, not on the helpers it calls from ``core.py``.
+  second or two) and a warm one loads it from the disk cache.
+- **First calls.** The engine keeps its own disk cache of machine code (``native.py``):
+  a kernel's first call in a process loads its object code (compiled for this CPU, keyed
+  on the engine's sources, the CPU, numba's and llvmlite's versions) with llvmlite's
+  MCJIT and calls it through ctypes and a small trampoline, without importing numba
+  (about 30 ms, the first kernel). On a miss, numba compiles it (``build.py``, the one
+  module that imports numba) and the object goes to the cache, written atomically; a
+  damaged or stale file never runs. So ``core.py`` and the families import no numba: their
+  helpers and kernels are plain functions (``core.jit``, ``core.intrinsic``,
+  ``core.kernel``) and their argument types numba's type strings (``core.array``).
 - **Threads.** ``threads()`` is ``torch.get_num_threads()`` (DataLoader workers that set
   one thread get one), at most the CPUs this process may use. A kernel takes
   ``(lo, hi, ...)``, a range of its independent tasks (planes, or bands of rows of a
@@ -59,9 +66,9 @@ Conventions (every family follows them):
   helper cost a call to increment and one to decrement a count: on 224-pixel rows the
   separable kernel took 0.53 us a row, without it 0.24.
 - **Compiles.** FMA contraction only (``core.FASTMATH``: no ``nnan``/``ninf``, NaN and inf
-  propagate as IEEE says; no reassociation), numpy's error model. Every helper a kernel
-  calls is inlined into it, so keep helpers short and their call sites few: a cold
-  compile of the separable kernel is about 2.5 s of CPU.
+  propagate as IEEE says; no reassociation), numpy's error model, no Python wrappers
+  (``build.py``). Every helper a kernel calls is inlined into it, so keep helpers short
+  and their call sites few: a cold compile of the separable kernel is about 2.5 s of CPU.
 
 Putting an op on the engine (the ops of ``ops/separable.py``, ``ops/filter2d.py``,
 ``ops/resample.py``, ``ops/pointwise.py`` and ``ops/jpeg.py`` show it):
@@ -74,7 +81,7 @@ Putting an op on the engine (the ops of ``ops/separable.py``, ``ops/filter2d.py`
 2. In the op's implementation, before the reference branch::
 
        if _image.uses_cpu_engine(img):
-           from imgfilters.cpu import <family> as engine   # (numba loads here, once)
+           from imgfilters.cpu import <family> as engine   # (no numba: the kernels load on first call)
            return engine.<function>(img, ..., fusion)
 
 3. ``library.op(..., cpu_engine=True)`` when the implementation takes ``fusion``: fused
@@ -265,9 +272,10 @@ def fused(fusion, channels, dtype, first_epilogue=()):
 
 
 def cache_dir():
-    """Where the compiled kernels are cached: ``NUMBA_CACHE_DIR`` (or the user's cache
-    folder) / ``imgfilters-cpu`` / a hash of the engine's sources, so that a change to a
-    shared helper in ``core.py`` never loads a kernel compiled against the old one."""
+    """Where the compiled kernels are cached (``native``): ``NUMBA_CACHE_DIR`` (or the
+    user's cache folder) / ``imgfilters-cpu`` / a hash of the engine's sources, so that a
+    change to a shared helper in ``core.py`` never loads a kernel compiled against the old
+    one."""
     here = Path(__file__).resolve().parent
     digest = hashlib.sha1()
     for f in sorted(here.glob("*.py")):

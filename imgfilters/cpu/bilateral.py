@@ -20,7 +20,6 @@ for every option and dtype. Each pixel's own value, with weight 1, is added to i
 ``joint_bilateral_upsample`` is in ``upsample.py``.
 """
 import numpy as np
-from numba import types
 
 from imgfilters import _image, cpu
 from imgfilters.cpu import core
@@ -30,7 +29,7 @@ from imgfilters.cpu.fastexp import LOG2E, exp2_neg, not_inlined, wide_vectors
 BLOCK = 512  # pixels of a row per pass over the taps: the sums and a tap's rows stay in L1 and L2
 SLACK = 16  # loops run over whole vectors of 16 (AVX-512 float32)
 LIMIT = 1e30  # the largest coefficient (ops.bilateral's, as _image.finite_ratio keeps them)
-F32_3D = types.Array(types.float32, 3, "C")
+F32_3D = core.array("float32", 3, "C")
 
 
 @core.jit

@@ -9,83 +9,94 @@ family are compiled for explicit signatures built from the argument types below
 Floating point: FMA contraction only (``FASTMATH``). No ``nnan``/``ninf`` (NaN and inf
 must propagate as IEEE arithmetic says: ``tests/test_nonfinite.py``), no reassociation
 (the order of a sum is the kernel's, and rounding steps stay exact).
+
+Nothing here imports numba: the helpers and kernels are recorded as plain functions
+(``jit``, ``intrinsic``, ``kernel``) and their argument types as numba's type strings, so a
+process whose kernels are in the disk cache loads their machine code (``native``) without
+it; numba compiles them (``build``) on a cache miss only.
 """
-import os
+import threading
 
 import numpy as np
-from numba import njit, types
-
-from imgfilters import cpu
 
 FASTMATH = {"contract"}
 f32 = np.float32
 
 
-def _install_cache_locator():
-    """Cache this package's kernels under ``cpu.cache_dir()`` (a folder per version of the
-    engine's sources), leaving numba's own cache settings to everyone else."""
-    try:
-        from numba.core import caching
-    except ImportError:  # (numba's layout changed: its default cache still works)
-        return
-    here = os.path.dirname(os.path.abspath(__file__))
-    root = cpu.cache_dir()
+class Lazy:
+    """A function that numba compiles when a kernel that calls it compiles (``build``):
+    ``how`` is "jit" (a helper, inlined into its callers) or "intrinsic" (numba's
+    ``@intrinsic``: LLVM IR of its own). ``py_func`` is the plain function."""
 
-    class Locator(caching._SourceFileBackedLocatorMixin, caching._CacheLocator):
-        def __init__(self, py_func, py_file):
-            self._py_file = py_file
-            self._lineno = py_func.__code__.co_firstlineno
-            self._cache_path = os.path.join(root, self.get_suitable_cache_subpath(py_file))
+    def __init__(self, py_func, how):
+        self.py_func, self.how = py_func, how
+        self.compiled = None  # numba's dispatcher, once ``build`` made it
+        self.__name__, self.__qualname__, self.__doc__ = py_func.__name__, py_func.__qualname__, py_func.__doc__
+        self.__module__ = py_func.__module__
 
-        def get_cache_path(self):
-            return self._cache_path
-
-        @classmethod
-        def from_function(cls, py_func, py_file):
-            if os.path.dirname(os.path.abspath(py_file)) != here:
-                return None
-            return super().from_function(py_func, py_file)
-
-    classes = caching.CacheImpl._locator_classes
-    if not any(getattr(c, "__qualname__", "") == Locator.__qualname__ and c.__module__ == __name__ for c in classes):
-        classes.insert(0, Locator)
-
-
-_install_cache_locator()
-
-
-def _compiled(fn, *signature):
-    """``fn`` compiled by numba (for ``signature`` if given) without its runtime (no
-    allocations, no reference counts: ``imgfilters.cpu``, "No runtime"), cached on disk;
-    without a disk cache where no cache folder is writable (numba refuses to cache there)."""
-    options = dict(nogil=True, fastmath=FASTMATH, error_model="numpy", _nrt=False)
-    try:
-        return njit(*signature, cache=True, **options)(fn)
-    except RuntimeError as e:
-        if "cannot cache" not in str(e):
-            raise
-        return njit(*signature, cache=False, **options)(fn)
+    def __repr__(self):
+        return f"<{self.how} {self.__module__}.{self.__qualname__}>"
 
 
 def jit(fn):
     """A helper compiled with the kernel that calls it."""
-    return _compiled(fn)
+    return Lazy(fn, "jit")
+
+
+def intrinsic(fn):
+    """numba's ``@intrinsic`` ``fn(typingctx, *args)``, made when a kernel compiles (its body
+    may import numba: it runs in the compiler only)."""
+    return Lazy(fn, "intrinsic")
+
+
+class Kernel:
+    """A kernel ``fn(lo, hi, *args)`` compiled for one signature (``cpu.run`` calls it): on
+    its first call its machine code is loaded from the disk cache, or compiled by numba
+    and cached (``native.function``), once whatever the threads that call it."""
+
+    def __init__(self, py_func, arg_types):
+        self.py_func = py_func
+        self.signature = f"void(int64, int64, {', '.join(arg_types)})"
+        self.name = f"{py_func.__module__}.{py_func.__qualname__}"
+        self.__doc__ = py_func.__doc__
+        self.function = None  # the compiled kernel, a ctypes-backed callable (``native``)
+        self._lock = threading.Lock()
+
+    def __call__(self, *args):
+        function = self.function
+        if function is None:
+            with self._lock:
+                if self.function is None:
+                    from imgfilters.cpu import native
+                    self.function = native.function(self)
+            function = self.function
+        function(args)
 
 
 def kernel(*arg_types):
-    """A kernel ``fn(lo, hi, *args)`` compiled for one signature (``cpu.run`` calls it)."""
-    return lambda fn: _compiled(fn, types.void(types.int64, types.int64, *arg_types))
+    """A kernel ``fn(lo, hi, *args)`` for the argument types ``arg_types`` (numba's type
+    strings, as below)."""
+    return lambda fn: Kernel(fn, arg_types)
+
+
+def array(dtype, ndim, layout="C"):
+    """numba's type string of an ``ndim``-D array of ``dtype``, ``layout`` "C" (contiguous)
+    or "A" (any strides)."""
+    dims = [":"] * ndim
+    if layout == "C":
+        dims[-1] = "::1"
+    return f"{dtype}[{', '.join(dims)}]"
 
 
 # argument types
-INT = types.int64
-FLOAT = types.float32
-ROW = types.Array(types.float32, 1, "C")  # taps, weights
-INDEX = types.Array(types.int32, 1, "C")  # border maps, tap indices
-SLOTS = types.Array(types.int64, 1, "C")  # tap offsets, ring slots
-TABLE = types.Array(types.float32, 2, "C")
-CHAIN = types.Array(types.float32, 3, "C")  # (C, steps, 4): cpu.chain
-IMAGE = (types.Array(types.uint8, 4, "A"), types.Array(types.uint16, 4, "A"), types.Array(types.float32, 4, "A"),
+INT = "int64"
+FLOAT = "float32"
+ROW = array("float32", 1)  # taps, weights
+INDEX = array("int32", 1)  # border maps, tap indices
+SLOTS = array("int64", 1)  # tap offsets, ring slots
+TABLE = array("float32", 2)
+CHAIN = array("float32", 3)  # (C, steps, 4): cpu.chain
+IMAGE = (array("uint8", 4, "A"), array("uint16", 4, "A"), array("float32", 4, "A"),
          INT)  # cpu.image_args: u8, u16, f32 planes and the kind
 
 

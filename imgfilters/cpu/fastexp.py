@@ -14,9 +14,6 @@ cycles). NaN stays NaN (no comparison turns it into a number), so a non-finite p
 still makes NaN of the sums that read it; -inf gives 2^FLOOR.
 """
 import numpy as np
-from llvmlite import ir
-from numba import types
-from numba.core.extending import intrinsic
 
 from imgfilters.cpu import core
 from imgfilters.cpu.core import f32
@@ -29,9 +26,11 @@ FLOOR = -64.0
 ROUND = 1.5 * 2 ** 23  # x + ROUND - ROUND rounds |x| < 2^22 to an integer (no reassociation: FASTMATH)
 
 
-@intrinsic
+@core.intrinsic
 def _float32_from_bits(typingctx, bits):
     """The float32 whose bits are the int32 ``bits`` (an LLVM bitcast: no memory)."""
+    from llvmlite import ir
+    from numba import types
     if bits != types.int32:
         return None
 
@@ -40,7 +39,7 @@ def _float32_from_bits(typingctx, bits):
     return types.float32(types.int32), codegen
 
 
-@intrinsic
+@core.intrinsic
 def wide_vectors(typingctx):
     """Mark the calling function for the widest vectors the CPU has (LLVM's
     ``prefer-vector-width``): with AVX-512, LLVM's default for Intel CPUs stops at 256 bits
@@ -48,27 +47,33 @@ def wide_vectors(typingctx):
     the filters' loops, arithmetic on rows in L1, run 1.4 times faster on 512 (Sapphire
     Rapids). Where there is no AVX-512 the attribute changes nothing. llvmlite accepts
     only the attributes it knows, so this one goes into its set as LLVM spells it."""
+    from numba import types
+
     def codegen(context, builder, signature, args):
         set.add(builder.function.attributes, '"prefer-vector-width"="512"')
         return context.get_dummy_value()
     return types.none(), codegen
 
 
-@intrinsic
+@core.intrinsic
 def not_inlined(typingctx):
     """Keep the calling function out of its callers (LLVM's ``noinline``): a helper that
     runs once a row, such as one that loads a row through the prologue's steps, is then
     compiled once and not again into each caller, which costs compile time and gains no
     speed."""
+    from numba import types
+
     def codegen(context, builder, signature, args):
         builder.function.attributes.add("noinline")
         return context.get_dummy_value()
     return types.none(), codegen
 
 
-@intrinsic
+@core.intrinsic
 def _bits_of_float32(typingctx, value):
     """The int32 whose bits are the float32 ``value``'s (an LLVM bitcast: no memory)."""
+    from llvmlite import ir
+    from numba import types
     if value != types.float32:
         return None
 

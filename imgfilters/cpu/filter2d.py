@@ -9,13 +9,12 @@ Without a prologue, integer pixels are read as their values, the unit scale on t
 """
 import numpy as np
 import torch
-from numba import types
 
 from imgfilters import _image, cpu
 from imgfilters.cpu import core
 from imgfilters.cpu.core import CHAIN, FLOAT, IMAGE, INDEX, INT, ROW, TABLE, f32
 
-KERNELS = types.Array(types.float32, 3, "C")  # (B or 1, kh, kw)
+KERNELS = core.array("float32", 3, "C")  # (B or 1, kh, kw)
 
 
 @core.kernel(*IMAGE, *IMAGE, KERNELS, INDEX, INDEX, FLOAT, FLOAT, FLOAT, CHAIN, CHAIN, INT, INT, TABLE, ROW, ROW)

@@ -10,16 +10,15 @@ RGB again, stored.
 """
 import numpy as np
 import torch
-from numba import types
 
 from imgfilters import _image, cpu
 from imgfilters.cpu import core
 from imgfilters.cpu.core import IMAGE, INT, ROW
 from imgfilters.reference import jpeg as reference
 
-F64 = types.Array(types.float64, 2, "C")
-QUANT = types.Array(types.float64, 3, "C")  # (B, 8, 8)
-PLANES = types.Array(types.float64, 3, "C")
+F64 = core.array("float64", 2, "C")
+QUANT = core.array("float64", 3, "C")  # (B, 8, 8)
+PLANES = core.array("float64", 3, "C")
 
 
 @core.jit

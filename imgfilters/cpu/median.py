@@ -23,11 +23,10 @@ import torch
 from imgfilters import _image, cpu
 from imgfilters.cpu import core, median_networks
 from imgfilters.cpu.core import CHAIN, FLOAT, IMAGE, INDEX, INT, ROW, TABLE, f32
-from numba import types
 
-KEYS = types.Array(types.int32, 2, "C")  # the ring of key rows
-RING8 = types.Array(types.uint8, 2, "C")  # a ring of stored uint8 values
-COUNTS = types.Array(types.int32, 1, "C")
+KEYS = core.array("int32", 2)  # the ring of key rows
+RING8 = core.array("uint8", 2)  # a ring of stored uint8 values
+COUNTS = core.array("int32", 1)
 LARGEST = np.int32(2 ** 31 - 1)
 
 
@@ -91,7 +90,7 @@ def _radix(ring, slot0, k, bits, floats, unit, never, prefix, cand, below, acc, 
 
 
 @core.kernel(*IMAGE, *IMAGE, INDEX, INDEX, FLOAT, FLOAT, FLOAT, CHAIN, CHAIN, INT, INT, INT, INT,
-             KEYS, TABLE, RING8, types.Array(types.uint8, 1, "C"), ROW, ROW, ROW, COUNTS, COUNTS, COUNTS, COUNTS)
+             KEYS, TABLE, RING8, core.array("uint8", 1), ROW, ROW, ROW, COUNTS, COUNTS, COUNTS, COUNTS)
 def _median(lo, hi, xu8, xu16, xf32, kin, yu8, yu16, yf32, kout, rows, edges, border_value, in_scale, unit,
             pro, epi, n_bands, band_rows, k, bits, ring, values, values8, out8, pad, acc, xin, prefix, cand,
             below, never):

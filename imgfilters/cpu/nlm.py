@@ -19,7 +19,6 @@ those at p to q's, where they lie in the block. Every loop runs over contiguous 
 such rows. Half the distances and exponentials of a loop over the whole search window.
 """
 import numpy as np
-from numba import types
 
 from imgfilters import _image, cpu
 from imgfilters.cpu import core
@@ -30,7 +29,7 @@ BLOCK = 256  # output columns per block: the block's rows and sums stay in L2 ov
 BAND = 32  # output rows per task at most
 SLACK = 16  # loops run over whole vectors of 16 (AVX-512 float32)
 LIMIT = 1e30
-F32_3D = types.Array(types.float32, 3, "C")
+F32_3D = core.array("float32", 3, "C")
 
 
 @core.jit

@@ -12,15 +12,14 @@ product.
 """
 import numpy as np
 import torch
-from numba import types
 
 from imgfilters import cpu
 from imgfilters.cpu import core
 from imgfilters.cpu.core import IMAGE, INT, TABLE
 
 PATCH = 7
-F64_2D = types.Array(types.float64, 2, "C")
-F64_3D = types.Array(types.float64, 3, "C")
+F64_2D = core.array("float64", 2, "C")
+F64_3D = core.array("float64", 3, "C")
 
 
 @core.kernel(*IMAGE, INT, F64_3D, F64_2D, TABLE)

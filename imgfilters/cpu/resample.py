@@ -24,16 +24,15 @@ reference's order for its clamp.
 import functools
 
 import numpy as np
-from numba import types
 
 from imgfilters import _image, cpu
 from imgfilters.cpu import core
 from imgfilters.cpu.core import CHAIN, FLOAT, IMAGE, INDEX, INT, ROW, SLOTS, TABLE, f32
 from imgfilters.reference import resample as reference
 
-COLUMNS = types.Array(types.uint32, 2, "C")  # (K, n) source columns (W: the zero after the row)
-OFFSETS = types.Array(types.int32, 2, "C")  # (f, K) a phase's taps, relative to its block
-ROWS = types.Array(types.int32, 2, "C")  # (H_out, K) source rows
+COLUMNS = core.array("uint32", 2, "C")  # (K, n) source columns (W: the zero after the row)
+OFFSETS = core.array("int32", 2, "C")  # (f, K) a phase's taps, relative to its block
+ROWS = core.array("int32", 2, "C")  # (H_out, K) source rows
 
 
 @core.jit

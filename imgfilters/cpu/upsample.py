@@ -10,7 +10,6 @@ A module of its own, so that the bilateral filters' first call does not compile 
 """
 import numpy as np
 import torch
-from numba import types
 
 from imgfilters import _image, cpu
 from imgfilters.cpu import core
@@ -18,9 +17,9 @@ from imgfilters.cpu.core import FLOAT, IMAGE, INDEX, INT, ROW, TABLE, f32
 from imgfilters.cpu.fastexp import LOG2E, exp2_neg, wide_vectors
 
 LIMIT = 1e30  # the largest coefficient (as ops.bilateral's, ``_image.finite_ratio``)
-F32_4D = types.Array(types.float32, 4, "A")
-F32_3D = types.Array(types.float32, 3, "C")
-F64_2D, F64_1D = types.Array(types.float64, 2, "C"), types.Array(types.float64, 1, "C")
+F32_4D = core.array("float32", 4, "A")
+F32_3D = core.array("float32", 3, "C")
+F64_2D, F64_1D = core.array("float64", 2, "C"), core.array("float64", 1, "C")
 CACHE = 2 ** 18  # floats (1 MiB) of samples and exponents per column chunk
 
 

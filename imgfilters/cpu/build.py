@@ -1,0 +1,164 @@
+"""numba's compiles of the CPU engine's kernels, on a disk-cache miss only (``native``;
+conventions: ``imgfilters.cpu``). The one module of the engine that imports numba.
+
+A kernel and its helpers compile without the runtime (``_nrt=False``: no allocations, no
+reference counts: "No runtime"), without the Python and C wrappers that numba adds for
+calls from Python (the engine calls the kernel's native function through a trampoline:
+the wrappers' code would reference numba's helper library, which a warm process does not
+load, and the helpers' wrappers cost a sixth of a cold compile: a cold first call of the
+separable kernel took 2.5 s of CPU with them, 2.1 without), releasing the GIL, numpy's
+error model, FMA contraction only (``no_cpython_wrapper`` and ``no_cfunc_wrapper`` are
+numba's target options, undocumented). The helpers a kernel calls (``core.Lazy``) are
+made numba functions when numba first types them.
+"""
+import numba
+from numba import types
+from numba.core import callconv
+from numba.core.registry import cpu_target
+from numba.extending import intrinsic, typeof_impl
+
+from imgfilters.cpu import core, native
+
+OPTIONS = dict(nogil=True, fastmath=core.FASTMATH, error_model="numpy", _nrt=False, no_cpython_wrapper=True,
+               no_cfunc_wrapper=True)
+
+
+@typeof_impl.register(core.Lazy)
+def _typeof_lazy(val, c):
+    """A helper as numba sees it: its dispatcher's type, or its intrinsic's (a global
+    that numba's typing context knows: ``cpu_target``, an internal), made on first use."""
+    if val.compiled is None:
+        val.compiled = numba.njit(**OPTIONS)(val.py_func) if val.how == "jit" else intrinsic(val.py_func)
+    if val.how == "jit":
+        return typeof_impl(val.compiled, c)
+    cpu_target.typing_context.refresh()  # (installs the intrinsic's typing template)
+    return cpu_target.typing_context.resolve_value_type(val.compiled)
+
+
+def compile_kernel(kernel):
+    """(the cache entry of ``kernel``, numba's dispatcher): numba compiles it for
+    ``kernel.signature``, ``trampoline`` adds the code that calls it."""
+    dispatcher = numba.njit(kernel.signature, **OPTIONS)(kernel.py_func)
+    entry = abi(dispatcher)
+    entry["undefined"] = native.undefined_symbols(entry["object"])
+    entry["trampoline"], entry["slots"] = trampoline(entry)
+    return entry, dispatcher
+
+
+def abi(dispatcher):
+    """The one compiled signature of ``dispatcher`` as ``native`` loads it and
+    ``trampoline`` calls it: a cache entry holding its object code and symbol, the LLVM
+    types of its flattened arguments, how each argument flattens (``layout``), the size of
+    its return slot and the status codes of success.
+
+    Relies on numba internals (``tests/test_cpu_engine.py`` fails if they change): the
+    compile result in ``dispatcher.overloads`` (its ``fndesc.mangled_name``, ``library``,
+    ``target_context``); the library's object code as numba's own cache stores it
+    (``serialize_using_object_code``); numba's native calling convention, ``status
+    fn(retptr, excinfo, *flattened args)`` with the codes ``callconv.RETCODE_OK`` and
+    ``RETCODE_NONE``; an array argument flattened into the members of its data model
+    (``_fields``: the names ``native.FIELDS`` knows) in their order, each member into its
+    own data model's argument types."""
+    (args,) = dispatcher.signatures
+    cres = dispatcher.overloads[args]
+    sig = cres.signature
+    context, symbol, library = cres.target_context, cres.fndesc.mangled_name, cres.library
+    _, kind, (obj, _) = library.serialize_using_object_code()
+    if kind != "object":
+        raise NotImplementedError(f"numba serialised {kind}, not object code")
+    llvm_args = [str(a.type) for a in library.get_function(symbol).arguments]
+    models = context.data_model_manager
+    layout, at = [], 2  # (after retptr and excinfo)
+    for ty in sig.args:
+        model = models.lookup(ty)
+        if isinstance(ty, types.Array):
+            fields = tuple(model._fields)
+            unknown = set(fields) - set(native.FIELDS)
+            if unknown:
+                raise NotImplementedError(f"numba's array model has members {sorted(unknown)}")
+            for f in fields:
+                n = len(_flatten(models.lookup(model.get_member_fe_type(f)).get_argument_type()))
+                if n != (ty.ndim if f in ("shape", "strides") else 1):
+                    raise NotImplementedError(f"numba's array member {f} flattens into {n} arguments")
+                at += n
+            layout.append(("array", str(ty.dtype), ty.ndim, ty.layout == "C", fields))
+        else:
+            if len(_flatten(model.get_argument_type())) != 1:
+                raise NotImplementedError(f"{ty} flattens into several arguments")
+            layout.append(("scalar", llvm_args[at]))
+            at += 1
+    if at != len(llvm_args) or any(t not in native.SCALARS for t in llvm_args):
+        raise NotImplementedError(f"numba's calling convention changed: {llvm_args[:4]}..., {at} flattened")
+    ret = models[sig.return_type].get_return_type()
+    entry = dict(symbol=symbol, object=obj, args=llvm_args[2:], layout=layout,
+                 ret_size=max(8, context.get_abi_sizeof(ret)),
+                 ok=(callconv.RETCODE_OK.constant, callconv.RETCODE_NONE.constant))
+    return entry
+
+
+def _flatten(t):
+    return [u for v in t for u in _flatten(v)] if isinstance(t, (tuple, list)) else [t]
+
+
+TRAMPOLINE = native.TRAMPOLINE
+
+
+def trampoline(entry):
+    """(object code, slot codes): ``i32 imgfilters_cpu_call(i64 *slots)``, which calls the
+    entry's kernel with the arguments read from ``slots``, one 8-byte slot per argument
+    (``native.slot_codes``: an array's object, an integer, a float), each array flattened
+    there into the members that ``layout`` lists, read from numpy's array object
+    (``native.NDArray``), and returns the kernel's status. One ctypes call of one
+    argument: flattening ~200 members into ctypes arguments cost 60 us a call."""
+    import llvmlite.binding as llvm
+    from llvmlite import ir
+    scalar = {"ptr": ir.PointerType(), "i64": ir.IntType(64), "i32": ir.IntType(32), "i16": ir.IntType(16),
+              "i8": ir.IntType(8), "float": ir.FloatType(), "double": ir.DoubleType()}
+    i8, i64, ptr = ir.IntType(8), ir.IntType(64), ir.PointerType()
+    module = ir.Module(name=TRAMPOLINE)
+    kernel = ir.Function(module, ir.FunctionType(ir.IntType(32), [ptr, ptr] + [scalar[t] for t in entry["args"]]),
+                         name=entry["symbol"])
+    fn = ir.Function(module, ir.FunctionType(ir.IntType(32), [ptr]), name=TRAMPOLINE)
+    b = ir.IRBuilder(fn.append_basic_block())
+    ret = b.alloca(ir.ArrayType(i8, entry["ret_size"]))
+    ret.align = 16
+    exc = b.alloca(ptr)
+    args, at = [], 0
+    offset = {f: getattr(native.NDArray, f).offset for f in ("data", "dimensions", "strides")}
+
+    def field(obj, name, typ):
+        return b.load(b.gep(obj, [ir.Constant(i64, offset[name])], source_etype=i8), typ=typ)
+
+    for k, spec in enumerate(entry["layout"]):
+        slot = b.gep(fn.args[0], [ir.Constant(i64, k)], source_etype=i64)
+        if spec[0] == "scalar":
+            args.append(b.load(slot, typ=scalar[spec[1]]))
+            at += 1
+            continue
+        _, dtype, ndim, _, fields = spec
+        obj = b.load(slot, typ=ptr)
+        dims, strides = field(obj, "dimensions", ptr), field(obj, "strides", ptr)
+        shape = [b.load(b.gep(dims, [ir.Constant(i64, d)], source_etype=i64), typ=i64) for d in range(ndim)]
+        for f in fields:
+            if f in ("meminfo", "parent"):
+                args.append(ir.Constant(scalar[entry["args"][at]], None))
+            elif f == "nitems":
+                n = shape[0]
+                for d in shape[1:]:
+                    n = b.mul(n, d)
+                args.append(n)
+            elif f == "itemsize":
+                args.append(ir.Constant(i64, native.np.dtype(dtype).itemsize))
+            elif f == "data":
+                args.append(field(obj, "data", ptr))
+            elif f == "shape":
+                args.extend(shape)
+            else:
+                args.extend(b.load(b.gep(strides, [ir.Constant(i64, d)], source_etype=i64), typ=i64)
+                            for d in range(ndim))
+            at += ndim if f in ("shape", "strides") else 1
+    b.ret(b.call(kernel, [ret, exc] + args))
+    parsed = llvm.parse_assembly(str(module))
+    parsed.verify()
+    machine = llvm.Target.from_triple(llvm.get_process_triple()).create_target_machine(codemodel="jitdefault")
+    return machine.emit_object(parsed), native.slot_codes(entry["layout"])

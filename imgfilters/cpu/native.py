@@ -1,0 +1,234 @@
+"""The CPU engine's kernels as machine code on disk, loaded without numba (conventions:
+``imgfilters.cpu``, "First calls").
+
+On a cache miss numba compiles a kernel (``build``): its object code (what numba's own
+cache would store), its symbol and how its arguments flatten into numba's native calling
+convention (read from numba's data model at compile time) go into a file under
+``cpu.cache_dir()``, with a trampoline compiled from them (``build.trampoline``). A warm
+process loads both objects with llvmlite's MCJIT and calls the trampoline through ctypes
+(which releases the GIL for the call, as ``run``'s threads need): no numba import, no
+typing, no target setup. The file's name and contents are keyed on the kernel, its
+signature, the host CPU and its features, the numba and llvmlite versions and the
+``NUMBA_`` settings and numpy's array struct (the folder already on the engine's
+sources), its payload checked by a digest: a stale or damaged file is never run, and any
+failure to load falls back to compiling. The object's undefined symbols (libm's, such as
+``powf``) are listed at compile time and each must resolve in this process before the
+object loads (MCJIT aborts the process on an unresolved one).
+"""
+import ctypes
+import functools
+import hashlib
+import os
+import pickle
+import struct
+import sys
+import tempfile
+import threading
+
+import numpy as np
+
+from imgfilters import cpu
+
+FORMAT = 1  # of the files below
+MAGIC = b"imgfilters-cpu-kernel\n"
+TRAMPOLINE = "imgfilters_cpu_call"  # (``build.trampoline``)
+# the LLVM types of the kernels' flattened arguments that the trampoline passes on
+SCALARS = ("ptr", "i64", "i32", "i16", "i8", "float", "double")
+# the members of numba's array data model, in the order of ``build.abi``'s layout: what the
+# trampoline passes (``build.trampoline``): no meminfo (no runtime: ``_nrt=False``) nor
+# parent object, the item count, item size, data pointer, shape and strides
+FIELDS = ("meminfo", "parent", "nitems", "itemsize", "data", "shape", "strides")
+
+_LOCK = threading.Lock()  # one load or compile at a time (the kernels' own locks: one each)
+
+
+def function(kernel):
+    """``kernel`` (a ``core.Kernel``) compiled: a function of its arguments' tuple, loaded
+    from the disk cache or compiled by numba and cached."""
+    key = _key(kernel.name, kernel.signature)
+    path = os.path.join(cpu.cache_dir(), f"{kernel.name}-{hashlib.sha1(repr(key).encode()).hexdigest()[:16]}.kernel")
+    with _LOCK:
+        entry = _read(path, key)
+        if entry is not None:
+            try:
+                return _bind(kernel.name, entry, *_load(entry))
+            except Exception:  # (any failure to load: compile it anew)
+                pass
+        from imgfilters.cpu import build  # (numba loads here)
+        entry, dispatcher = build.compile_kernel(kernel)
+        address, keep = _load(entry)
+        if entry["undefined"] is not None:  # (an object whose symbols could be listed)
+            _write(path, dict(entry, key=key))
+        return _bind(kernel.name, entry, address, (keep, dispatcher))
+
+
+@functools.lru_cache(maxsize=1)
+def _host():
+    """What the machine code depends on besides the sources: the host and the compiler."""
+    from importlib import metadata
+
+    import llvmlite
+    import llvmlite.binding as llvm
+    settings = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("NUMBA_") and k != "NUMBA_CACHE_DIR"))
+    numpy = tuple(getattr(NDArray, f).offset for f in ("data", "nd", "dimensions", "strides"))
+    return (sys.platform, llvm.get_process_triple(), llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten(),
+            metadata.version("numba"), llvmlite.__version__, settings, numpy)
+
+
+def _key(name, signature):
+    return (FORMAT, name, signature, _host())
+
+
+def _read(path, key):
+    """The cache file's entry if it holds ``key``'s and its payload is intact, else None."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+        head = len(MAGIC) + 32
+        if data[:len(MAGIC)] != MAGIC or hashlib.sha256(data[head:]).digest() != data[len(MAGIC):head]:
+            return None
+        entry = pickle.loads(data[head:])
+        return entry if entry.get("key") == key else None
+    except Exception:  # (missing, unreadable, or from another version of this format)
+        return None
+
+
+def _write(path, entry):
+    """Write ``entry`` to ``path`` atomically (a reader sees the old file or the whole new
+    one); where the folder is not writable, nothing is cached."""
+    payload = pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(MAGIC + hashlib.sha256(payload).digest() + payload)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError:
+        pass
+
+
+def _load(entry):
+    """Load the entry's object into a fresh MCJIT engine: (the kernel's address, what must
+    stay alive while it runs)."""
+    import llvmlite.binding as llvm
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    for name in entry["undefined"] or ():  # (None: numba, loaded, resolves them)
+        if llvm.address_of_symbol(name) is None:
+            llvm.add_symbol(name, _process_symbol(name))
+    machine = llvm.Target.from_triple(llvm.get_process_triple()).create_target_machine(codemodel="jitdefault")
+    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), machine)
+    objects = [llvm.ObjectFileRef.from_data(entry["object"]), llvm.ObjectFileRef.from_data(entry["trampoline"])]
+    for obj in objects:
+        engine.add_object_file(obj)
+    engine.finalize_object()
+    address = engine.get_function_address(TRAMPOLINE)
+    if not address:
+        raise LookupError(f"{TRAMPOLINE} not in its object")
+    return address, (engine, machine, objects)
+
+
+def _process_symbol(name):
+    """The address of C symbol ``name`` in this process (libc, libm), or LookupError."""
+    for lib in _libraries():
+        try:
+            return ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+        except AttributeError:
+            continue
+    raise LookupError(f"{name}: no such symbol in this process")
+
+
+@functools.lru_cache(maxsize=1)
+def _libraries():
+    libs = [ctypes.CDLL(None)]
+    if sys.platform.startswith("linux"):
+        try:
+            libs.append(ctypes.CDLL("libm.so.6"))
+        except OSError:
+            pass
+    return libs
+
+
+class NDArray(ctypes.Structure):
+    """The head of numpy's array object, after Python's object header: the fields of
+    ``PyArrayObject_fields`` (numpy's ``ndarraytypes.h``) that numpy's C API macros
+    ``PyArray_DATA``, ``PyArray_NDIM``, ``PyArray_DIMS`` and ``PyArray_STRIDES`` read, and
+    the trampoline reads (``build.trampoline``); ``_check_numpy`` checks them."""
+    _fields_ = [("head", ctypes.c_char * object.__basicsize__), ("data", ctypes.c_void_p), ("nd", ctypes.c_int),
+                ("dimensions", ctypes.c_void_p), ("strides", ctypes.c_void_p)]
+
+
+@functools.lru_cache(maxsize=1)
+def _check_numpy():
+    """That ``NDArray`` reads a strided array's data pointer, shape and strides."""
+    a = np.zeros((3, 4, 5), np.float32)[1:, ::-2, ::2]
+    head = NDArray.from_address(id(a))
+    got = (head.data, head.nd, tuple((ctypes.c_ssize_t * 3).from_address(head.dimensions)),
+           tuple((ctypes.c_ssize_t * 3).from_address(head.strides)))
+    if got != (a.ctypes.data, a.ndim, a.shape, a.strides):
+        raise RuntimeError(f"numpy's array object is not laid out as NDArray says: {got}")
+
+
+def slot_codes(layout):
+    """The ``struct`` codes of the trampoline's slots: an array's object (``id``), an
+    integer, a float32 (and 4 bytes of padding), a float64."""
+    codes = {"array": "q", "i64": "q", "i32": "i4x", "i16": "h6x", "i8": "b7x", "float": "f4x", "double": "d"}
+    return "<" + "".join(codes[spec[1] if spec[0] == "scalar" else "array"] for spec in layout)
+
+
+def _bind(name, entry, address, keep):
+    """The kernel's trampoline at ``address`` as a function of the kernel's arguments'
+    tuple: numpy arrays checked against the signature (they stay alive in the tuple while
+    the kernel runs), the arguments packed into the trampoline's slots, the status
+    checked. ctypes releases the GIL for the call."""
+    _check_numpy()
+    native = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p)(address)
+    specs = [(np.dtype(spec[1]), spec[2], spec[3]) if spec[0] == "array" else None for spec in entry["layout"]]
+    slots = struct.Struct(entry["slots"])
+    ok = frozenset(entry["ok"])
+
+    def call(args):
+        if len(args) != len(specs):
+            raise TypeError(f"{name}: {len(args)} arguments, {len(specs)} expected")
+        values = list(args)
+        for k, spec in enumerate(specs):
+            if spec is not None:
+                a = args[k]
+                dtype, ndim, contiguous = spec
+                if not (isinstance(a, np.ndarray) and (a.dtype is dtype or a.dtype == dtype) and a.ndim == ndim
+                        and (not contiguous or a.flags.c_contiguous)):
+                    raise TypeError(f"{name}: argument {k} is not a{' contiguous' if contiguous else 'n'} "
+                                    f"{ndim}-D {dtype} array: {type(a).__name__} {getattr(a, 'dtype', '')}")
+                values[k] = id(a)
+        buffer = ctypes.create_string_buffer(slots.size)
+        slots.pack_into(buffer, 0, *values)
+        status = native(ctypes.addressof(buffer))
+        if status not in ok:
+            raise RuntimeError(f"{name}: the compiled kernel failed (status {status})")
+
+    call.keep = keep  # (the engine that holds the code; numba's dispatcher after a compile)
+    return call
+
+
+def undefined_symbols(obj):
+    """The undefined symbols of the ELF64 object ``obj`` (bytes), or None for another format."""
+    if obj[:4] != b"\x7fELF" or obj[4] != 2 or obj[5] != 1:  # (64-bit, little-endian)
+        return None
+    shoff, = struct.unpack_from("<Q", obj, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", obj, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", obj, shoff + k * shentsize) for k in range(shnum)]
+    names = []
+    for _, kind, _, _, offset, size, link, _, _, entsize in sections:
+        if kind != 2:  # SHT_SYMTAB
+            continue
+        strtab = sections[link]
+        strings = obj[strtab[4]:strtab[4] + strtab[5]]
+        for at in range(offset + entsize, offset + size, entsize):  # (entry 0 is the null symbol)
+            st_name, _, _, st_shndx = struct.unpack_from("<IBBH", obj, at)
+            if st_shndx == 0 and st_name:  # SHN_UNDEF
+                names.append(strings[st_name:strings.index(b"\0", st_name)].decode())
+    return sorted(names)
