@@ -151,6 +151,8 @@ FIRST_CALLS = {
     "nl_means": "imgfilters.nl_means(x, 0.04, sigma=0.02, patch_size=3, search_radius=2)",
     "estimate_noise": "imgfilters.estimate_noise(x)",
     "joint_bilateral_upsample": "imgfilters.joint_bilateral_upsample(x[..., ::4, ::4], x, 0.1, radius=2)",
+    "median_blur": "imgfilters.median_blur(x, 5)",
+    "sobel": "imgfilters.sobel(x, 1, 0)",
 }
 
 FIRST_CALL_SCRIPT = """
