@@ -9,6 +9,7 @@ import contextvars
 import functools
 import math
 import numbers
+import operator
 import os
 import sys
 
@@ -169,6 +170,20 @@ def check_number(value, name, *, low=None, high=None, low_open=False):
         raise ValueError(f"{name} must be {'>' if low_open else '>='} {low}, got {value}")
     if high is not None and value > high:
         raise ValueError(f"{name} must be <= {high}, got {value}")
+    return value
+
+
+def check_integer(value, name, low, high, odd=False):
+    """Validate an integer parameter in [low, high] (odd if ``odd``: a window's side);
+    returns it as an int."""
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an integer, got bool")
+    try:
+        value = operator.index(value)  # ints, numpy and 0-d torch integers; not floats or bools
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__}") from None
+    if not low <= value <= high or (odd and value % 2 == 0):
+        raise ValueError(f"{name} must be {'an odd' if odd else 'an'} integer in [{low}, {high}], got {value}")
     return value
 
 

@@ -20,7 +20,6 @@ Gradients flow to the image for floating-point inputs. ``imgfilters.fuse`` runs 
 transforms as they are (not fused into a neighbour's launch).
 """
 import functools
-import numbers
 
 import torch
 from torch import Tensor
@@ -70,28 +69,20 @@ def halo(name, a, channels):
         r = max(1, _aperture(a["ksize"]) // 2)
         return r, r
     aperture = SCHARR if name == "scharr" else a["ksize"]
-    tx, ty = _taps(*_orders(a["dx"], a["dy"], aperture), aperture, 1.0)
+    tx, ty = _taps(*_orders(a["dx"], a["dy"], aperture), 1.0)
     return len(ty) // 2, len(tx) // 2
 
 
 # ---- arguments ------------------------------------------------------------------------------
 
-def _integer(value, name):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer, got {value!r}")
-    return int(value)
-
-
 def _aperture(ksize):
-    ksize = _integer(ksize, "ksize")
-    if ksize < 1 or ksize % 2 == 0 or ksize > MAX_APERTURE:
-        raise ValueError(f"ksize must be odd, from 1 to {MAX_APERTURE}, got {ksize}")
-    return ksize
+    return _image.check_integer(ksize, "ksize", 1, MAX_APERTURE, odd=True)
 
 
 def _orders(dx, dy, aperture):
-    dx, dy = _integer(dx, "dx"), _integer(dy, "dy")
-    if dx < 0 or dy < 0 or dx + dy == 0:
+    """(dx, dy, aperture), checked: the aperture an odd ksize or ``SCHARR``."""
+    dx, dy = (_image.check_integer(d, name, 0, MAX_APERTURE - 1) for d, name in ((dx, "dx"), (dy, "dy")))
+    if dx + dy == 0:
         raise ValueError(f"dx and dy must be >= 0 and not both 0, got dx={dx}, dy={dy}")
     if aperture == SCHARR:
         if dx + dy != 1:
@@ -101,7 +92,7 @@ def _orders(dx, dy, aperture):
         top = 2 if aperture == 1 else aperture - 1
         if max(dx, dy) > top:
             raise ValueError(f"dx and dy must be at most {top} for ksize={aperture}, got dx={dx}, dy={dy}")
-    return dx, dy
+    return dx, dy, aperture
 
 
 def _common(img, scale, border, border_value, dtype):
@@ -118,7 +109,7 @@ def sobel_args(img, dx=1, dy=0, ksize=3, scale=1.0, border="reflect", border_val
     """The derivative op's arguments after the image, checked in order (the transforms
     check theirs when made)."""
     _image.check_image(img)
-    return (*_orders(dx, dy, ksize), ksize, *_common(img, scale, border, border_value, dtype))
+    return (*_orders(dx, dy, ksize), *_common(img, scale, border, border_value, dtype))
 
 
 def scharr_args(img, dx=1, dy=0, scale=1.0, border="reflect", border_value=0.0, dtype=None):

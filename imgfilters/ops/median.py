@@ -12,7 +12,6 @@ was read from (``reference.median``: ties by the middle rank of a stable sort of
 window); on the kernel path one launch of the kernel in its ``ARG`` mode finds those
 positions, then one ``index_put_`` adds the gradients through the border.
 """
-import numbers
 
 import torch
 from torch import Tensor
@@ -55,12 +54,7 @@ def _median_args(img, kernel_size, border, border_value):
 
 def check_size(kernel_size):
     """An odd window side from 1 to ``MAX_SIZE``; a clear error otherwise."""
-    if isinstance(kernel_size, bool) or not isinstance(kernel_size, numbers.Integral):
-        raise TypeError(f"kernel_size must be an odd integer, got {type(kernel_size).__name__}")
-    k = int(kernel_size)
-    if k < 1 or k % 2 == 0 or k > MAX_SIZE:
-        raise ValueError(f"kernel_size must be odd, from 1 to {MAX_SIZE}, got {k}")
-    return k
+    return _image.check_integer(kernel_size, "kernel_size", 1, MAX_SIZE, odd=True)
 
 
 def halo(name, a, channels):

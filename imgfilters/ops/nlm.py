@@ -5,7 +5,6 @@ the CPU engine (``imgfilters/cpu``), or the Triton kernel in Triton's interprete
 ``TRITON_INTERPRET=1``; float64 runs the float64 reference. Every supported dtype is read
 and written directly. The filter is not differentiable: its output has no gradient.
 """
-import operator
 from typing import Optional
 
 import torch
@@ -89,9 +88,9 @@ def _nlm_args(img, h, sigma, patch_size, search_radius, border, border_value):
     h = None if h is None else _image.per_image(h, "h", B)
     sigma = None if estimated else _image.per_image(sigma, "sigma", B, positive=False)
     if patch_size is not None:
-        patch_size = _check_size(patch_size, "patch_size", 1, kernels.MAX_PATCH, odd=True)
+        patch_size = _image.check_integer(patch_size, "patch_size", 1, kernels.MAX_PATCH, odd=True)
     if search_radius is not None:
-        search_radius = _check_size(search_radius, "search_radius", 0, kernels.MAX_RADIUS)
+        search_radius = _image.check_integer(search_radius, "search_radius", 0, kernels.MAX_RADIUS)
     _image.check_border(border, border_value)
     if estimated:
         noise.check_size(img)
@@ -111,18 +110,6 @@ def halo(name, a, channels):
     patch_size, search_radius, _ = parameters(float(sigma.max()), channels)
     r = (a["patch_size"] or patch_size) // 2 + (search_radius if a["search_radius"] is None else a["search_radius"])
     return r, r
-
-
-def _check_size(value, name, low, high, odd=False):
-    if isinstance(value, bool):
-        raise TypeError(f"{name} must be an integer, got bool")
-    try:
-        value = operator.index(value)  # ints, numpy and 0-d torch integers; not floats or bools
-    except TypeError:
-        raise TypeError(f"{name} must be an integer, got {type(value).__name__}") from None
-    if not low <= value <= high or (odd and value % 2 == 0):
-        raise ValueError(f"{name} must be {'an odd' if odd else 'an'} integer in [{low}, {high}], got {value}")
-    return value
 
 
 @library.op("nl_means", library.same_as_input, cpu_engine=True)
