@@ -132,8 +132,9 @@ def _check_options(args):
         raise UsageError("--sigma 0 means no noise: there is nothing to denoise (leave --sigma out to estimate it)")
     if args.method == "median":
         args.kernel_size = KERNEL_SIZE if args.kernel_size is None else args.kernel_size
-        if args.kernel_size < 1 or args.kernel_size % 2 == 0 or args.kernel_size > 31:
-            raise UsageError(f"--kernel-size must be odd, from 1 to 31, got {args.kernel_size}")
+        from imgfilters.kernels.median import MAX_SIZE
+        if args.kernel_size < 1 or args.kernel_size % 2 == 0 or args.kernel_size > MAX_SIZE:
+            raise UsageError(f"--kernel-size must be odd, from 1 to {MAX_SIZE}, got {args.kernel_size}")
         if args.strength != 1.0:
             raise UsageError("--strength does nothing with --method median (use --kernel-size)")
     args.sigma_color = SIGMA_COLOR if args.sigma_color is None else args.sigma_color
