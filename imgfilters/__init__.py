@@ -20,7 +20,7 @@ _EXPORTS = {
     "nl_means": "imgfilters.ops.nlm", "estimate_noise": "imgfilters.ops.noise",
     "resize": "imgfilters.ops.resample", "upsample": "imgfilters.ops.resample", "imresize": "imgfilters.ops.resample",
     "sobel": "imgfilters.ops.derivatives", "scharr": "imgfilters.ops.derivatives",
-    "laplacian": "imgfilters.ops.derivatives",
+    "laplacian": "imgfilters.ops.derivatives", "gradient_magnitude": "imgfilters.ops.derivatives",
     "pointwise": "imgfilters.ops.pointwise",
     "fuse": "imgfilters.fusion", "tiled": "imgfilters.tiling",
     "transforms": "imgfilters.transforms",  # a module: imgfilters.transforms.Bilateral() etc.

@@ -36,8 +36,8 @@ import imgfilters
 from imgfilters import _image, tiling
 
 __all__ = ["separable_filter", "gaussian_blur", "box_blur", "unsharp_mask", "filter2d", "median_blur", "sobel",
-           "scharr", "laplacian", "bilateral", "joint_bilateral", "nl_means", "pointwise", "resize", "upsample",
-           "imresize"]
+           "scharr", "laplacian", "gradient_magnitude", "bilateral", "joint_bilateral", "nl_means", "pointwise",
+           "resize", "upsample", "imresize"]
 
 # parameters that may hold one value per image, by name: a 1-D tensor of one value per image
 # (the sigmas, h) or filter2d's (B, kh, kw) stack of kernels (its dims a tensor has then)
@@ -240,3 +240,4 @@ median_blur = _public(imgfilters.median_blur)
 sobel = _public(imgfilters.sobel)
 scharr = _public(imgfilters.scharr)
 laplacian = _public(imgfilters.laplacian)
+gradient_magnitude = _public(imgfilters.gradient_magnitude)

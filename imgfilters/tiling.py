@@ -56,7 +56,8 @@ MIN_BAND_ROWS = 64  # (bands of very wide images: the halo stays a small part of
 IMAGE_ARGUMENTS = ("guide",)  # arguments after the image that are images of its size, tiled with it
 RESAMPLING = ("resize", "upsample", "imresize")
 FILTERS = ("bilateral", "joint_bilateral", "nl_means", "separable_filter", "gaussian_blur", "box_blur",
-           "unsharp_mask", "filter2d", "median_blur", "sobel", "scharr", "laplacian", "pointwise") + RESAMPLING
+           "unsharp_mask", "filter2d", "median_blur", "sobel", "scharr", "laplacian", "gradient_magnitude",
+           "pointwise") + RESAMPLING
 # why the other public functions cannot be tiled
 NOT_TILED = {
     "joint_bilateral_upsample": "its output lies on the guide's grid and its samples on lowres's, at fractional "
@@ -74,7 +75,8 @@ def tiled(fn, img, *args, tile=None, out=None, device=None, progress=None, **par
         fn: a public filter: ``imgfilters.bilateral``, ``joint_bilateral``,
             ``nl_means``, ``separable_filter``, ``gaussian_blur``, ``box_blur``,
             ``unsharp_mask``, ``filter2d``, ``median_blur``, ``sobel``, ``scharr``,
-            ``laplacian``, ``pointwise``, ``resize``, ``upsample`` or
+            ``laplacian``, ``gradient_magnitude`` (without ``direction``),
+            ``pointwise``, ``resize``, ``upsample`` or
             ``imresize`` (``joint_bilateral_upsample`` cannot be tiled: ``NOT_TILED``).
         img: a CPU tensor ``(..., C, H, W)`` or ``(H, W)``; or a numpy array, memmap, zarr
             array or anything with numpy slicing, channels last: ``(..., H, W, C)`` or
@@ -450,6 +452,9 @@ class Call:
         for key in self.keys[1:]:
             a[key] = image(key, a[key])
         self.out = fn(*bound.args, **bound.kwargs)
+        if not isinstance(self.out, torch.Tensor):
+            raise TypeError(f"imgfilters.{name} with these arguments returns {len(self.out)} images; tiles and "
+                            f"blocks hold one (call it once per result)")
         self.arguments = a
         self.in_size = tuple(img.shape[-2:])
 

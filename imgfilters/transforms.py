@@ -38,7 +38,8 @@ from imgfilters.ops import resample as _resample
 from imgfilters.ops import separable as _separable
 
 __all__ = ["GaussianBlur", "BoxBlur", "SeparableFilter", "Filter2D", "MedianBlur", "UnsharpMask", "Bilateral",
-           "JointBilateral", "NonLocalMeans", "Resize", "Upsample", "Sobel", "Scharr", "Laplacian"]
+           "JointBilateral", "NonLocalMeans", "Resize", "Upsample", "Sobel", "Scharr", "Laplacian",
+           "GradientMagnitude"]
 
 # PIL modes the filters take (a superset of what torchvision's functional filters take):
 # 8 bits per channel, then the modes that travel as another one (``_filter_pil``)
@@ -266,6 +267,14 @@ class Laplacian(_Derivative):
     def __init__(self, ksize=1, *, scale=1.0, border="reflect", border_value=0.0, dtype=None):
         super().__init__(_derivatives.laplacian, _derivatives.laplacian_args, ksize=ksize, scale=scale, border=border,
                          border_value=border_value, dtype=dtype)
+
+
+class GradientMagnitude(_Derivative):
+    """``imgfilters.gradient_magnitude`` as a transform (the magnitude; no direction)."""
+
+    def __init__(self, ksize=3, *, operator="sobel", scale=1.0, border="reflect", border_value=0.0, dtype=None):
+        super().__init__(_derivatives.gradient_magnitude, _derivatives.gradient_args, ksize=ksize, operator=operator,
+                         scale=scale, border=border, border_value=border_value, dtype=dtype)
 
 
 class UnsharpMask(v2.Transform):

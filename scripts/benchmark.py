@@ -91,7 +91,8 @@ def separable_cases():
 
 @family("derivatives")
 def derivative_cases():
-    """Issue 41's rows: Sobel 3x3 dx=1 on 4K RGB uint8 (a float32 result) and float32."""
+    """Issue 41's rows: Sobel 3x3 dx=1 on 4K RGB uint8 (a float32 result) and float32; the
+    gradient magnitude 3x3 on float32."""
     kornia = optional("kornia")
     cases = []
     for dtype in (torch.uint8, torch.float32):
@@ -104,6 +105,12 @@ def derivative_cases():
         cases.append((f"sobel 3x3 dx=1 {str(dtype).split('.')[-1]}", x, lambda x=x: imgfilters.sobel(x, 1, 0), peers))
     x = image((1, 3, 2160, 3840), torch.float32)
     cases.append(("laplacian 3x3 float32", x, lambda x=x: imgfilters.laplacian(x, 3), {}))
+    peers = {"torch (two sobel, hypot)": lambda x=x: torch.hypot(imgfilters.sobel(x, 1, 0), imgfilters.sobel(x, 0, 1))}
+    if kornia is not None:
+        peers["kornia sobel"] = lambda x=x: kornia.filters.sobel(x, normalized=False, eps=0.0)
+    cases.append(("gradient_magnitude 3x3 float32", x, lambda x=x: imgfilters.gradient_magnitude(x), peers))
+    cases.append(("gradient_magnitude + direction 3x3 float32", x,
+                  lambda x=x: imgfilters.gradient_magnitude(x, direction=True), {}))
     return cases
 
 
@@ -518,7 +525,8 @@ def main(argv=None):
             except Exception as e:  # an op that cannot be captured: report, go on
                 print(f"  (graph capture failed on {op}: {type(e).__name__}: {e})")
         in_bytes = x.numel() * x.element_size()
-        out_bytes = result.numel() * result.element_size() if isinstance(result, torch.Tensor) else in_bytes
+        outputs = result if isinstance(result, tuple) else (result,)
+        out_bytes = sum(t.numel() * t.element_size() if isinstance(t, torch.Tensor) else in_bytes for t in outputs)
         del result
         gbs = (in_bytes + out_bytes) / ms / 1e6
         extra = extra_memory(fn, out_bytes) / 2 ** 20

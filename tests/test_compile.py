@@ -34,6 +34,7 @@ CALLS = {
     "pointwise": (lambda x, g, low: imgfilters.pointwise(x, STEPS, dtype=torch.float32), []),
     "sobel": (lambda x, g, low: imgfilters.sobel(x, 1, 1, border="replicate"), [0]),
     "laplacian": (lambda x, g, low: imgfilters.laplacian(x, 3, scale=0.5), [0]),
+    "gradient_magnitude": (lambda x, g, low: imgfilters.gradient_magnitude(x, 3, border="constant"), [0]),
 }
 DIFFERENTIABLE = [name for name, (_, grads) in CALLS.items() if grads]
 
@@ -44,7 +45,7 @@ DIFFERENTIABLE = [name for name, (_, grads) in CALLS.items() if grads]
 # the upsampling, their windows still smaller than the image (their NEAR branch). The
 # resamplers keep 12, whose sizes choose their paths.
 ROWS = dict.fromkeys(["separable_filter", "gaussian_blur", "box_blur", "unsharp_mask", "joint_bilateral_upsample",
-                      "sobel", "laplacian"], 6)
+                      "sobel", "laplacian", "gradient_magnitude"], 6)
 ROWS.update(dict.fromkeys(["bilateral", "bilateral_per_image", "joint_bilateral"], 4))
 
 
@@ -168,6 +169,9 @@ def _opcheck_cases(gen, device="cpu"):
         "derivative_backward": (plain(2, 3, 5, 10), plain(2, 3, 5, 10, layout=cl), 0, 1, -1, 1.0, "constant", 0.2,
                                 torch.float32),
         "laplacian_backward": (plain(1, 3, 5, 10), plain(1, 3, 5, 10), 1, 1.0, "replicate", 0.0, torch.float32),
+        "gradient_magnitude": (img(2, 3, 5, 10, layout=cl), 3, 1.0, "reflect", 0.0, torch.float32, True),
+        "gradient_magnitude_backward": (plain(1, 3, 5, 10), plain(1, 3, 5, 10, layout=cl), -1, 2.0, "constant", 0.2,
+                                        torch.float32, False),
         "filter2d_backward": (plain(2, 3, 8, 10), plain(2, 3, 8, 10, layout=cl), plain(3, 3), "symmetric", 0.2),
         "gaussian_blur_backward": (plain(3, 5, 10), plain(3, 5, 10), [3, 5], [1.0, 1.5], "symmetric", 0.0),
         "box_blur_backward": (plain(5, 10), plain(5, 10), [3, 5], "constant", 0.5),

@@ -168,3 +168,112 @@ def test_tiles_and_dask_chunks_equal_the_whole(cpu_engine, gen):
     import imgfilters.dask as idask
     d = idask.sobel(da.from_array(x.numpy(), chunks=(1, 3, 10, 12)), 1, 1, ksize=5).compute()
     assert np.array_equal(d, imgfilters.sobel(x, 1, 1, ksize=5).numpy())
+
+
+# ---- gradient_magnitude ------------------------------------------------------------------------
+
+def angle_error(got, expected):
+    """The angular distance between two direction tensors, in radians."""
+    d = (got.detach().cpu().double() - expected) % (2 * np.pi)
+    return torch.minimum(d, 2 * np.pi - d)
+
+
+@pytest.mark.parametrize("border", CV_BORDER)
+@pytest.mark.parametrize("ksize, operator", [(1, "sobel"), (3, "sobel"), (5, "sobel"), (3, "scharr")])
+def test_gradient_definition_equals_opencvs_magnitude_and_phase(ksize, operator, border, gen):
+    x = torch.cat([sample("coffee")[:, 100:140, 200:250].double() / 255,
+                   torch.rand(3, 40, 50, generator=gen, dtype=torch.float64)])
+    aperture = ref.SCHARR if operator == "scharr" else ksize
+    magnitude, direction = ref.gradient_magnitude(x[None], aperture, 0.5, border, 0.25, direction=True)
+    a = x.permute(1, 2, 0).numpy().copy()
+    if border == "constant":  # (OpenCV's Sobel pads with 0: shift the image by the border value instead)
+        a -= 0.25
+    gx = cv2.Sobel(a, cv2.CV_64F, 1, 0, ksize=ksize if operator == "sobel" else -1, scale=0.5,
+                   borderType=CV_BORDER[border])
+    gy = cv2.Sobel(a, cv2.CV_64F, 0, 1, ksize=ksize if operator == "sobel" else -1, scale=0.5,
+                   borderType=CV_BORDER[border])
+    chw = lambda t: torch.from_numpy(t).permute(2, 0, 1)  # noqa: E731
+    torch.testing.assert_close(magnitude[0], chw(cv2.magnitude(gx, gy)), rtol=0, atol=1e-12)
+    strong = magnitude[0] > 1e-6  # (where the direction is defined by more than rounding)
+    assert angle_error(direction[0], chw(np.arctan2(gy, gx)))[strong].max() < 1e-9
+    assert angle_error(direction[0], chw(cv2.phase(gx, gy)))[strong].max() < np.radians(0.3)  # (its accuracy)
+
+
+def test_gradient_definition_equals_kornias_sobel(gen):
+    kornia = pytest.importorskip("kornia")
+    x = torch.rand(2, 3, 13, 17, generator=gen, dtype=torch.float64)
+    expected = kornia.filters.sobel(x, normalized=False, eps=0.0)  # replicate border
+    torch.testing.assert_close(ref.gradient_magnitude(x, 3, border="replicate"), expected, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("i, dtype", enumerate(KERNEL_DTYPES))
+def test_gradient_magnitude_and_direction_in_one_call(i, dtype, gen, device):
+    # (7 x 7 taps sum to 1280 in magnitude: a float32 result's rounding reaches 1e-5 of it)
+    border, ksize = [("reflect", 3), ("constant", 5), ("replicate", 1), ("symmetric", 7), ("reflect", 3)][i % 5]
+    x = random_image((2, 3, 9, 14), dtype, gen, device)
+    magnitude, direction = imgfilters.gradient_magnitude(x, ksize, direction=True, border=border, border_value=0.3)
+    expected = ref.gradient_magnitude(imgfilters._image.to_unit(x.cpu()), ksize, 1.0, border, 0.3, direction=True)
+    out = torch.float32 if not dtype.is_floating_point else dtype
+    assert magnitude.dtype == direction.dtype == out
+    assert_matches(magnitude, expected[0])
+    strong = expected[0] > 1e-2
+    tolerance = max(1e-5, np.pi * torch.finfo(out).eps)  # (angles up to pi, stored in the dtype)
+    assert angle_error(direction, expected[1])[strong].max() < tolerance
+    assert torch.equal(imgfilters.gradient_magnitude(x, ksize, border=border, border_value=0.3), magnitude)
+
+
+def test_gradient_engine_and_layouts(cpu_engine, gen):
+    x = random_image((2, 3, 19, 23), torch.uint8, gen).to(memory_format=torch.channels_last)
+    for ksize, operator in ((3, "sobel"), (3, "scharr"), (5, "sobel")):
+        aperture = ref.SCHARR if operator == "scharr" else ksize
+        magnitude, direction = imgfilters.gradient_magnitude(x, ksize, operator=operator, direction=True, scale=2.0)
+        expected = ref.gradient_magnitude(imgfilters._image.to_unit(x), aperture, 2.0, direction=True)
+        assert magnitude.is_contiguous(memory_format=torch.channels_last)
+        assert direction.is_contiguous(memory_format=torch.channels_last)
+        assert_matches(magnitude, expected[0])
+        assert angle_error(direction, expected[1])[expected[0] > 1e-2].max() < 1e-5
+    view = x.float()[:, :, 2:15, ::2]
+    assert_matches(imgfilters.gradient_magnitude(view), ref.gradient_magnitude(view.double()))
+
+
+def test_gradient_magnitude_gradients(gen, device):
+    x64 = torch.rand(1, 2, 6, 7, generator=gen, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda t: imgfilters.gradient_magnitude(t, 3, border="symmetric"), (x64,))
+    x = random_image((2, 3, 8, 12), torch.float32, gen, device)
+    x[0, 0, :, :6] = 0.5  # a flat patch: magnitude 0, whose gradient is 0
+    x.requires_grad_()
+    g = torch.rand(2, 3, 8, 12, generator=gen).to(device)
+    got, = torch.autograd.grad(imgfilters.gradient_magnitude(x, 5, border="constant", border_value=0.2), x, g)
+    xr = x.detach().cpu().double().requires_grad_()
+    expected, = torch.autograd.grad(ref.gradient_magnitude(xr, 5, 1.0, "constant", 0.2), xr, g.cpu().double())
+    assert torch.isfinite(got).all()
+    assert_gradient_matches(got, expected)
+    magnitude, direction = imgfilters.gradient_magnitude(x, direction=True)
+    got, = torch.autograd.grad((magnitude * g).sum() + direction.sum(), x)  # (the direction carries none)
+    expected, = torch.autograd.grad(imgfilters.gradient_magnitude(x), x, g)
+    torch.testing.assert_close(got, expected)
+
+
+def test_gradient_transform_tiles_and_dask(cpu_engine, gen):
+    x = random_image((1, 3, 30, 34), torch.uint8, gen)
+    whole = imgfilters.gradient_magnitude(x, 5)
+    assert torch.equal(T.GradientMagnitude(5)(x), whole)
+    assert torch.equal(imgfilters.tiled(imgfilters.gradient_magnitude, x, 5, tile=(8, 16)), whole)
+    with pytest.raises(TypeError, match="returns 2 images"):
+        imgfilters.tiled(imgfilters.gradient_magnitude, x, direction=True)
+    da = pytest.importorskip("dask.array")
+    import imgfilters.dask as idask
+    d = idask.gradient_magnitude(da.from_array(x.numpy(), chunks=(1, 3, 10, 12)), operator="scharr").compute()
+    assert np.array_equal(d, imgfilters.gradient_magnitude(x, operator="scharr").numpy())
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda x: imgfilters.gradient_magnitude(x, 4), "ksize must be an odd integer in"),
+    (lambda x: imgfilters.gradient_magnitude(x, 5, operator="scharr"), "scharr's aperture is 3"),
+    (lambda x: imgfilters.gradient_magnitude(x, operator="prewitt"), "operator must be"),
+    (lambda x: imgfilters.gradient_magnitude(x, direction=1), "direction must be True or False"),
+    (lambda x: T.GradientMagnitude(ksize=0), "ksize must be an odd integer in"),
+])
+def test_gradient_bad_arguments_are_named(call, message):
+    with pytest.raises((TypeError, ValueError), match=message):
+        call(torch.zeros(1, 1, 4, 4))

@@ -25,6 +25,7 @@ FILTERS = {
     "nl_means": lambda x: imgfilters.nl_means(x, 0.2, sigma=0.02, patch_size=3, search_radius=2),
     "sobel": lambda x: imgfilters.sobel(x, 1, 1, ksize=5),
     "laplacian": lambda x: imgfilters.laplacian(x, 3),
+    "gradient_magnitude": lambda x: imgfilters.gradient_magnitude(x, 3),
     "pointwise": lambda x: imgfilters.pointwise(x, [imgfilters.ops.pointwise.normalize([0.5] * 3, [0.2] * 3)]),
     "resize": lambda x: imgfilters.resize(x, (23, 11), "bicubic"),
     "upsample": lambda x: imgfilters.upsample(x, 2),
@@ -34,7 +35,7 @@ FILTERS = {
 
 # The filters whose windows hold zero taps (the derivatives'): IEEE makes 0 * NaN NaN, so
 # their reach is the whole window, (rows, cols), not only the taps that weigh a pixel.
-WINDOWS = {"sobel": (5, 5), "laplacian": (3, 3)}
+WINDOWS = {"sobel": (5, 5), "laplacian": (3, 3), "gradient_magnitude": (3, 3)}
 
 
 def _with(x, value=None):
@@ -48,7 +49,8 @@ def _with(x, value=None):
 # The interpreter takes 2-3 s per call of the filter kernels on any image; there only the
 # resampling kernels, the banded products (under a second) and non-local means are checked,
 # the rest on the GPU.
-INTERPRETER_CHECKED = ("pointwise", "resize", "upsample", "imresize", "nl_means", "gaussian_blur, banded products")
+INTERPRETER_CHECKED = ("pointwise", "resize", "upsample", "imresize", "nl_means", "gaussian_blur, banded products",
+                       "gradient_magnitude")
 
 
 @pytest.mark.parametrize("path", ["reference", "kernels", "cpu engine"])

@@ -1,13 +1,17 @@
-"""Derivative filters: Sobel, Scharr and the Laplacian, with OpenCV's taps.
+"""Derivative filters: Sobel, Scharr, the Laplacian and the gradient magnitude, with
+OpenCV's taps.
 
-Each is one launch of an existing kernel: Sobel and Scharr of the separable kernel
-(``ops/separable.py``), the Laplacian of the 2-D one (``ops/filter2d.py``), with taps from
-``reference/derivatives.py``. A derivative is signed, so the result is float32 for
-integer and float32 images (``dtype=`` chooses another; an integer dtype saturates, as
-OpenCV's ``ddepth=-1``, within one level of it: exact halves round through the float32
-unit scale, not half to even), float16, bfloat16 and float64 images keep their dtype; a
-float64 result is the float64 definition's. Integer
-images are read in unit scale as everywhere in the library (value / 255 for uint8): the
+Each is one launch: Sobel and Scharr of the separable kernel (``ops/separable.py``), the
+Laplacian of the 2-D one (``ops/filter2d.py``), with taps from
+``reference/derivatives.py``; the gradient magnitude (and direction) of its own kernel
+(``kernels/gradient.py``; ``cpu/gradient.py`` on the CPU engine), which computes both
+derivatives from one read of the window.
+
+A derivative is signed, so the result is float32 for integer and float32 images
+(``dtype=`` chooses another; an integer dtype saturates, as OpenCV's ``ddepth=-1``,
+within one level of it: exact halves round through the float32 unit scale, not half to
+even), float16, bfloat16 and float64 images keep their dtype; a float64 result is the
+float64 definition's. Integer images are read in unit scale as everywhere in the library (value / 255 for uint8): the
 result is OpenCV's ``cv2.Sobel(img, cv2.CV_32F, ...)`` divided by 255 (pass
 ``scale=255`` for OpenCV's numbers).
 
@@ -29,7 +33,7 @@ from imgfilters.ops import filter2d as _filter2d, library, pointwise, separable 
 from imgfilters.reference import derivatives as reference
 from imgfilters.reference.derivatives import MAX_APERTURE, SCHARR
 
-__all__ = ["sobel", "scharr", "laplacian"]
+__all__ = ["sobel", "scharr", "laplacian", "gradient_magnitude"]
 
 
 def sobel(img, dx=1, dy=0, ksize=3, *, scale=1.0, border="reflect", border_value=0.0, dtype=None):
@@ -63,10 +67,41 @@ def laplacian(img, ksize=1, *, scale=1.0, border="reflect", border_value=0.0, dt
     return _image.wrap(img, _laplacian_op(img, *laplacian_args(img, ksize, scale, border, border_value, dtype)))
 
 
+def gradient_magnitude(img, ksize=3, *, operator="sobel", direction=False, scale=1.0, border="reflect",
+                       border_value=0.0, dtype=None):
+    """The magnitude ``sqrt(gx^2 + gy^2)`` of the gradient, gx and gy the first
+    derivatives along x and y by Sobel's (or Scharr's) operator, in one launch: as
+    ``cv2.magnitude(cv2.Sobel(img, cv2.CV_32F, 1, 0, ksize), cv2.Sobel(img, cv2.CV_32F,
+    0, 1, ksize))``.
+
+    Args:
+        img: ``(..., C, H, W)`` or ``(H, W)`` tensor.
+        ksize: Sobel's aperture, odd, 1 to 31 (1: the 3-tap difference, no smoothing);
+            3 with ``operator="scharr"``.
+        operator: ``"sobel"`` or ``"scharr"``.
+        direction: also return ``atan2(gy, gx)`` (radians in [-pi, pi], x to the right
+            and y down; ``cv2.phase`` gives the same angle in [0, 2 pi)), from the same
+            launch. It carries no gradient.
+        scale, border, border_value, dtype: as ``sobel`` (the result is float32 for
+            integer images by default).
+
+    Returns:
+        A tensor of ``img``'s shape and memory format, or ``(magnitude, direction)``.
+        Gradients flow to the image through the magnitude (0 where it is 0).
+    """
+    out = _gradient_op(img, *gradient_args(img, ksize, operator, direction, scale, border, border_value, dtype))
+    if direction:
+        return _image.wrap(img, out[0]), _image.wrap(img, out[1])
+    return _image.wrap(img, out)
+
+
 def halo(name, a, channels):
     """The input margin ``(rows, cols)`` one output tile needs (``imgfilters.tiling``)."""
     if name == "laplacian":
         r = max(1, _aperture(a["ksize"]) // 2)
+        return r, r
+    if name == "gradient_magnitude":
+        r = len(_gradient_taps(_gradient_aperture(a["ksize"], a["operator"]), 1.0)[0]) // 2
         return r, r
     aperture = SCHARR if name == "scharr" else a["ksize"]
     tx, ty = _taps(*_orders(a["dx"], a["dy"], aperture), 1.0)
@@ -95,6 +130,16 @@ def _orders(dx, dy, aperture):
     return dx, dy, aperture
 
 
+def _gradient_aperture(ksize, operator):
+    if operator not in ("sobel", "scharr"):
+        raise ValueError(f"operator must be 'sobel' or 'scharr', got {operator!r}")
+    if operator == "scharr":
+        if ksize != 3:
+            raise ValueError(f"scharr's aperture is 3, got ksize={ksize!r}")
+        return SCHARR
+    return _aperture(ksize)
+
+
 def _common(img, scale, border, border_value, dtype):
     scale = _image.check_number(scale, "scale")
     _image.check_border(border, border_value)
@@ -121,9 +166,29 @@ def laplacian_args(img, ksize=1, scale=1.0, border="reflect", border_value=0.0, 
     return (_aperture(ksize), *_common(img, scale, border, border_value, dtype))
 
 
+def gradient_args(img, ksize=3, operator="sobel", direction=False, scale=1.0, border="reflect", border_value=0.0,
+                  dtype=None):
+    _image.check_image(img)
+    aperture = _gradient_aperture(ksize, operator)
+    if not isinstance(direction, bool):
+        raise TypeError(f"direction must be True or False, got {direction!r}")
+    return (aperture, *_common(img, scale, border, border_value, dtype), direction)
+
+
 @functools.lru_cache(maxsize=64)
 def _taps(dx, dy, aperture, scale):
     return reference.sobel_taps(dx, dy, aperture, scale)
+
+
+@functools.lru_cache(maxsize=32)
+def _gradient_taps(aperture, scale):
+    return reference.gradient_taps(aperture, scale)
+
+
+@functools.lru_cache(maxsize=32)
+def _gradient_taps_on(aperture, scale, device):
+    """float32 on ``device`` (one copy per aperture and scale, not one per call)."""
+    return tuple(t.to(device, torch.float32) for t in _gradient_taps(aperture, scale))
 
 
 @functools.lru_cache(maxsize=32)
@@ -170,3 +235,44 @@ def _laplacian_op(img: Tensor, aperture: int, scale: float, border: str, border_
     k = _laplacian_kernel(aperture, scale, img.device)
     return _typed(img, dtype, lambda f: _filter2d._filter2d_op.fused(f, img, k, border, border_value),
                   lambda x: reference.laplacian(x, aperture, scale, border, border_value))
+
+
+def _gradient_output(img, aperture, scale, border, border_value, dtype, direction):
+    """The magnitude, or the magnitude and the direction stacked along a new first axis
+    (each in ``img``'s layout)."""
+    return _image.new_image(img, shape=(2, *img.shape) if direction else None, dtype=dtype)
+
+
+def _gradient_backward(grad, img, aperture, scale, border, border_value, dtype, direction):
+    """d img through the magnitude: with w = grad / |g| (0 where |g| is 0), the adjoint of
+    gx applied to w * gx plus that of gy to w * gy; gx and gy recomputed (two launches)."""
+    smooth, derivative = _gradient_taps(aperture, scale)
+    as_float = pointwise.Fusion((), (), img.dtype, torch.float32)
+    gx = _separable._filter(img, derivative, smooth, border, border_value, as_float).float()
+    gy = _separable._filter(img, smooth, derivative, border, border_value, as_float).float()
+    magnitude = torch.sqrt(gx * gx + gy * gy)
+    w = torch.where(magnitude > 0, (grad[0] if direction else grad).float() / magnitude, 0.0)
+    return (_separable._adjoint(w * gx, derivative, smooth, border, img.shape)
+            + _separable._adjoint(w * gy, smooth, derivative, border, img.shape))
+
+
+@library.op("gradient_magnitude", _gradient_output, grads=("img",), backward=_gradient_backward)
+def _gradient_op(img: Tensor, aperture: int, scale: float, border: str, border_value: float, dtype: torch.dtype,
+                 direction: bool) -> Tensor:
+    if dtype == torch.float64 or not (_image.uses_kernels(img) or _image.uses_cpu_engine(img)):
+        y = reference.gradient_magnitude(_image.to_unit(_image.as_planes(img)), aperture, scale, border, border_value,
+                                         direction)
+        shape = (2, *img.shape) if direction else img.shape
+        return _image.in_layout(img, _image.from_unit(y, dtype).reshape(shape), shape=shape)
+    out = _gradient_output(img, aperture, scale, border, border_value, dtype, direction)
+    y = out[0] if direction else out
+    if _image.uses_cpu_engine(img):
+        from imgfilters.cpu import gradient as engine
+        smooth, derivative = _gradient_taps(aperture, scale)
+        engine.gradient_magnitude(img, y, smooth, derivative, _image.check_border(border), border_value,
+                                  out[1] if direction else None)
+        return out
+    from imgfilters.kernels import gradient as kernels
+    kernels.launch(_image.as_planes(img), _image.as_planes(y), *_gradient_taps_on(aperture, scale, img.device),
+                   _image.check_border(border), border_value, out.stride(0) if direction else None)
+    return out

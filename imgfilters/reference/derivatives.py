@@ -65,3 +65,28 @@ def sobel(x, dx, dy, aperture=3, scale=1.0, border="reflect", border_value=0.0):
 def laplacian(x, aperture=1, scale=1.0, border="reflect", border_value=0.0):
     """Laplacian of ``x`` (``(B, C, H, W)``)."""
     return filter2d(x, laplacian_kernel(aperture, scale), border, border_value)
+
+
+def gradient_taps(aperture: int, scale: float = 1.0):
+    """(smoothing taps, derivative taps) of one length for ``gradient_magnitude``: Sobel's
+    of an odd ``aperture`` (1: the 3-tap difference, the smoothing padded to
+    ``[0, 1, 0]``) or Scharr's (``aperture=SCHARR``), the ``scale`` folded into the
+    derivative."""
+    smooth, derivative = derivative_taps(0, aperture), derivative_taps(1, aperture) * scale
+    if smooth.numel() < derivative.numel():
+        smooth = torch.nn.functional.pad(smooth, (1, 1))
+    return smooth, derivative
+
+
+def gradient_magnitude(x, aperture=3, scale=1.0, border="reflect", border_value=0.0, direction=False):
+    """``sqrt(gx^2 + gy^2)`` of ``x`` (``(..., H, W)``), gx and gy its first Sobel (or
+    Scharr) derivatives along x and y, as ``cv2.magnitude`` of two ``cv2.Sobel`` results;
+    with ``direction``, ``torch.stack`` of it and ``atan2(gy, gx)`` (radians in
+    [-pi, pi], ``cv2.phase`` up to its range [0, 2 pi)). The magnitude's gradient is 0
+    where the magnitude is (its subgradient, as ``torch.linalg.vector_norm``'s); the
+    direction carries none."""
+    smooth, derivative = gradient_taps(aperture, scale)
+    gx = separable_filter(x, derivative, smooth, border, border_value)
+    gy = separable_filter(x, smooth, derivative, border, border_value)
+    magnitude = torch.linalg.vector_norm(torch.stack([gx, gy]), dim=0)
+    return torch.stack([magnitude, torch.atan2(gy.detach(), gx.detach())]) if direction else magnitude
