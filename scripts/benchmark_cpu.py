@@ -153,6 +153,7 @@ FIRST_CALLS = {
     "joint_bilateral_upsample": "imgfilters.joint_bilateral_upsample(x[..., ::4, ::4], x, 0.1, radius=2)",
     "median_blur": "imgfilters.median_blur(x, 5)",
     "sobel": "imgfilters.sobel(x, 1, 0)",
+    "gradient_magnitude": "imgfilters.gradient_magnitude(x, direction=True)",
 }
 
 FIRST_CALL_SCRIPT = """
