@@ -89,7 +89,7 @@ def test_tiles_equal_the_untiled_call_to_the_bit(gen):
     whole = imgfilters.nl_means(x, 0.1, sigma=0.02, patch_size=3, search_radius=3)
     for tile in (48, 77):
         got = imgfilters.tiled(imgfilters.nl_means, x, 0.1, sigma=0.02, patch_size=3, search_radius=3, tile=tile,
-                               progress=False)
+                               progress=False, device="cpu")
         assert torch.equal(got, whole), tile
 
 

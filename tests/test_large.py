@@ -6,11 +6,15 @@ read only pixels inside it (the crop's own cut edges are farther than the filter
 
 A single-plane 46400 x 46400 uint8 image holds 2.15e9 elements (2 GiB); the tests that
 need a floating-point image (gradients) use float32 (8 GiB). Each holds GPU memory slots
-while it runs (``gpu_memory_slots``): a uint8 test one of SLOTS, a gradient test all of
-them, so that the suite's parallel workers never hold more than a few such images at once.
+while it runs (the fixtures ``one_slot`` and ``all_slots``): a uint8 test one of SLOTS, a
+gradient test all of them, so that the suite's parallel workers never hold more than a
+few such images at once. The slots are released in the fixture's teardown, after the
+test's tensors are gone and the worker's cached blocks handed back to the GPU (a test
+holding them past its slot let other workers' tests run out of memory).
 """
 import contextlib
 import fcntl
+import gc
 import os
 import tempfile
 import time
@@ -57,17 +61,30 @@ def gpu_memory_slots(n=1):
                 time.sleep(0.1)
         yield
     finally:
+        gc.collect()
         torch.cuda.empty_cache()  # (this worker's cached blocks would hold the image's memory)
         for f in files:
             f.close()  # (releases its lock)
+
+
+@pytest.fixture
+def one_slot():
+    with gpu_memory_slots():
+        yield
+
+
+@pytest.fixture
+def all_slots():
+    with gpu_memory_slots(SLOTS):
+        yield
 
 
 def large_image(gen, dtype=torch.uint8, side=SIDE):
     """A (1, 1, side, side) image, random in its far corner (the rest a smooth ramp, cheap
     to make)."""
     x = torch.empty(1, 1, side, side, dtype=dtype, device="cuda")
-    ramp = torch.arange(side, device="cuda") % 251 / 255
-    x.copy_(_image.from_unit(ramp[:, None].expand(side, side).float(), dtype)[None, None])
+    ramp = torch.arange(side, device="cuda") % 251 / 255  # (one column, broadcast: no image-sized temporaries)
+    x.copy_(_image.from_unit(ramp.float(), dtype)[:, None].expand(side, side))
     corner = torch.rand(1, 1, 2 * CROP, 2 * CROP, generator=gen, dtype=torch.float64)
     x[..., -2 * CROP:, -2 * CROP:] = _image.from_unit(corner, dtype).to("cuda")
     return x
@@ -103,41 +120,37 @@ FILTERS = {
 
 
 @pytest.mark.parametrize("name", FILTERS)
-def test_filters_past_2_31_elements(name, gen):
-    with gpu_memory_slots():
-        check_corner(FILTERS[name], large_image(gen))
+def test_filters_past_2_31_elements(name, gen, one_slot):
+    check_corner(FILTERS[name], large_image(gen))
 
 
-def test_joint_bilateral_past_2_31_elements(gen):
-    with gpu_memory_slots():
-        x = large_image(gen)
-        check_corner(lambda a, g: imgfilters.joint_bilateral(a, g, 0.1, 1.5, radius=3), x, x.flip(-2).flip(-1))
+def test_joint_bilateral_past_2_31_elements(gen, one_slot):
+    x = large_image(gen)
+    check_corner(lambda a, g: imgfilters.joint_bilateral(a, g, 0.1, 1.5, radius=3), x, x.flip(-2).flip(-1))
 
 
-def test_jpeg_past_2_31_elements(gen):
+def test_jpeg_past_2_31_elements(gen, one_slot):
     from imgfilters.ops import jpeg
     from imgfilters.reference import jpeg as ref
-    with gpu_memory_slots():
-        x = large_image(gen)
-        y = jpeg.round_trip(x, 70)
-        # blocks of 8 x 8 pixels: the crop starts on a block edge (SIDE % 16 == 0); float32
-        # may round a value within TIE_MARGIN of a tie the other way (tests/test_jpeg.py)
-        expected, ties = ref.round_trip(_image.to_unit(corner(x, CROP).cpu()), torch.tensor([70.0]), tie_margin=5e-4)
-        keep = ~corner(ties.expand_as(expected))
-        assert keep.double().mean() > 0.5
-        assert_matches(corner(y).cpu()[keep], corner(expected)[keep], torch.uint8)
+    x = large_image(gen)
+    y = jpeg.round_trip(x, 70)
+    # blocks of 8 x 8 pixels: the crop starts on a block edge (SIDE % 16 == 0); float32
+    # may round a value within TIE_MARGIN of a tie the other way (tests/test_jpeg.py)
+    expected, ties = ref.round_trip(_image.to_unit(corner(x, CROP).cpu()), torch.tensor([70.0]), tie_margin=5e-4)
+    keep = ~corner(ties.expand_as(expected))
+    assert keep.double().mean() > 0.5
+    assert_matches(corner(y).cpu()[keep], corner(expected)[keep], torch.uint8)
 
 
-def test_joint_bilateral_upsample_past_2_31_elements(gen):
-    with gpu_memory_slots():
-        guide = large_image(gen)
-        low = large_image(gen, side=SIDE // 4)
-        y = imgfilters.joint_bilateral_upsample(low, guide, 0.1, 1.0, radius=2)
-        assert y.shape == guide.shape
-        # the far corner of a 4x upsampling reads the low-res image's far corner
-        expected = imgfilters.joint_bilateral_upsample(_image.to_unit(corner(low, CROP // 4).cpu()),
-                                                       _image.to_unit(corner(guide, CROP).cpu()), 0.1, 1.0, radius=2)
-        assert_matches(corner(y), corner(expected))
+def test_joint_bilateral_upsample_past_2_31_elements(gen, one_slot):
+    guide = large_image(gen)
+    low = large_image(gen, side=SIDE // 4)
+    y = imgfilters.joint_bilateral_upsample(low, guide, 0.1, 1.0, radius=2)
+    assert y.shape == guide.shape
+    # the far corner of a 4x upsampling reads the low-res image's far corner
+    expected = imgfilters.joint_bilateral_upsample(_image.to_unit(corner(low, CROP // 4).cpu()),
+                                                   _image.to_unit(corner(guide, CROP).cpu()), 0.1, 1.0, radius=2)
+    assert_matches(corner(y), corner(expected))
 
 
 # (the call, the side of the square input, the corner crop's side, the float64 path on the
@@ -163,28 +176,26 @@ RESAMPLING = {
 
 
 @pytest.mark.parametrize("name", RESAMPLING)
-def test_resampling_past_2_31_elements(name, gen):
+def test_resampling_past_2_31_elements(name, gen, one_slot):
     call, side, crop, reference = RESAMPLING[name]
-    with gpu_memory_slots():
-        x = large_image(gen, side=side)
-        y = call(x)
-        assert max(x.numel(), y.numel()) > 2 ** 31
-        # the same factor on the corner crop: its far corner is the image's
-        expected = reference(_image.to_unit(corner(x, crop).cpu()))
-        n = expected.shape[-1] // 2  # (every kernel here reaches less than half the crop)
-        assert_matches(corner(y, n), corner(expected, n))
+    x = large_image(gen, side=side)
+    y = call(x)
+    assert max(x.numel(), y.numel()) > 2 ** 31
+    # the same factor on the corner crop: its far corner is the image's
+    expected = reference(_image.to_unit(corner(x, crop).cpu()))
+    n = expected.shape[-1] // 2  # (every kernel here reaches less than half the crop)
+    assert_matches(corner(y, n), corner(expected, n))
 
 
-def test_estimate_noise_past_2_31_elements():
-    with gpu_memory_slots():
-        # Gaussian noise of sigma 10 levels on mid grey everywhere: the estimate reads its
-        # patches across the whole image, the far corner too
-        x = torch.empty(1, 1, SIDE, SIDE, dtype=torch.uint8, device="cuda")
-        for r in range(0, SIDE, 4096):
-            noise = torch.randn(1, 1, min(4096, SIDE - r), SIDE, device="cuda") * 10 + 128
-            x[..., r:r + 4096, :] = noise.round().clamp(0, 255).to(torch.uint8)
-        sigma = float(imgfilters.estimate_noise(x)) * 255
-        assert abs(sigma - 10) <= 0.2, sigma
+def test_estimate_noise_past_2_31_elements(one_slot):
+    # Gaussian noise of sigma 10 levels on mid grey everywhere: the estimate reads its
+    # patches across the whole image, the far corner too
+    x = torch.empty(1, 1, SIDE, SIDE, dtype=torch.uint8, device="cuda")
+    for r in range(0, SIDE, 4096):
+        noise = torch.randn(1, 1, min(4096, SIDE - r), SIDE, device="cuda") * 10 + 128
+        x[..., r:r + 4096, :] = noise.round().clamp(0, 255).to(torch.uint8)
+    sigma = float(imgfilters.estimate_noise(x)) * 255
+    assert abs(sigma - 10) <= 0.2, sigma
 
 
 GRADIENTS = {
@@ -195,21 +206,20 @@ GRADIENTS = {
 
 
 @pytest.mark.parametrize("name", GRADIENTS)
-def test_gradients_past_2_31_elements(name, gen):
+def test_gradients_past_2_31_elements(name, gen, all_slots):
     fn = GRADIENTS[name]
-    with gpu_memory_slots(SLOTS):
-        side = SIDE // 2 if name == "upsample" else SIDE  # (the gradient of the output past 2**31)
-        x = large_image(gen, torch.float32, side).requires_grad_()
-        y = fn(x)
-        g = torch.zeros_like(y)
-        n = 2 * KEEP if name == "upsample" else KEEP
-        g[..., -n:, -n:] = torch.rand(1, 1, n, n, generator=gen).to(g)
-        (got,) = torch.autograd.grad(y, x, g)
-        # the float64 path's gradient on the corner crop, the same gradient on its corner
-        crop = _image.to_unit(corner(x.detach(), CROP).cpu()).requires_grad_()
-        yc = fn(crop)
-        gc = torch.zeros_like(yc)
-        gc[..., -n:, -n:] = g[..., -n:, -n:].double().cpu()
-        (expected,) = torch.autograd.grad(yc, crop, gc)
-        inner = KEEP // 2  # (the crop's own cut edges fold their border back onto its first pixels)
-        assert_gradient_matches(corner(got, inner), corner(expected, inner))
+    side = SIDE // 2 if name == "upsample" else SIDE  # (the gradient of the output past 2**31)
+    x = large_image(gen, torch.float32, side).requires_grad_()
+    y = fn(x)
+    g = torch.zeros_like(y)
+    n = 2 * KEEP if name == "upsample" else KEEP
+    g[..., -n:, -n:] = torch.rand(1, 1, n, n, generator=gen).to(g)
+    (got,) = torch.autograd.grad(y, x, g)
+    # the float64 path's gradient on the corner crop, the same gradient on its corner
+    crop = _image.to_unit(corner(x.detach(), CROP).cpu()).requires_grad_()
+    yc = fn(crop)
+    gc = torch.zeros_like(yc)
+    gc[..., -n:, -n:] = g[..., -n:, -n:].double().cpu()
+    (expected,) = torch.autograd.grad(yc, crop, gc)
+    inner = KEEP // 2  # (the crop's own cut edges fold their border back onto its first pixels)
+    assert_gradient_matches(corner(got, inner), corner(expected, inner))
