@@ -21,6 +21,7 @@ _EXPORTS = {
     "resize": "imgfilters.ops.resample", "upsample": "imgfilters.ops.resample", "imresize": "imgfilters.ops.resample",
     "sobel": "imgfilters.ops.derivatives", "scharr": "imgfilters.ops.derivatives",
     "laplacian": "imgfilters.ops.derivatives", "gradient_magnitude": "imgfilters.ops.derivatives",
+    "guided_filter": "imgfilters.ops.guided",
     "pointwise": "imgfilters.ops.pointwise",
     "fuse": "imgfilters.fusion", "tiled": "imgfilters.tiling",
     "transforms": "imgfilters.transforms",  # a module: imgfilters.transforms.Bilateral() etc.

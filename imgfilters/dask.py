@@ -36,12 +36,12 @@ import imgfilters
 from imgfilters import _image, tiling
 
 __all__ = ["separable_filter", "gaussian_blur", "box_blur", "unsharp_mask", "filter2d", "median_blur", "sobel",
-           "scharr", "laplacian", "gradient_magnitude", "bilateral", "joint_bilateral", "nl_means", "pointwise",
-           "resize", "upsample", "imresize"]
+           "scharr", "laplacian", "gradient_magnitude", "guided_filter", "bilateral", "joint_bilateral", "nl_means",
+           "pointwise", "resize", "upsample", "imresize"]
 
 # parameters that may hold one value per image, by name: a 1-D tensor of one value per image
 # (the sigmas, h) or filter2d's (B, kh, kw) stack of kernels (its dims a tensor has then)
-PER_IMAGE = {"sigma_color": 1, "sigma_space": 1, "h": 1, "sigma": 1, "kernel": 3}
+PER_IMAGE = {"sigma_color": 1, "sigma_space": 1, "h": 1, "sigma": 1, "kernel": 3, "eps": 1}
 
 
 def _device():
@@ -241,3 +241,4 @@ sobel = _public(imgfilters.sobel)
 scharr = _public(imgfilters.scharr)
 laplacian = _public(imgfilters.laplacian)
 gradient_magnitude = _public(imgfilters.gradient_magnitude)
+guided_filter = _public(imgfilters.guided_filter)

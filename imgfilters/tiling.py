@@ -53,11 +53,11 @@ TILE = 2048  # a default tile holds TILE x TILE pixels (on a GPU, BAND_TILES tim
 # against 40 ms of copies.
 BAND_TILES = 4
 MIN_BAND_ROWS = 64  # (bands of very wide images: the halo stays a small part of a band)
-IMAGE_ARGUMENTS = ("guide",)  # arguments after the image that are images of its size, tiled with it
+IMAGE_ARGUMENTS = ("guide",)  # arguments after the image that are images of its size, tiled with it (None: none)
 RESAMPLING = ("resize", "upsample", "imresize")
 FILTERS = ("bilateral", "joint_bilateral", "nl_means", "separable_filter", "gaussian_blur", "box_blur",
            "unsharp_mask", "filter2d", "median_blur", "sobel", "scharr", "laplacian", "gradient_magnitude",
-           "pointwise") + RESAMPLING
+           "guided_filter", "pointwise") + RESAMPLING
 # why the other public functions cannot be tiled
 NOT_TILED = {
     "joint_bilateral_upsample": "its output lies on the guide's grid and its samples on lowres's, at fractional "
@@ -76,7 +76,7 @@ def tiled(fn, img, *args, tile=None, out=None, device=None, progress=None, **par
             ``nl_means``, ``separable_filter``, ``gaussian_blur``, ``box_blur``,
             ``unsharp_mask``, ``filter2d``, ``median_blur``, ``sobel``, ``scharr``,
             ``laplacian``, ``gradient_magnitude`` (without ``direction``),
-            ``pointwise``, ``resize``, ``upsample`` or
+            ``guided_filter`` (``subsample=1``), ``pointwise``, ``resize``, ``upsample`` or
             ``imresize`` (``joint_bilateral_upsample`` cannot be tiled: ``NOT_TILED``).
         img: a CPU tensor ``(..., C, H, W)`` or ``(H, W)``; or a numpy array, memmap, zarr
             array or anything with numpy slicing, channels last: ``(..., H, W, C)`` or
@@ -448,7 +448,7 @@ class Call:
             raise TypeError(f"imgfilters.{name}: {e}") from None
         bound.apply_defaults()
         a = bound.arguments
-        self.keys = [next(iter(a))] + [k for k in IMAGE_ARGUMENTS if k in a]
+        self.keys = [next(iter(a))] + [k for k in IMAGE_ARGUMENTS if a.get(k) is not None]
         for key in self.keys[1:]:
             a[key] = image(key, a[key])
         self.out = fn(*bound.args, **bound.kwargs)

@@ -32,6 +32,7 @@ from imgfilters._image import check_border as _image_check_border
 from imgfilters.ops import bilateral as _bilateral
 from imgfilters.ops import derivatives as _derivatives
 from imgfilters.ops import filter2d as _filter2d
+from imgfilters.ops import guided as _guided
 from imgfilters.ops import median as _median
 from imgfilters.ops import nlm as _nlm
 from imgfilters.ops import resample as _resample
@@ -39,7 +40,7 @@ from imgfilters.ops import separable as _separable
 
 __all__ = ["GaussianBlur", "BoxBlur", "SeparableFilter", "Filter2D", "MedianBlur", "UnsharpMask", "Bilateral",
            "JointBilateral", "NonLocalMeans", "Resize", "Upsample", "Sobel", "Scharr", "Laplacian",
-           "GradientMagnitude"]
+           "GradientMagnitude", "GuidedFilter"]
 
 # PIL modes the filters take (a superset of what torchvision's functional filters take):
 # 8 bits per channel, then the modes that travel as another one (``_filter_pil``)
@@ -353,6 +354,25 @@ class JointBilateral(Bilateral):
             radius=self.radius, window=self.window, color_distance=self.color_distance, border=self.border,
             border_value=self.border_value))
         return (out, guide, *rest)
+
+
+class GuidedFilter(v2.Transform):
+    """``imgfilters.guided_filter`` as a transform, the image guiding itself (1 or 3
+    channels). ``eps`` may be a ``(low, high)`` range; with ``per_sample=True`` each image of
+    a batch gets its own draw (the function takes one eps per image)."""
+
+    def __init__(self, radius=4, eps=1e-2, *, subsample=1, border="reflect", per_sample=False):
+        super().__init__()
+        self.eps = _range(eps, "eps", low=0.0)
+        _guided.check_options(radius, subsample, border)  # now, not at the first image
+        self.radius, self.subsample, self.border, self.per_sample = radius, subsample, border, per_sample
+
+    def make_params(self, flat_inputs):
+        return dict(eps=_sample(self.eps, _batch_size(flat_inputs) if self.per_sample else None))
+
+    def transform(self, inpt, params):
+        return _filter_images(inpt, lambda t: _guided.guided_filter(t, None, self.radius, params["eps"],
+                                                                    subsample=self.subsample, border=self.border))
 
 
 class NonLocalMeans(v2.Transform):

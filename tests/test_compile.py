@@ -35,6 +35,7 @@ CALLS = {
     "sobel": (lambda x, g, low: imgfilters.sobel(x, 1, 1, border="replicate"), [0]),
     "laplacian": (lambda x, g, low: imgfilters.laplacian(x, 3, scale=0.5), [0]),
     "gradient_magnitude": (lambda x, g, low: imgfilters.gradient_magnitude(x, 3, border="constant"), [0]),
+    "guided_filter": (lambda x, g, low: imgfilters.guided_filter(x, g, 1, 0.05), [0, 1]),
 }
 DIFFERENTIABLE = [name for name, (_, grads) in CALLS.items() if grads]
 
@@ -45,7 +46,7 @@ DIFFERENTIABLE = [name for name, (_, grads) in CALLS.items() if grads]
 # the upsampling, their windows still smaller than the image (their NEAR branch). The
 # resamplers keep 12, whose sizes choose their paths.
 ROWS = dict.fromkeys(["separable_filter", "gaussian_blur", "box_blur", "unsharp_mask", "joint_bilateral_upsample",
-                      "sobel", "laplacian", "gradient_magnitude"], 6)
+                      "sobel", "laplacian", "gradient_magnitude", "guided_filter"], 6)
 ROWS.update(dict.fromkeys(["bilateral", "bilateral_per_image", "joint_bilateral"], 4))
 
 

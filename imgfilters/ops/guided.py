@@ -1,0 +1,162 @@
+"""The guided filter (He, Sun and Tang 2010/2013) and the fast guided filter (He and Sun
+2015): ``guided_filter``. The definition, with the formulas cited, is
+``reference/guided.py``.
+
+Inputs are ``(..., C, H, W)`` or ``(H, W)`` tensors of dtype uint8, uint16, float16,
+bfloat16 or float32, the result in the image's dtype and memory format; float64 runs the
+float64 definition. Elsewhere the filter is composed of the library's own launches in
+float32 unit scale: one ``box_blur`` over the stacked guide, image and their products, the
+coefficients of the local linear models as pointwise tensor arithmetic (the colour
+guide's 3 x 3 systems solved in closed form), one ``box_blur`` over the coefficients (and
+for ``subsample`` > 1 one bilinear ``resize`` of their means), the output as one
+multiply-add: about eight launches, each a kernel of the library on CUDA tensors or the
+CPU engine on CPU tensors. Gradients flow to the image, the guide and a tensor ``eps``
+through autograd (the box sums' own backward).
+"""
+import torch
+
+from imgfilters import _image
+from imgfilters.ops import resample, separable
+from imgfilters.reference import guided as reference
+
+__all__ = ["guided_filter"]
+
+MAX_RADIUS = separable.kernels.MAX_RADIUS
+
+
+def guided_filter(img, guide=None, radius=4, eps=1e-2, *, subsample=1, border="reflect"):
+    """Edge-preserving smoothing: in each ``(2 radius + 1)^2`` window the result is a
+    linear function of the guide fitted to the image, averaged over the windows that hold
+    each pixel (He et al.; as ``kornia.filters.guided_blur(guide, img, 2 * radius + 1,
+    eps, border, subsample)``).
+
+    Args:
+        img: ``(..., C, H, W)`` or ``(H, W)`` tensor.
+        guide: ``(..., 1, H, W)`` (a grey guide: one linear model per channel of ``img``)
+            or ``(..., 3, H, W)`` (a colour guide: the 3 x 3 covariance of each window,
+            solved exactly), the leading dims ``img``'s or 1 (one guide for the batch);
+            any supported dtype, unit scale. None: the image guides itself (1 or 3
+            channels).
+        radius: the window's radius, 1 to 63.
+        eps: the regularisation (edges whose variance is well above it are kept), > 0: a
+            number or a tensor of one value per image (a tensor that requires grad gets
+            its gradient).
+        subsample: the fast guided filter's factor s >= 1: the models are fitted on the
+            image and guide subsampled by s with radius ``radius / s`` and their means
+            upsampled bilinearly.
+        border: ``"reflect"`` (default), ``"symmetric"``, ``"replicate"`` or
+            ``"constant"`` (zeros, as kornia).
+
+    Returns:
+        A tensor of ``img``'s shape, dtype and memory format.
+    """
+    x4, g4, radius, eps, subsample = _guided_args(img, guide, radius, eps, subsample, border)
+    B, C, H, W = x4.shape
+    if img.dtype == torch.float64:
+        y = reference.guided_filter(x4, g4.to(torch.float64), radius, eps, subsample, border)
+        return _image.wrap(img, y.reshape(img.shape))
+    x = _image.to_unit(x4, torch.float32, copy=False)
+    g = _image.to_unit(g4, torch.float32, copy=False).expand(B, *g4.shape[1:])
+    if subsample > 1:
+        rows = reference.subsample_indices(H, subsample, img.device)
+        cols = reference.subsample_indices(W, subsample, img.device)
+        a, b = _coefficients(x.index_select(-2, rows).index_select(-1, cols),
+                             g.index_select(-2, rows).index_select(-1, cols),
+                             reference.subsampled_radius(radius, subsample), eps, border)
+        means = _box(torch.cat([a.flatten(1, 2), b], 1), reference.subsampled_radius(radius, subsample), border)
+        means = resample.resize(means, [H, W], "bilinear", antialias=False)
+    else:
+        a, b = _coefficients(x, g, radius, eps, border)
+        means = _box(torch.cat([a.flatten(1, 2), b], 1), radius, border)
+    G = g.shape[1]
+    mean_a, mean_b = means[:, :G * C].unflatten(1, (G, C)), means[:, G * C:]
+    y = (mean_a * g[:, :, None]).sum(1) + mean_b
+    return _image.wrap(img, _image.in_layout(img, _image.from_unit(y, img.dtype).reshape(img.shape)))
+
+
+def _guided_args(img, guide, radius, eps, subsample, border):
+    """(image planes, guide planes (B or 1, 1 or 3, H, W), radius, eps (a number or a
+    (B, 1, 1, 1) float32 tensor), subsample), checked in order."""
+    _image.check_image(img)
+    x4 = _image.as_planes(img)
+    B, C, H, W = x4.shape
+    if guide is None:
+        if C not in (1, 3):
+            raise ValueError(f"guide=None lets the image guide itself, which needs 1 or 3 channels; img has {C}")
+        g4 = x4
+    else:
+        _image.check_image(guide, "guide")
+        if guide.device != img.device:
+            raise ValueError(f"guide must be on img's device ({img.device}), got {guide.device}")
+        if guide.ndim < 3 or guide.shape[-3] not in (1, 3) or guide.shape[-2:] != img.shape[-2:]:
+            raise ValueError(f"guide must be (..., 1 or 3, {H}, {W}) like img, got {tuple(guide.shape)}")
+        g4 = _image.as_planes(guide)
+        if g4.shape[0] not in (1, B):
+            raise ValueError(f"guide must hold one image or one per image of img ({B}), got {g4.shape[0]}")
+    radius, subsample = check_options(radius, subsample, border)
+    if isinstance(eps, torch.Tensor):
+        if eps.numel() not in (1, B) or eps.is_complex() or not eps.is_floating_point():
+            raise ValueError(f"eps must be a number or a float tensor of 1 or {B} values, got {tuple(eps.shape)}")
+        if not torch.compiler.is_compiling() and not bool((eps.detach() > 0).all()):
+            raise ValueError("eps must be > 0")
+        eps = eps.to(img.device, torch.float64 if img.dtype == torch.float64 else torch.float32).reshape(-1, 1, 1, 1)
+    else:
+        eps = _image.check_number(eps, "eps", low=0.0, low_open=True)
+    return x4, g4, radius, eps, subsample
+
+
+def check_options(radius, subsample, border):
+    """``(radius, subsample)``, checked with the border."""
+    radius = _image.check_integer(radius, "radius", 1, MAX_RADIUS)
+    subsample = _image.check_integer(subsample, "subsample", 1, 2 ** 16)
+    _image.check_border(border)
+    return radius, subsample
+
+
+def halo(name, a, channels):
+    """The input margin ``(rows, cols)`` one output tile needs (``imgfilters.tiling``): the
+    models of the windows around a pixel read the windows around them, twice the radius.
+    The fast filter's subsampling grid is set by the whole image's size, so its tiles
+    could not equal the whole: refused."""
+    radius, subsample = check_options(a["radius"], a["subsample"], a["border"])
+    if subsample > 1:
+        raise ValueError("guided_filter with subsample > 1 cannot be tiled: its subsampled grid depends on the "
+                         "whole image's size")
+    return 2 * radius, 2 * radius
+
+
+def _box(x, r, border):
+    return separable.box_blur(x, 2 * r + 1, border=border, border_value=0.0)
+
+
+def _coefficients(x, g, r, eps, border):
+    """``(a, b)`` of the local linear models (``reference.coefficients``): ``a`` (B, G, C,
+    H, W), ``b`` (B, C, H, W), from one box launch over the stacked guide, image and
+    products."""
+    B, C = x.shape[:2]
+    G = g.shape[1]
+    if G == 1:
+        products = [g, g * g, x, g * x]
+    else:
+        pairs = [(0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2)]
+        products = [g, torch.stack([g[:, i] * g[:, j] for i, j in pairs], 1), x,
+                    (g[:, :, None] * x[:, None]).flatten(1, 2)]
+    means = _box(torch.cat(products, 1), r, border)
+    mean_g, means = means[:, :G], means[:, G:]
+    corr_g, means = (means[:, :1], means[:, 1:]) if G == 1 else (means[:, :6], means[:, 6:])
+    mean_x, corr_gx = means[:, :C], means[:, C:].unflatten(1, (G, C))
+    cov = corr_gx - mean_g[:, :, None] * mean_x[:, None]  # (B, G, C, H, W)
+    if G == 1:
+        a = cov / (corr_g - mean_g * mean_g + eps)[:, :, None]
+    else:
+        e = eps[:, 0] if torch.is_tensor(eps) else eps  # (B, 1, 1) against the (B, H, W) entries
+        s00, s01, s02, s11, s12, s22 = (corr_g[:, k] - mean_g[:, i] * mean_g[:, j] + (e if i == j else 0.0)
+                                        for k, (i, j) in enumerate(pairs))
+        # the inverse of the symmetric 3 x 3 matrix by its adjugate (Cramer's rule)
+        c00, c01, c02 = s11 * s22 - s12 * s12, s02 * s12 - s01 * s22, s01 * s12 - s02 * s11
+        c11, c12, c22 = s00 * s22 - s02 * s02, s01 * s02 - s00 * s12, s00 * s11 - s01 * s01
+        det = s00 * c00 + s01 * c01 + s02 * c02
+        inverse = torch.stack([torch.stack(row, 1) for row in ((c00, c01, c02), (c01, c11, c12), (c02, c12, c22))], 1)
+        a = (inverse[:, :, :, None] * cov[:, None]).sum(2) / det[:, None, None]  # (B, 3, C, H, W)
+    b = mean_x - (a * mean_g[:, :, None]).sum(1)
+    return a, b

@@ -1,0 +1,159 @@
+"""The guided filter: the float64 definition (``reference/guided.py``) against kornia's
+``guided_blur`` and an independent NumPy implementation (window views, He et al.'s
+formulas solved per pixel), its gradients; the function (the library's launches on the
+kernels and the CPU engine) against the definition, the transform, tiles and Dask."""
+import numpy as np
+import pytest
+import torch
+
+import imgfilters
+from imgfilters import _image, transforms as T
+from imgfilters.reference import guided as ref
+from imgfilters.reference.borders import border_indices
+
+from helpers import KERNEL_DTYPES, assert_matches, random_image, sample
+
+
+def numpy_guided(p, guide, r, eps, border):
+    """He et al.'s guided filter of one image ``p`` (C, H, W) by ``guide`` (G, H, W), G 1
+    or 3, NumPy float64: box means over window views of the padded images, a G x G solve
+    per pixel by ``numpy.linalg.solve``."""
+    C, H, W = p.shape
+    G = guide.shape[0]
+    rows = border_indices(H, r, r, border).numpy()
+    cols = border_indices(W, r, r, border).numpy()
+
+    def mean(x):  # (..., H, W) -> box means
+        xp = x[..., np.clip(rows, 0, None), :][..., np.clip(cols, 0, None)]
+        if border == "constant":
+            xp = xp * ((rows >= 0)[:, None] & (cols >= 0)[None, :])
+        return np.lib.stride_tricks.sliding_window_view(xp, (2 * r + 1, 2 * r + 1), axis=(-2, -1)).mean((-2, -1))
+
+    mi, mp = mean(guide), mean(p)
+    cov = mean(guide[:, None] * p[None]) - mi[:, None] * mp[None]  # (G, C, H, W)
+    sigma = mean(guide[:, None] * guide[None]) - mi[:, None] * mi[None]  # (G, G, H, W)
+    a = np.empty((G, C, H, W))
+    for i in range(H):
+        for j in range(W):
+            a[:, :, i, j] = np.linalg.solve(sigma[:, :, i, j] + eps * np.eye(G), cov[:, :, i, j])
+    b = mp - (a * mi[:, None]).sum(0)
+    return (mean(a) * guide[:, None]).sum(0) + mean(b)
+
+
+@pytest.mark.parametrize("border", ["reflect", "symmetric", "replicate", "constant"])
+@pytest.mark.parametrize("channels", [1, 3])
+def test_definition_equals_numpy(channels, border, gen):
+    photo = sample("coffee")[:, 60:90, 100:136].double() / 255
+    x = torch.cat([photo[None], torch.rand(1, 3, 30, 36, generator=gen, dtype=torch.float64)])
+    guide = x[:, :channels].flip(-1)
+    got = ref.guided_filter(x, guide, 3, torch.tensor([1e-2, 1e-3]), border=border)
+    for i, eps in enumerate((1e-2, 1e-3)):
+        expected = numpy_guided(x[i].numpy(), guide[i].numpy(), 3, eps, border)
+        # (variances as E[x^2] - E[x]^2 and eps 1e-3: the solve scales their rounding by 1e3 and more)
+        np.testing.assert_allclose(got[i].numpy(), expected, rtol=0, atol=1e-8)
+
+
+@pytest.mark.parametrize("border", ["reflect", "replicate", "constant"])
+@pytest.mark.parametrize("r, s", [(2, 1), (4, 1), (4, 2), (8, 4), (6, 3)])
+@pytest.mark.parametrize("guide", ["grey", "colour", "self"])
+def test_definition_equals_kornia(guide, r, s, border, gen):
+    kornia = pytest.importorskip("kornia")
+    x = torch.rand(2, 3, 27, 34, generator=gen, dtype=torch.float64)
+    g = {"grey": x[:, 1:2].sqrt(), "colour": torch.rand(2, 3, 27, 34, generator=gen, dtype=torch.float64),
+         "self": x}[guide]
+    eps = torch.tensor([1e-2, 3e-3], dtype=torch.float64)
+    expected = kornia.filters.guided_blur(g, x, 2 * r + 1, eps, border_type=border, subsample=s)
+    torch.testing.assert_close(ref.guided_filter(x, g, r, eps, s, border), expected, rtol=0, atol=1e-12)
+
+
+def test_definition_gradients(gen):
+    x = torch.rand(1, 2, 9, 11, generator=gen, dtype=torch.float64, requires_grad=True)
+    grey = torch.rand(1, 1, 9, 11, generator=gen, dtype=torch.float64, requires_grad=True)
+    colour = torch.rand(1, 3, 9, 11, generator=gen, dtype=torch.float64, requires_grad=True)
+    eps = torch.tensor([0.05], dtype=torch.float64, requires_grad=True)
+    for g in (grey, colour):
+        assert torch.autograd.gradcheck(lambda a, b, e: ref.guided_filter(a, b, 2, e, border="symmetric"),
+                                        (x, g, eps))
+    assert torch.autograd.gradcheck(lambda a, b, e: ref.guided_filter(a, b, 2, e, 2), (x, colour, eps))
+
+
+# ---- the function: the library's launches (kernels, CPU engine) against the definition ------
+
+def definition(img, guide, radius, eps, subsample=1, border="reflect"):
+    x = _image.to_unit(_image.as_planes(img.cpu()))
+    g = x if guide is None else _image.to_unit(_image.as_planes(guide.cpu()))
+    eps = torch.as_tensor(eps, dtype=torch.float64)
+    return ref.guided_filter(x, g, radius, eps, subsample, border).reshape(img.shape)
+
+
+def test_kernels_grey_and_colour_guides(gen, device):
+    # (the interpreter runs each box launch over the stacked channels for seconds: one small case each)
+    x = random_image((2, 3, 9, 13), torch.float32, gen, device)
+    grey = random_image((1, 1, 9, 13), torch.uint8, gen, device)
+    assert_matches(imgfilters.guided_filter(x, grey, 2, 0.01), definition(x, grey, 2, 0.01), torch.float32)
+    eps = torch.tensor([0.02, 0.005], device=device)
+    assert_matches(imgfilters.guided_filter(x, None, 2, eps, subsample=2, border="constant"),
+                   definition(x, None, 2, eps.cpu(), 2, "constant"))
+
+
+@pytest.mark.parametrize("dtype", KERNEL_DTYPES)
+def test_engine_every_dtype_guide_and_layout(dtype, cpu_engine, gen):
+    x = random_image((2, 3, 19, 23), dtype, gen).to(memory_format=torch.channels_last)
+    colour = random_image((2, 3, 19, 23), torch.float32, gen)
+    for guide, subsample, border in ((None, 1, "reflect"), (x[:, :1], 1, "symmetric"), (colour, 3, "replicate")):
+        y = imgfilters.guided_filter(x, guide, 3, 0.01, subsample=subsample, border=border)
+        assert y.dtype == dtype and y.is_contiguous(memory_format=torch.channels_last)
+        assert_matches(y, definition(x, guide, 3, 0.01, subsample, border))
+
+
+def test_float64_is_the_definition(gen):
+    x = torch.rand(1, 3, 11, 12, generator=gen, dtype=torch.float64)
+    torch.testing.assert_close(imgfilters.guided_filter(x, None, 2, 0.1), definition(x, None, 2, 0.1), rtol=0,
+                               atol=0)
+
+
+def test_gradients_to_image_guide_and_eps(cpu_engine, gen):
+    x = torch.rand(2, 3, 10, 12, generator=gen, requires_grad=True)
+    g = torch.rand(2, 3, 10, 12, generator=gen, requires_grad=True)
+    eps = torch.tensor([0.02, 0.05], requires_grad=True)
+    w = torch.rand(2, 3, 10, 12, generator=gen)
+    got = torch.autograd.grad((imgfilters.guided_filter(x, g, 2, eps, subsample=2) * w).sum(), (x, g, eps))
+    x64, g64, e64 = (t.detach().double().requires_grad_() for t in (x, g, eps))
+    expected = torch.autograd.grad((ref.guided_filter(x64, g64, 2, e64, 2) * w.double()).sum(), (x64, g64, e64))
+    for a, b in zip(got, expected):
+        torch.testing.assert_close(a.double(), b, rtol=1e-3, atol=1e-4)
+
+
+def test_transform_tiles_and_dask(cpu_engine, gen):
+    x = random_image((2, 3, 30, 34), torch.uint8, gen)
+    torch.manual_seed(3)
+    y = T.GuidedFilter(3, (0.01, 0.05), per_sample=True)(x)
+    torch.manual_seed(3)
+    eps = torch.empty(2, dtype=torch.float64).uniform_(0.01, 0.05)
+    assert torch.equal(y, imgfilters.guided_filter(x, None, 3, eps))
+    whole = imgfilters.guided_filter(x, x[:1, 1:2], 3, 0.02)
+    assert torch.equal(imgfilters.tiled(imgfilters.guided_filter, x, x[:1, 1:2], 3, 0.02, tile=(12, 16),
+                                        device="cpu"), whole)
+    with pytest.raises(ValueError, match="subsample > 1 cannot be tiled"):
+        imgfilters.tiled(imgfilters.guided_filter, x, subsample=2)
+    da = pytest.importorskip("dask.array")
+    import imgfilters.dask as idask
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    d = idask.guided_filter(da.from_array(x.numpy(), chunks=(1, 3, 15, 17)), None, 3, eps).compute()
+    np.testing.assert_array_equal(d, imgfilters.guided_filter(x.to(dev), None, 3, eps).cpu().numpy())
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda x: imgfilters.guided_filter(x, radius=0), "radius must be an integer in"),
+    (lambda x: imgfilters.guided_filter(x, eps=0.0), "eps must be > 0"),
+    (lambda x: imgfilters.guided_filter(x, eps=torch.tensor([0.1, 0.2, 0.3])), "eps must be a number or a float"),
+    (lambda x: imgfilters.guided_filter(x, subsample=0), "subsample must be an integer in"),
+    (lambda x: imgfilters.guided_filter(x, torch.zeros(1, 2, 4, 4)), "guide must be"),
+    (lambda x: imgfilters.guided_filter(x, torch.zeros(1, 1, 4, 5)), "guide must be"),
+    (lambda x: imgfilters.guided_filter(x[:, :2]), "needs 1 or 3 channels"),
+    (lambda x: imgfilters.guided_filter(x, border="wrap"), "border"),
+    (lambda x: T.GuidedFilter(eps=(0.2, 0.1)), "eps must be a number or a"),
+])
+def test_bad_arguments_are_named(call, message):
+    with pytest.raises((TypeError, ValueError), match=message):
+        call(torch.zeros(1, 3, 4, 4))
