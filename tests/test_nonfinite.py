@@ -26,6 +26,7 @@ FILTERS = {
     "sobel": lambda x: imgfilters.sobel(x, 1, 1, ksize=5),
     "laplacian": lambda x: imgfilters.laplacian(x, 3),
     "gradient_magnitude": lambda x: imgfilters.gradient_magnitude(x, 3),
+    "guided_filter": lambda x: imgfilters.guided_filter(x, None, 2, 0.01),
     "pointwise": lambda x: imgfilters.pointwise(x, [imgfilters.ops.pointwise.normalize([0.5] * 3, [0.2] * 3)]),
     "resize": lambda x: imgfilters.resize(x, (23, 11), "bicubic"),
     "upsample": lambda x: imgfilters.upsample(x, 2),

@@ -48,7 +48,9 @@ def guided_filter(img, guide=None, radius=4, eps=1e-2, *, subsample=1, border="r
             ``"constant"`` (zeros, as kornia).
 
     Returns:
-        A tensor of ``img``'s shape, dtype and memory format.
+        A tensor of ``img``'s shape, dtype and memory format. A NaN or inf in the image or
+        the guide reaches the outputs within ``2 * radius`` of it (the windows of the
+        windows that read it), as the float64 definition's.
     """
     x4, g4, radius, eps, subsample = _guided_args(img, guide, radius, eps, subsample, border)
     B, C, H, W = x4.shape
