@@ -1,0 +1,369 @@
+"""Morphology: one erosion or dilation pass by a structuring element, in one to a few launches.
+
+A pass computes ``Y[i, j] = min (max for dilation) over mask[u, v] of X~[i + u - ay,
+j + v - ax]`` (``X~``: X extended by the border; the default border, "never wins", is the
+constant +inf for erosion and -inf for dilation). The host (``plan``) picks one of three
+shapes of work from the mask:
+
+- **Direct** (at most ``DIRECT_TAPS`` positions, every 3 x 3 and 5 x 5 shape): one launch
+  of ``taps_kernel`` on the image, each output the min over its taps, loaded through the
+  border and the prologue. Per output: ``n`` loads (L1 hits but the first use of each
+  pixel) and ``n - 1`` min/max; the image read once and written once.
+- **Rectangle** (an all-True mask, larger): separable, ``row_kernel`` (the min over ``kw``
+  columns of each row, into a buffer of the image's dtype, or float32 after a prologue)
+  then ``column_kernel`` (the min over ``kh`` rows of that buffer, with the finishing
+  subtraction and the epilogue). Each is **direct** up to ``DIRECT_WIDTH`` (a loop of
+  shifted loads) and **van Herk / Gil-Werman** beyond: the window ``[t, t + k)`` of a tile
+  position ``t`` is the suffix minimum of ``t``'s segment of ``k`` positions (segments
+  aligned to the tile) and the prefix minimum of the next segment up to ``t + k - 1``:
+  two segmented ``tl.associative_scan`` s over the tile (one reversed), on two loads of
+  the row (the second shifted by ``k - 1``), so the cost per output does not depend on
+  ``k``: 2 loads, 2 scans (about 5 shuffle steps of a compare, a select and a min/max
+  each, two values a step) and a min/max. A tile of ``BW`` positions gives ``BW - k + 1``
+  outputs: tiles are at least twice the window. The buffer costs one write and one read
+  of the image (in its own dtype: one byte a pixel for uint8).
+- **General masks** (more than ``DIRECT_TAPS`` positions, not all True: ellipses, crosses,
+  any mask up to 63 x 63): each mask row is a set of runs of True. ``row_kernel`` computes,
+  once per distinct run length ``w``, the min over ``w`` columns starting at each column
+  from ``-ax`` to ``W + kw - 1 - ax`` into one plane of a stacked buffer; then one
+  ``taps_kernel`` launch takes each output's min over the runs (a tap per run: row ``i + u
+  - ay`` of the plane of its length, column ``j + a``). A 15 x 15 ellipse has 8 distinct
+  lengths and 15 runs: 8 row passes (each a read and a write of the image) and 15 loads and
+  14 min/max an output instead of its 177 positions.
+
+The finishing (``_finish``): ``SUB`` subtracts the pass's result from, or subtracts from
+it, a second image ``Z`` (the compound operations: gradient, tophat, blackhat), then the
+epilogue and the typed store. NaN: every min/max propagates NaN (``tl.PropagateNan``):
+an output whose window holds a NaN is NaN, whatever the order of the taps.
+
+In the interpreter (which pays per operation and per program) every kernel takes one
+tile per plane.
+"""
+import functools
+
+import triton
+import triton.language as tl
+
+from .core import borders, neighbourhood, pixels, pointwise
+from .core.launch import launch as launch_kernel, tile_config
+from .core.tiling import interpreting, needs_int64, offset, pow2_at_least, programs, tile_origin
+
+MAX_SIDE = 63  # a mask's sides
+MAX_RECT = 1023  # an all-True mask after OpenCV's enlargement for iterations
+DIRECT_TAPS = 25  # masks of at most this many positions: one launch reading the image
+DIRECT_WIDTH = 9  # row and column windows up to this: a loop of shifted loads; wider: the scans
+_NAN: tl.constexpr = tl.constexpr(tl.PropagateNan.ALL)
+
+
+@triton.jit
+def _pick(a, b, DILATE: tl.constexpr):
+    """min (max for dilation) of a and b, NaN if either is NaN."""
+    if DILATE:
+        return tl.maximum(a, b, propagate_nan=_NAN)
+    else:
+        return tl.minimum(a, b, propagate_nan=_NAN)
+
+
+@triton.jit
+def _seg_min(av, aseg, bv, bseg):
+    """Segmented minimum: the combine of a scan that restarts where the segment changes."""
+    return tl.where(aseg == bseg, tl.minimum(av, bv, propagate_nan=_NAN), bv), bseg
+
+
+@triton.jit
+def _seg_max(av, aseg, bv, bseg):
+    return tl.where(aseg == bseg, tl.maximum(av, bv, propagate_nan=_NAN), bv), bseg
+
+
+@triton.jit
+def _van_herk(first, last, seg_first, seg_last, AXIS: tl.constexpr, DILATE: tl.constexpr):
+    """Window minima (maxima) of ``k`` positions along AXIS: ``first`` holds the values at
+    each window's first position, ``last`` at its last (``k - 1`` further), ``seg_*`` their
+    segment numbers (position // k along the tile): the reversed segmented scan of
+    ``first`` meets the forward one of ``last``."""
+    if DILATE:
+        suffix, _ = tl.associative_scan((first, seg_first), AXIS, _seg_max, reverse=True)
+        prefix, _ = tl.associative_scan((last, seg_last), AXIS, _seg_max)
+    else:
+        suffix, _ = tl.associative_scan((first, seg_first), AXIS, _seg_min, reverse=True)
+        prefix, _ = tl.associative_scan((last, seg_last), AXIS, _seg_min)
+    return _pick(suffix, prefix, DILATE)
+
+
+@triton.jit
+def _load(ptrs, inside, border_value, c, PRO: tl.constexpr, pro_args, INPUT: tl.constexpr, BORDER: tl.constexpr,
+          mask=None):
+    """Pixels as float32 unit-scale values: the image through the prologue (``INPUT``), or
+    a buffer of an earlier launch as stored; the constant border's value where not
+    ``inside``."""
+    if INPUT:
+        return neighbourhood.load(ptrs, inside, border_value, c, PRO, pro_args, neighbourhood.UNIT, BORDER, mask)
+    else:
+        x = pixels.load(ptrs, mask)
+        if BORDER == borders.CONSTANT:
+            if inside is not None:
+                x = tl.where(inside, x, border_value)
+        return x
+
+
+@triton.jit
+def _finish(y, y_ptrs, z_ptrs, ok, c, PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
+            SUB: tl.constexpr, Z_INPUT: tl.constexpr):
+    """Store a pass's result ``y``: with ``SUB`` 1 ``y - Z``, 2 ``Z - y`` (``Z`` the image
+    through the prologue when ``Z_INPUT``, else a buffer), then the epilogue (whose input
+    pixel is the result itself: no pointwise step reads it)."""
+    if SUB != 0:
+        if Z_INPUT:
+            z = neighbourhood.load(z_ptrs, None, 0.0, c, PRO, pro_args, neighbourhood.UNIT, borders.REFLECT, ok)
+        else:
+            z = pixels.load(z_ptrs, ok)
+        if SUB == 1:
+            y = y - z
+        else:
+            y = z - y
+    if len(EPI) > 0:
+        y = pointwise.apply_epilogue(y, y, c, EPI, epi_args)
+    pixels.store(y_ptrs, y, ok)
+
+
+@triton.jit(do_not_specialize=["C", "H", "W", "WO", "S0", "sxb", "sxc", "sxh", "syb", "syc", "syh"])
+def row_kernel(X, Y, C, H, W, WO, S0, sxb, sxc, sxh, syb, syc, syh, border_value,
+               PRO: tl.constexpr, pro_args, WIDTH: tl.constexpr, SXW: tl.constexpr, SYW: tl.constexpr,
+               BORDER: tl.constexpr, OFF64: tl.constexpr, DILATE: tl.constexpr, INPUT: tl.constexpr,
+               SCAN: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr, STEP: tl.constexpr):
+    """Y[b, c, i, j] = min over t < WIDTH of X~[b, c, i, j + S0 + t] for j < WO (columns
+    through the border, rows i < H as they are). A program's tile is BH rows by BW
+    positions, STEP of which are outputs (all of them when direct, BW - WIDTH + 1 when
+    SCAN)."""
+    b, c, h0, w0 = tile_origin(tl.program_id(0), C, H, WO, BH, STEP)
+    x_base = X + b * sxb + c * sxc
+    rows = h0 + tl.arange(0, BH)[:, None]
+    t = tl.arange(0, BW)[None, :]
+    row_off = offset(tl.minimum(rows, H - 1), sxh, OFF64)
+    if SCAN:
+        c1 = w0 + S0 + t
+        c2 = c1 + (WIDTH - 1)
+        x1 = _load(x_base + row_off + offset(borders.remap(c1, W, BORDER), SXW, OFF64), borders.inside(c1, W),
+                   border_value, c, PRO, pro_args, INPUT, BORDER)
+        x2 = _load(x_base + row_off + offset(borders.remap(c2, W, BORDER), SXW, OFF64), borders.inside(c2, W),
+                   border_value, c, PRO, pro_args, INPUT, BORDER)
+        y = _van_herk(x1, x2, tl.broadcast_to(t // WIDTH, (BH, BW)),
+                      tl.broadcast_to((t + (WIDTH - 1)) // WIDTH, (BH, BW)), 1, DILATE)
+        ok = (rows < H) & (t < STEP) & (w0 + t < WO)
+    else:
+        cols = w0 + t + S0
+        y = _load(x_base + row_off + offset(borders.remap(cols, W, BORDER), SXW, OFF64), borders.inside(cols, W),
+                  border_value, c, PRO, pro_args, INPUT, BORDER)
+        for v in range(1, WIDTH):
+            cv = cols + v
+            y = _pick(y, _load(x_base + row_off + offset(borders.remap(cv, W, BORDER), SXW, OFF64),
+                               borders.inside(cv, W), border_value, c, PRO, pro_args, INPUT, BORDER), DILATE)
+        ok = (rows < H) & (w0 + t < WO)
+    pixels.store(Y + b * syb + c * syc + offset(rows, syh, OFF64) + offset(w0 + t, SYW, OFF64), y, ok)
+
+
+@triton.jit(do_not_specialize=["C", "H", "W", "S0", "sxb", "sxc", "sxh", "syb", "syc", "syh", "szb", "szc", "szh"])
+def column_kernel(X, Y, Z, C, H, W, S0, sxb, sxc, sxh, syb, syc, syh, szb, szc, szh, border_value,
+                  PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args, HEIGHT: tl.constexpr,
+                  SXW: tl.constexpr, SYW: tl.constexpr, SZW: tl.constexpr, BORDER: tl.constexpr,
+                  OFF64: tl.constexpr, DILATE: tl.constexpr, INPUT: tl.constexpr, SCAN: tl.constexpr,
+                  SUB: tl.constexpr, Z_INPUT: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr, STEP: tl.constexpr):
+    """Y[b, c, i, j] = finish(min over t < HEIGHT of X~[b, c, i + S0 + t, j]) (rows through
+    the border): ``row_kernel`` along the other axis, STEP output rows a tile."""
+    b, c, h0, w0 = tile_origin(tl.program_id(0), C, H, W, STEP, BW)
+    x_base = X + b * sxb + c * sxc
+    t = tl.arange(0, BH)[:, None]
+    cols = w0 + tl.arange(0, BW)[None, :]
+    col_off = offset(tl.minimum(cols, W - 1), SXW, OFF64)
+    if SCAN:
+        r1 = h0 + S0 + t
+        r2 = r1 + (HEIGHT - 1)
+        x1 = _load(x_base + offset(borders.remap(r1, H, BORDER), sxh, OFF64) + col_off, borders.inside(r1, H),
+                   border_value, c, PRO, pro_args, INPUT, BORDER)
+        x2 = _load(x_base + offset(borders.remap(r2, H, BORDER), sxh, OFF64) + col_off, borders.inside(r2, H),
+                   border_value, c, PRO, pro_args, INPUT, BORDER)
+        y = _van_herk(x1, x2, tl.broadcast_to(t // HEIGHT, (BH, BW)),
+                      tl.broadcast_to((t + (HEIGHT - 1)) // HEIGHT, (BH, BW)), 0, DILATE)
+        ok = (t < STEP) & (h0 + t < H) & (cols < W)
+    else:
+        rows = h0 + t + S0
+        y = _load(x_base + offset(borders.remap(rows, H, BORDER), sxh, OFF64) + col_off, borders.inside(rows, H),
+                  border_value, c, PRO, pro_args, INPUT, BORDER)
+        for u in range(1, HEIGHT):
+            ru = rows + u
+            y = _pick(y, _load(x_base + offset(borders.remap(ru, H, BORDER), sxh, OFF64) + col_off,
+                               borders.inside(ru, H), border_value, c, PRO, pro_args, INPUT, BORDER), DILATE)
+        ok = (h0 + t < H) & (cols < W)
+    out_rows = h0 + t
+    _finish(y, Y + b * syb + c * syc + offset(out_rows, syh, OFF64) + offset(cols, SYW, OFF64),
+            Z + b * szb + c * szc + offset(out_rows, szh, OFF64) + offset(cols, SZW, OFF64), ok, c, PRO, pro_args,
+            EPI, epi_args, SUB, Z_INPUT)
+
+
+@triton.jit(do_not_specialize=["NT", "C", "H", "W", "XW", "sxd", "sxb", "sxc", "sxh", "syb", "syc", "syh",
+                               "szb", "szc", "szh"])
+def taps_kernel(X, Y, Z, TAPS, NT, C, H, W, XW, sxd, sxb, sxc, sxh, syb, syc, syh, szb, szc, szh, border_value,
+                PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args, SXW: tl.constexpr, SYW: tl.constexpr,
+                SZW: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr, DILATE: tl.constexpr,
+                INPUT: tl.constexpr, STACKED: tl.constexpr, SUB: tl.constexpr, Z_INPUT: tl.constexpr,
+                BH: tl.constexpr, BW: tl.constexpr):
+    """Y[b, c, i, j] = finish(min over the NT taps (du, dv, d) of X~[d, b, c, i + du, j + dv]):
+    ``TAPS`` holds (du, dv, d) triples as floats. ``INPUT``: X is the image (through the
+    prologue). ``STACKED``: X is ``row_kernel``'s stacked buffer of ``XW`` columns, plane d a
+    run length, read at columns j + dv (always inside); otherwise one plane of the image's
+    size, columns through the border."""
+    b, c, h0, w0 = tile_origin(tl.program_id(0), C, H, W, BH, BW)
+    x_base = X + b * sxb + c * sxc
+    rows = h0 + tl.arange(0, BH)[:, None]
+    cols = w0 + tl.arange(0, BW)[None, :]
+    y = tl.full((BH, BW), float("-inf") if DILATE else float("inf"), tl.float32)
+    for k in range(NT):
+        du = tl.load(TAPS + 3 * k).to(tl.int32)
+        dv = tl.load(TAPS + 3 * k + 1).to(tl.int32)
+        d = tl.load(TAPS + 3 * k + 2).to(tl.int32)
+        rr = rows + du
+        cc = cols + dv
+        row_off = offset(borders.remap(rr, H, BORDER), sxh, OFF64)
+        if STACKED:
+            x = _load(x_base + offset(d, sxd, OFF64) + row_off + offset(tl.minimum(cc, XW - 1), SXW, OFF64),
+                      borders.inside(rr, H), border_value, c, PRO, pro_args, False, BORDER)
+        else:
+            x = _load(x_base + row_off + offset(borders.remap(cc, W, BORDER), SXW, OFF64),
+                      borders.inside(rr, H) & borders.inside(cc, W), border_value, c, PRO, pro_args, INPUT, BORDER)
+        y = _pick(y, x, DILATE)
+    ok = (rows < H) & (cols < W)
+    _finish(y, Y + b * syb + c * syc + offset(rows, syh, OFF64) + offset(cols, SYW, OFF64),
+            Z + b * szb + c * szc + offset(rows, szh, OFF64) + offset(cols, SZW, OFF64), ok, c, PRO, pro_args,
+            EPI, epi_args, SUB, Z_INPUT)
+
+
+# ---- the host side ---------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=256)
+def plan(rows, kw, ay, ax):
+    """How a pass by the mask whose rows are the bit sets ``rows`` (bit v: column v) and
+    ``kw`` columns, anchored at (ay, ax), runs: ("direct", taps), ("rect",) or ("runs",
+    lengths, taps), taps as (du, dv, d) triples (du, dv relative to the anchor for direct
+    taps; for runs dv is the run's first column, d the index of its length)."""
+    kh = len(rows)
+    cells = [(u, v) for u in range(kh) for v in range(kw) if rows[u] >> v & 1]
+    if len(cells) <= DIRECT_TAPS:
+        return ("direct", tuple((u - ay, v - ax, 0) for u, v in cells))
+    if len(cells) == kh * kw:
+        return ("rect",)
+    runs = []
+    for u in range(kh):
+        v = 0
+        while v < kw:
+            if rows[u] >> v & 1:
+                a = v
+                while v < kw and rows[u] >> v & 1:
+                    v += 1
+                runs.append((u, a, v - a))
+            else:
+                v += 1
+    lengths = tuple(sorted({w for _, _, w in runs}))
+    return ("runs", lengths, tuple((u - ay, a, lengths.index(w)) for u, a, w in runs))
+
+
+def _flat(taps):
+    return tuple(float(v) for tap in taps for v in tap)
+
+
+def _row(x, y, width, s0, border, value, pro, dilate, inp):
+    B, C, H, W = x.shape
+    WO = y.shape[3]
+    scan = width > DIRECT_WIDTH
+    if interpreting():
+        bh, bw = pow2_at_least(H, 1, 1 << 20), pow2_at_least(WO + (width - 1 if scan else 0), 1, 1 << 20)
+        cfg = tile_config(BH=bh, BW=bw, num_warps=1)
+    elif scan:
+        bw = pow2_at_least(2 * width, 128, 4096)
+        bh = max(1, 1024 // bw)
+        cfg = tile_config(BH=bh, BW=bw, num_warps=4)
+    else:
+        bh, bw = 8, 128
+        cfg = tile_config(BH=bh, BW=bw, num_warps=4)
+    step = bw - width + 1 if scan else bw
+    args = (x, y, C, H, W, WO, s0, x.stride(0), x.stride(1), x.stride(2), y.stride(0), y.stride(1), y.stride(2),
+            float(value), pro[0], pro[1])
+    meta = dict(WIDTH=width, SXW=x.stride(3), SYW=y.stride(3), BORDER=border, OFF64=needs_int64(x, y),
+                DILATE=bool(dilate), INPUT=bool(inp), SCAN=scan, STEP=step)
+    launch_kernel(row_kernel, lambda m: (programs(B * C, H, WO, bh, step),), args, meta, x, cfg)
+
+
+def _column(x, y, z, height, s0, border, value, pro, epi, dilate, inp, sub, z_input):
+    B, C, H, W = x.shape
+    scan = height > DIRECT_WIDTH
+    if interpreting():
+        bh, bw = pow2_at_least(H + (height - 1 if scan else 0), 1, 1 << 20), pow2_at_least(W, 1, 1 << 20)
+        cfg = tile_config(BH=bh, BW=bw, num_warps=1)
+    elif scan:
+        bh = pow2_at_least(2 * height, 32, 2048)
+        bw = max(2, 2048 // bh)
+        cfg = tile_config(BH=bh, BW=bw, num_warps=4)
+    else:
+        bh, bw = 16, 64
+        cfg = tile_config(BH=bh, BW=bw, num_warps=4)
+    step = bh - height + 1 if scan else bh
+    args = (x, y, z, C, H, W, s0, x.stride(0), x.stride(1), x.stride(2), y.stride(0), y.stride(1), y.stride(2),
+            z.stride(0), z.stride(1), z.stride(2), float(value), pro[0], pro[1], epi[0], epi[1])
+    meta = dict(HEIGHT=height, SXW=x.stride(3), SYW=y.stride(3), SZW=z.stride(3), BORDER=border,
+                OFF64=needs_int64(x, y, z), DILATE=bool(dilate), INPUT=bool(inp), SCAN=scan, SUB=sub,
+                Z_INPUT=bool(z_input), STEP=step)
+    launch_kernel(column_kernel, lambda m: (programs(B * C, H, W, step, bw),), args, meta, x, cfg)
+
+
+def _taps(x, y, z, taps, planes_stride, xw, border, value, pro, epi, dilate, inp, stacked, sub, z_input):
+    B, C, H, W = y.shape
+    if interpreting():
+        bh, bw = pow2_at_least(H, 1, 1 << 20), pow2_at_least(W, 1, 1 << 20)
+        cfg = tile_config(BH=bh, BW=bw, num_warps=1)
+    else:
+        bh, bw = 16, 64
+        cfg = tile_config(BH=bh, BW=bw, num_warps=4)
+    from imgfilters import _image  # (the constant cache of small device vectors)
+    table = _image.on(_flat(taps), x.device)
+    args = (x, y, z, table, len(taps), C, H, W, xw, planes_stride, x.stride(0), x.stride(1), x.stride(2),
+            y.stride(0), y.stride(1), y.stride(2), z.stride(0), z.stride(1), z.stride(2), float(value),
+            pro[0], pro[1], epi[0], epi[1])
+    meta = dict(SXW=x.stride(3), SYW=y.stride(3), SZW=z.stride(3), BORDER=border, OFF64=needs_int64(x, y, z),
+                DILATE=bool(dilate), INPUT=bool(inp), STACKED=bool(stacked), SUB=sub, Z_INPUT=bool(z_input))
+    launch_kernel(taps_kernel, lambda m: (programs(B * C, H, W, bh, bw),), args, meta, x, cfg)
+
+
+def launch(x, y, rows, kw, dilate, border=0, border_value=0.0, pro=((), ()), epi=((), ()), inp=True, z=None,
+           sub=0, z_input=False, buffer_dtype=None, anchor=None):
+    """One erosion (``dilate``: dilation) pass of 4-D ``x`` (B, C, H, W) into 4-D ``y`` by
+    the mask of bit-set ``rows`` and ``kw`` columns, anchored at ``anchor`` (row, column;
+    default the centre, ``(kh // 2, kw // 2)``).
+
+    ``border`` is a code from ``core.borders`` (the default border is the constant one with
+    ``border_value`` +-inf); ``pro`` applies when ``inp`` (``x`` is the image; otherwise a
+    buffer of an earlier pass), ``epi`` and ``sub`` (1: ``y - z``, 2: ``z - y``; ``z`` read
+    through the prologue when ``z_input``) at the store. Buffers between launches are
+    ``buffer_dtype`` (default ``x``'s)."""
+    import torch
+    B, C, H, W = x.shape
+    kh = len(rows)
+    ay, ax = (kh // 2, kw // 2) if anchor is None else anchor
+    how = plan(tuple(rows), kw, ay, ax)
+    z = y if z is None else z
+    buffer_dtype = buffer_dtype or x.dtype
+    if how[0] == "direct":
+        _taps(x, y, z, how[1], 0, W, border, border_value, pro, epi, dilate, inp, False, sub, z_input)
+    elif how[0] == "rect":
+        if kw == 1:
+            _column(x, y, z, kh, -ay, border, border_value, pro, epi, dilate, inp, sub, z_input)
+            return
+        t = torch.empty(B, C, H, W, dtype=buffer_dtype, device=x.device)
+        _row(x, t, kw, -ax, border, border_value, pro, dilate, inp)
+        _column(t, y, z, kh, -ay, border, border_value, ((), ()), epi, dilate, False, sub, z_input)
+    else:
+        _, lengths, taps = how
+        xw = W + kw - 1
+        stacked = torch.empty(len(lengths), B, C, H, xw, dtype=buffer_dtype, device=x.device)
+        for d, w in enumerate(lengths):
+            _row(x, stacked[d], w, -ax, border, border_value, pro, dilate, inp)
+        _taps(stacked[0], y, z, taps, stacked.stride(0), xw, border, border_value, ((), ()), epi, dilate, False,
+              True, sub, z_input)
