@@ -35,7 +35,8 @@ import torch
 import imgfilters
 from imgfilters import _image, tiling
 
-__all__ = ["separable_filter", "gaussian_blur", "box_blur", "unsharp_mask", "filter2d", "median_blur", "sobel",
+__all__ = ["separable_filter", "gaussian_blur", "box_blur", "unsharp_mask", "filter2d", "median_blur", "erode",
+           "dilate", "morphology", "sobel",
            "scharr", "laplacian", "bilateral", "joint_bilateral", "nl_means", "pointwise", "resize", "upsample",
            "imresize"]
 
@@ -237,6 +238,9 @@ upsample = _public(imgfilters.upsample)
 imresize = _public(imgfilters.imresize)
 filter2d = _public(imgfilters.filter2d)
 median_blur = _public(imgfilters.median_blur)
+erode = _public(imgfilters.erode)
+dilate = _public(imgfilters.dilate)
+morphology = _public(imgfilters.morphology)
 sobel = _public(imgfilters.sobel)
 scharr = _public(imgfilters.scharr)
 laplacian = _public(imgfilters.laplacian)

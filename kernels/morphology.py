@@ -339,9 +339,9 @@ def launch(x, y, rows, kw, dilate, border=0, border_value=0.0, pro=((), ()), epi
     default the centre, ``(kh // 2, kw // 2)``).
 
     ``border`` is a code from ``core.borders`` (the default border is the constant one with
-    ``border_value`` +-inf); ``pro`` applies when ``inp`` (``x`` is the image; otherwise a
-    buffer of an earlier pass), ``epi`` and ``sub`` (1: ``y - z``, 2: ``z - y``; ``z`` read
-    through the prologue when ``z_input``) at the store. Buffers between launches are
+    ``border_value`` +-inf); ``pro`` applies to ``x`` when ``inp`` (``x`` is the image;
+    otherwise a buffer of an earlier pass) and to ``z`` when ``z_input``; ``epi`` and
+    ``sub`` (1: ``y - z``, 2: ``z - y``) at the store. Buffers between launches are
     ``buffer_dtype`` (default ``x``'s)."""
     import torch
     B, C, H, W = x.shape
@@ -358,12 +358,12 @@ def launch(x, y, rows, kw, dilate, border=0, border_value=0.0, pro=((), ()), epi
             return
         t = torch.empty(B, C, H, W, dtype=buffer_dtype, device=x.device)
         _row(x, t, kw, -ax, border, border_value, pro, dilate, inp)
-        _column(t, y, z, kh, -ay, border, border_value, ((), ()), epi, dilate, False, sub, z_input)
+        _column(t, y, z, kh, -ay, border, border_value, pro, epi, dilate, False, sub, z_input)
     else:
         _, lengths, taps = how
         xw = W + kw - 1
         stacked = torch.empty(len(lengths), B, C, H, xw, dtype=buffer_dtype, device=x.device)
         for d, w in enumerate(lengths):
             _row(x, stacked[d], w, -ax, border, border_value, pro, dilate, inp)
-        _taps(stacked[0], y, z, taps, stacked.stride(0), xw, border, border_value, ((), ()), epi, dilate, False,
+        _taps(stacked[0], y, z, taps, stacked.stride(0), xw, border, border_value, pro, epi, dilate, False,
               True, sub, z_input)

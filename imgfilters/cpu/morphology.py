@@ -46,15 +46,16 @@ def _pick(dst, a, b, n, dilate):
 
 
 @core.kernel(*IMAGE, *IMAGE, *IMAGE, INDEX, INDEX, FLOAT, FLOAT, FLOAT, CHAIN, CHAIN, INT, INT, INT, INT, INT, INT,
-             RUNS, INDEX, INT, INT, INT, LENGTHS, LEVELS, ROWBUF, ROWBUF)
+             RUNS, INDEX, INT, INT, INT, INT, LENGTHS, LEVELS, ROWBUF, ROWBUF)
 def _pass(lo, hi, xu8, xu16, xf32, kin, yu8, yu16, yf32, kout, zu8, zu16, zf32, kz, rows, edges, border_value,
-          in_scale, z_scale, pro, epi, n_bands, band_rows, kh, kw, ay, ax, runs, lengths, dilate, sub, z_input,
-          ring, levels, acc, zrow):
+          in_scale, z_scale, pro, epi, n_bands, band_rows, kh, kw, ay, ax, runs, lengths, dilate, x_input, sub,
+          z_input, ring, levels, acc, zrow):
     """Tasks ``lo .. hi - 1`` of ``planes * n_bands``: one pass, Y = EPI(finish(min over
     the runs of PRO(X~))). ``rows``: the border map of the rows (``ay`` before, ``kh - 1 -
     ay`` after), ``edges``: the columns' edge map (``ax`` before, ``kw - 1 - ax`` after);
-    ``in_scale`` and ``z_scale`` the unit scales of X and Z; ``pro`` applies to X (and to Z
-    when ``z_input``); ``sub`` 1: Y = result - Z, 2: Z - result. Buffers: ``ring`` (kh,
+    ``in_scale`` and ``z_scale`` the unit scales of X and Z; ``pro`` applies to X when
+    ``x_input`` (X is the image, not a buffer of an earlier pass) and to Z when
+    ``z_input``; ``sub`` 1: Y = result - Z, 2: Z - result. Buffers: ``ring`` (kh,
     lengths, W + kw - 1), ``levels`` (1 + log2 of the longest run, W + kw - 1), ``acc`` and ``zrow`` (W)."""
     B, C, H, W = core.shape(xu8, xu16, xf32, kin)
     wp = W + kw - 1
@@ -73,7 +74,8 @@ def _pass(lo, hi, xu8, xu16, xf32, kin, yu8, yu16, yf32, kout, zu8, zu16, zf32, 
                 core.fill(pad, border_value, wp)
             else:
                 core.load_row(xu8, xu16, xf32, kin, b, c, r, pad[ax:], in_scale)
-                core.apply_chain(pad[ax:], acc, W, pro[c])
+                if x_input:
+                    core.apply_chain(pad[ax:], acc, W, pro[c])
                 core.fill_edges(pad, ax, W, edges, border_value)
             p = 1
             level = 0
@@ -128,7 +130,8 @@ def _runs(rows, kw, ay):
     return table, np.array(lengths, dtype=np.int32)
 
 
-def _one_pass(x4, y4, rows, kw, anchor, dilate, code, border_value, pro, epi, z4=None, sub=0, z_input=False):
+def _one_pass(x4, y4, rows, kw, anchor, dilate, code, border_value, pro, epi, x_input, z4=None, sub=0,
+              z_input=False):
     B, C, H, W = x4.shape
     kh = len(rows)
     ay, ax = anchor
@@ -141,7 +144,7 @@ def _one_pass(x4, y4, rows, kw, anchor, dilate, code, border_value, pro, epi, z4
     cpu.run(_pass, B * C * n_bands, *xs, *out.args, *zs, cpu.border_map(H, ay, kh - 1 - ay, code),
             cpu.edge_map(W, ax, kw - 1 - ax, code), f32(border_value), f32(cpu.unit_scale(xs[3])),
             f32(cpu.unit_scale(zs[3])), pro, epi, n_bands, band_rows, kh, kw, ay, ax, table, lengths, int(dilate),
-            sub, int(z_input),
+            int(x_input), sub, int(z_input),
             scratch=(((kh, len(lengths), wp), np.float32), ((int(lengths[-1]).bit_length(), wp), np.float32),
                      ((W,), np.float32),
                      ((W,), np.float32)))
@@ -167,8 +170,8 @@ def morphology(img, op, rows, kw, iterations, border, border_value, fusion=None)
         for k, (r, w, anchor) in enumerate(plan):
             last = k == len(plan) - 1
             dst = out if last and out is not None else torch.empty(x4.shape, dtype=buffer_dtype)
-            _one_pass(x, dst, r, w, anchor, dilate, code, value, pro if is_input else none,
-                      last_epi if last else none, z if last else None, sub if last else 0, z_input)
+            _one_pass(x, dst, r, w, anchor, dilate, code, value, pro, last_epi if last else none, is_input,
+                      z if last else None, sub if last else 0, z_input)
             x, is_input = dst, False
         return x
 

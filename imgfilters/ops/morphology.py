@@ -138,27 +138,24 @@ def check_kernel(kernel, shape="rect"):
     """The structuring element -> (rows, kw): each mask row as a bit set (bit v: column v)."""
     _check_shape(shape)
     if _is_size(kernel):
-        mask = reference.structuring_element(shape, _check_size(kernel))
-    else:
-        if shape != "rect":
-            raise ValueError(f"shape {shape!r} applies to a kernel size; kernel is a mask")
-        try:
-            m = torch.as_tensor(kernel.detach().cpu() if isinstance(kernel, torch.Tensor) else kernel)
-        except (TypeError, ValueError, RuntimeError):
-            raise TypeError(f"kernel must be a size k or (kh, kw), or a 2-D boolean mask, got "
-                            f"{type(kernel).__name__}") from None
-        if m.ndim != 2 or not 1 <= m.shape[0] <= MAX_SIDE or not 1 <= m.shape[1] <= MAX_SIDE:
-            raise ValueError(f"kernel as a mask must be 2-D with sides 1 to {MAX_SIDE}, got shape {tuple(m.shape)}")
-        if m.dtype != torch.bool:
-            if m.is_complex() or not bool(((m == 0) | (m == 1)).all()):
-                raise ValueError("kernel as a mask must hold booleans, or only 0 and 1")
-            m = m != 0
-        if not bool(m.any()):
-            raise ValueError("kernel as a mask must hold at least one True")
-        mask = m
-    kh, kw = mask.shape
-    rows = tuple(sum(1 << v for v in range(kw) if mask[u, v]) for u in range(kh))
-    return rows, kw
+        kh, kw = _check_size(kernel)
+        return tuple(sum(1 << v for v in range(j1, j2)) for j1, j2 in reference.element_spans(shape, (kh, kw))), kw
+    if shape != "rect":
+        raise ValueError(f"shape {shape!r} applies to a kernel size; kernel is a mask")
+    # the mask as nested Python lists, checked in plain Python (``torch.compile`` traces a
+    # list as constants; a tensor's values are read on the host)
+    m = kernel.detach().cpu().tolist() if isinstance(kernel, torch.Tensor) else kernel
+    m = m.tolist() if hasattr(m, "tolist") and not isinstance(m, (list, tuple)) else m
+    if (not isinstance(m, (list, tuple)) or not 1 <= len(m) <= MAX_SIDE
+            or not all(isinstance(r, (list, tuple)) and len(r) == len(m[0]) for r in m)
+            or not 1 <= len(m[0]) <= MAX_SIDE):
+        raise ValueError(f"kernel as a mask must be 2-D (a tensor, array or nested list) with sides 1 to {MAX_SIDE}")
+    if not all(v in (0, 1) and not isinstance(v, complex) for r in m for v in r):
+        raise ValueError("kernel as a mask must hold booleans, or only 0 and 1")
+    rows = tuple(sum(1 << v for v, on in enumerate(r) if on) for r in m)
+    if not any(rows):
+        raise ValueError("kernel as a mask must hold at least one True")
+    return rows, len(m[0])
 
 
 def check_iterations(iterations, rows, kw):
@@ -202,6 +199,15 @@ def _chains(op):
             "blackhat": ("dilate", "erode", 1, "input")}[op]
 
 
+def launches(op, rows, kw, n):
+    """The kernel launches of one call on the kernel path."""
+    per_pass = 0
+    for r, w, anchor in _passes(rows, kw, n):
+        how = kernels.plan(r, w, *anchor)
+        per_pass += 1 if how[0] == "direct" else (1 if w == 1 else 2) if how[0] == "rect" else len(how[1]) + 1
+    return per_pass * (1 if op in ("erode", "dilate") else 2)
+
+
 def halo(name, a, channels):
     """The input margin ``(rows, cols)`` that one output tile needs (``imgfilters.tiling``):
     the reach of the structuring element times the passes."""
@@ -236,9 +242,9 @@ def _chain(x4, out, is_input, dilate, plan, border, border_value, pro, buffer_dt
     for k, (rows, kw, anchor) in enumerate(plan):
         last = k == len(plan) - 1
         dst = out if last and out is not None else torch.empty(x4.shape, dtype=buffer_dtype, device=x4.device)
-        kernels.launch(x4, dst, rows, kw, dilate, code, value, pro if is_input else ((), ()),
-                       epi if last else ((), ()), inp=is_input, z=z if last else None, sub=sub if last else 0,
-                       z_input=z_input, buffer_dtype=buffer_dtype, anchor=anchor)
+        kernels.launch(x4, dst, rows, kw, dilate, code, value, pro, epi if last else ((), ()), inp=is_input,
+                       z=z if last else None, sub=sub if last else 0, z_input=z_input, buffer_dtype=buffer_dtype,
+                       anchor=anchor)
         x4, is_input = dst, False
     return x4
 

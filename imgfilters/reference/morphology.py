@@ -57,27 +57,37 @@ OPS = ("erode", "dilate", "opening", "closing", "gradient", "tophat", "blackhat"
 
 def structuring_element(shape, size):
     """OpenCV's ``getStructuringElement(shape, (kw, kh))`` as a ``(kh, kw)`` bool tensor,
-    ``size = (kh, kw)``, anchor at the centre. The ellipse's row ``i`` spans
-    ``c - dx .. c + dx`` with ``dx = round(c * sqrt((r^2 - (i - r)^2) / r^2))`` (round half
-    to even, as ``saturate_cast<int>``), ``r = kh // 2``, ``c = kw // 2``."""
+    ``size = (kh, kw)``, anchor at the centre (``element_spans``)."""
     kh, kw = size
     m = torch.zeros(kh, kw, dtype=torch.bool)
-    if shape == "rect" or (kh == 1 and kw == 1):
-        m[:] = True
-    elif shape == "cross":
-        m[kh // 2, :] = True
-        m[:, kw // 2] = True
-    elif shape == "ellipse":
-        r, c = kh // 2, kw // 2
-        inv_r2 = 1.0 / (r * r) if r else 0.0
-        for i in range(kh):
-            dy = i - r
-            if abs(dy) <= r:
-                dx = round(c * math.sqrt((r * r - dy * dy) * inv_r2))
-                m[i, max(c - dx, 0):min(c + dx + 1, kw)] = True
-    else:
-        raise ValueError(f"shape must be one of {SHAPES}, got {shape!r}")
+    for i, (j1, j2) in enumerate(element_spans(shape, size)):
+        m[i, j1:j2] = True
     return m
+
+
+def element_spans(shape, size):
+    """The columns ``j1 .. j2 - 1`` that row ``i`` of OpenCV's element holds, for each row
+    (plain Python: ``torch.compile`` traces it as constants). The ellipse's row ``i`` spans
+    ``c - dx .. c + dx`` with ``dx = round(c * sqrt((r^2 - (i - r)^2) / r^2))`` (round half
+    to even, as ``saturate_cast<int>``), ``r = kh // 2``, ``c = kw // 2``; the cross is its
+    middle row and column."""
+    kh, kw = size
+    if shape not in SHAPES:
+        raise ValueError(f"shape must be one of {SHAPES}, got {shape!r}")
+    spans = []
+    r, c = kh // 2, kw // 2
+    inv_r2 = 1.0 / (r * r) if r else 0.0
+    for i in range(kh):
+        j1, j2 = 0, 0
+        if shape == "rect" or (kh == 1 and kw == 1) or (shape == "cross" and i == r):
+            j2 = kw
+        elif shape == "cross":
+            j1, j2 = c, c + 1
+        elif abs(i - r) <= r:
+            dx = round(c * math.sqrt((r * r - (i - r) ** 2) * inv_r2))
+            j1, j2 = max(c - dx, 0), min(c + dx + 1, kw)
+        spans.append((j1, j2))
+    return spans
 
 
 def passes(mask, iterations):
