@@ -27,9 +27,9 @@ shapes of work from the mask:
   once per distinct run length ``w``, the min over ``w`` columns starting at each column
   from ``-ax`` to ``W + kw - 1 - ax`` into one plane of a stacked buffer; then one
   ``taps_kernel`` launch takes each output's min over the runs (a tap per run: row ``i + u
-  - ay`` of the plane of its length, column ``j + a``). A 15 x 15 ellipse has 8 distinct
-  lengths and 15 runs: 8 row passes (each a read and a write of the image) and 15 loads and
-  14 min/max an output instead of its 177 positions.
+  - ay`` of the plane of its length, column ``j + a``). A 15 x 15 ellipse has 5 distinct
+  lengths and 15 runs: 5 row passes (each a read and a write of the image) and 15 loads and
+  14 min/max an output instead of its 169 positions.
 
 The finishing (``_finish``): ``SUB`` subtracts the pass's result from, or subtracts from
 it, a second image ``Z`` (the compound operations: gradient, tophat, blackhat), then the
@@ -108,11 +108,14 @@ def _load(ptrs, inside, border_value, c, PRO: tl.constexpr, pro_args, INPUT: tl.
 
 @triton.jit
 def _finish(y, y_ptrs, z_ptrs, ok, c, PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
-            SUB: tl.constexpr, Z_INPUT: tl.constexpr):
+            SUB: tl.constexpr, Z_INPUT: tl.constexpr, LEVELS: tl.constexpr):
     """Store a pass's result ``y``: with ``SUB`` 1 ``y - Z``, 2 ``Z - y`` (``Z`` the image
-    through the prologue when ``Z_INPUT``, else a buffer), then the epilogue (whose input
-    pixel is the result itself: no pointwise step reads it)."""
+    through the prologue when ``Z_INPUT``, else a buffer; ``y`` first as an image of
+    ``LEVELS`` levels stores it, when the operation's images are integers), then the
+    epilogue (whose input pixel is the result itself: no pointwise step reads it)."""
     if SUB != 0:
+        if LEVELS > 0:
+            y = pointwise.quantize(y, c, LEVELS)
         if Z_INPUT:
             z = neighbourhood.load(z_ptrs, None, 0.0, c, PRO, pro_args, neighbourhood.UNIT, borders.REFLECT, ok)
         else:
@@ -167,7 +170,8 @@ def column_kernel(X, Y, Z, C, H, W, S0, sxb, sxc, sxh, syb, syc, syh, szb, szc, 
                   PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args, HEIGHT: tl.constexpr,
                   SXW: tl.constexpr, SYW: tl.constexpr, SZW: tl.constexpr, BORDER: tl.constexpr,
                   OFF64: tl.constexpr, DILATE: tl.constexpr, INPUT: tl.constexpr, SCAN: tl.constexpr,
-                  SUB: tl.constexpr, Z_INPUT: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr, STEP: tl.constexpr):
+                  SUB: tl.constexpr, Z_INPUT: tl.constexpr, LEVELS: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr,
+                  STEP: tl.constexpr):
     """Y[b, c, i, j] = finish(min over t < HEIGHT of X~[b, c, i + S0 + t, j]) (rows through
     the border): ``row_kernel`` along the other axis, STEP output rows a tile."""
     b, c, h0, w0 = tile_origin(tl.program_id(0), C, H, W, STEP, BW)
@@ -197,7 +201,7 @@ def column_kernel(X, Y, Z, C, H, W, S0, sxb, sxc, sxh, syb, syc, syh, szb, szc, 
     out_rows = h0 + t
     _finish(y, Y + b * syb + c * syc + offset(out_rows, syh, OFF64) + offset(cols, SYW, OFF64),
             Z + b * szb + c * szc + offset(out_rows, szh, OFF64) + offset(cols, SZW, OFF64), ok, c, PRO, pro_args,
-            EPI, epi_args, SUB, Z_INPUT)
+            EPI, epi_args, SUB, Z_INPUT, LEVELS)
 
 
 @triton.jit(do_not_specialize=["NT", "C", "H", "W", "XW", "sxd", "sxb", "sxc", "sxh", "syb", "syc", "syh",
@@ -206,7 +210,7 @@ def taps_kernel(X, Y, Z, TAPS, NT, C, H, W, XW, sxd, sxb, sxc, sxh, syb, syc, sy
                 PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args, SXW: tl.constexpr, SYW: tl.constexpr,
                 SZW: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr, DILATE: tl.constexpr,
                 INPUT: tl.constexpr, STACKED: tl.constexpr, SUB: tl.constexpr, Z_INPUT: tl.constexpr,
-                BH: tl.constexpr, BW: tl.constexpr):
+                LEVELS: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr):
     """Y[b, c, i, j] = finish(min over the NT taps (du, dv, d) of X~[d, b, c, i + du, j + dv]):
     ``TAPS`` holds (du, dv, d) triples as floats. ``INPUT``: X is the image (through the
     prologue). ``STACKED``: X is ``row_kernel``'s stacked buffer of ``XW`` columns, plane d a
@@ -234,7 +238,7 @@ def taps_kernel(X, Y, Z, TAPS, NT, C, H, W, XW, sxd, sxb, sxc, sxh, syb, syc, sy
     ok = (rows < H) & (cols < W)
     _finish(y, Y + b * syb + c * syc + offset(rows, syh, OFF64) + offset(cols, SYW, OFF64),
             Z + b * szb + c * szc + offset(rows, szh, OFF64) + offset(cols, SZW, OFF64), ok, c, PRO, pro_args,
-            EPI, epi_args, SUB, Z_INPUT)
+            EPI, epi_args, SUB, Z_INPUT, LEVELS)
 
 
 # ---- the host side ---------------------------------------------------------------------------
@@ -292,7 +296,7 @@ def _row(x, y, width, s0, border, value, pro, dilate, inp):
     launch_kernel(row_kernel, lambda m: (programs(B * C, H, WO, bh, step),), args, meta, x, cfg)
 
 
-def _column(x, y, z, height, s0, border, value, pro, epi, dilate, inp, sub, z_input):
+def _column(x, y, z, height, s0, border, value, pro, epi, dilate, inp, sub, z_input, levels):
     B, C, H, W = x.shape
     scan = height > DIRECT_WIDTH
     if interpreting():
@@ -310,11 +314,11 @@ def _column(x, y, z, height, s0, border, value, pro, epi, dilate, inp, sub, z_in
             z.stride(0), z.stride(1), z.stride(2), float(value), pro[0], pro[1], epi[0], epi[1])
     meta = dict(HEIGHT=height, SXW=x.stride(3), SYW=y.stride(3), SZW=z.stride(3), BORDER=border,
                 OFF64=needs_int64(x, y, z), DILATE=bool(dilate), INPUT=bool(inp), SCAN=scan, SUB=sub,
-                Z_INPUT=bool(z_input), STEP=step)
+                Z_INPUT=bool(z_input), LEVELS=levels if sub else 0, STEP=step)
     launch_kernel(column_kernel, lambda m: (programs(B * C, H, W, step, bw),), args, meta, x, cfg)
 
 
-def _taps(x, y, z, taps, planes_stride, xw, border, value, pro, epi, dilate, inp, stacked, sub, z_input):
+def _taps(x, y, z, taps, planes_stride, xw, border, value, pro, epi, dilate, inp, stacked, sub, z_input, levels):
     B, C, H, W = y.shape
     if interpreting():
         bh, bw = pow2_at_least(H, 1, 1 << 20), pow2_at_least(W, 1, 1 << 20)
@@ -328,12 +332,13 @@ def _taps(x, y, z, taps, planes_stride, xw, border, value, pro, epi, dilate, inp
             y.stride(0), y.stride(1), y.stride(2), z.stride(0), z.stride(1), z.stride(2), float(value),
             pro[0], pro[1], epi[0], epi[1])
     meta = dict(SXW=x.stride(3), SYW=y.stride(3), SZW=z.stride(3), BORDER=border, OFF64=needs_int64(x, y, z),
-                DILATE=bool(dilate), INPUT=bool(inp), STACKED=bool(stacked), SUB=sub, Z_INPUT=bool(z_input))
+                DILATE=bool(dilate), INPUT=bool(inp), STACKED=bool(stacked), SUB=sub, Z_INPUT=bool(z_input),
+                LEVELS=levels if sub else 0)
     launch_kernel(taps_kernel, lambda m: (programs(B * C, H, W, bh, bw),), args, meta, x, cfg)
 
 
 def launch(x, y, rows, kw, dilate, border=0, border_value=0.0, pro=((), ()), epi=((), ()), inp=True, z=None,
-           sub=0, z_input=False, buffer_dtype=None, anchor=None):
+           sub=0, z_input=False, buffer_dtype=None, anchor=None, levels=0):
     """One erosion (``dilate``: dilation) pass of 4-D ``x`` (B, C, H, W) into 4-D ``y`` by
     the mask of bit-set ``rows`` and ``kw`` columns, anchored at ``anchor`` (row, column;
     default the centre, ``(kh // 2, kw // 2)``).
@@ -341,8 +346,9 @@ def launch(x, y, rows, kw, dilate, border=0, border_value=0.0, pro=((), ()), epi
     ``border`` is a code from ``core.borders`` (the default border is the constant one with
     ``border_value`` +-inf); ``pro`` applies to ``x`` when ``inp`` (``x`` is the image;
     otherwise a buffer of an earlier pass) and to ``z`` when ``z_input``; ``epi`` and
-    ``sub`` (1: ``y - z``, 2: ``z - y``) at the store. Buffers between launches are
-    ``buffer_dtype`` (default ``x``'s)."""
+    ``sub`` (1: ``y - z``, 2: ``z - y``, the result first quantized to ``levels`` when
+    nonzero: the operation's images are integers) at the store. Buffers between launches
+    are ``buffer_dtype`` (default ``x``'s)."""
     import torch
     B, C, H, W = x.shape
     kh = len(rows)
@@ -351,14 +357,14 @@ def launch(x, y, rows, kw, dilate, border=0, border_value=0.0, pro=((), ()), epi
     z = y if z is None else z
     buffer_dtype = buffer_dtype or x.dtype
     if how[0] == "direct":
-        _taps(x, y, z, how[1], 0, W, border, border_value, pro, epi, dilate, inp, False, sub, z_input)
+        _taps(x, y, z, how[1], 0, W, border, border_value, pro, epi, dilate, inp, False, sub, z_input, levels)
     elif how[0] == "rect":
         if kw == 1:
-            _column(x, y, z, kh, -ay, border, border_value, pro, epi, dilate, inp, sub, z_input)
+            _column(x, y, z, kh, -ay, border, border_value, pro, epi, dilate, inp, sub, z_input, levels)
             return
         t = torch.empty(B, C, H, W, dtype=buffer_dtype, device=x.device)
         _row(x, t, kw, -ax, border, border_value, pro, dilate, inp)
-        _column(t, y, z, kh, -ay, border, border_value, pro, epi, dilate, False, sub, z_input)
+        _column(t, y, z, kh, -ay, border, border_value, pro, epi, dilate, False, sub, z_input, levels)
     else:
         _, lengths, taps = how
         xw = W + kw - 1
@@ -366,4 +372,4 @@ def launch(x, y, rows, kw, dilate, border=0, border_value=0.0, pro=((), ()), epi
         for d, w in enumerate(lengths):
             _row(x, stacked[d], w, -ax, border, border_value, pro, dilate, inp)
         _taps(stacked[0], y, z, taps, stacked.stride(0), xw, border, border_value, pro, epi, dilate, False,
-              True, sub, z_input)
+              True, sub, z_input, levels)

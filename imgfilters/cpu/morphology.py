@@ -9,7 +9,7 @@ x[j + p])``, one vectorised loop a level: at most five for 63 columns), then eac
 into a ring of the last ``kh`` input rows; an output row is then the min over the mask's
 runs (row ``u``, first column ``a``, length ``w``) of ``ring[u][w][j + a]``: one vectorised
 pass over the row per run. A rectangle is one length and ``kh`` runs; a 15 x 15 ellipse
-8 lengths and 15 runs. Every min/max keeps NaN (``_pick``).
+5 lengths and 15 runs. Every min/max keeps NaN (``_pick``).
 
 The finishing (``sub``): the compound operations subtract the result from, or subtract
 from it, a second image (the input through the prologue, or the first chain's result),
@@ -45,17 +45,18 @@ def _pick(dst, a, b, n, dilate):
             dst[j] = x if (x < y or x != x) else y
 
 
-@core.kernel(*IMAGE, *IMAGE, *IMAGE, INDEX, INDEX, FLOAT, FLOAT, FLOAT, CHAIN, CHAIN, INT, INT, INT, INT, INT, INT,
-             RUNS, INDEX, INT, INT, INT, INT, LENGTHS, LEVELS, ROWBUF, ROWBUF)
+@core.kernel(*IMAGE, *IMAGE, *IMAGE, INDEX, INDEX, FLOAT, FLOAT, FLOAT, FLOAT, CHAIN, CHAIN, INT, INT, INT, INT, INT,
+             INT, RUNS, INDEX, INT, INT, INT, INT, LENGTHS, LEVELS, ROWBUF, ROWBUF)
 def _pass(lo, hi, xu8, xu16, xf32, kin, yu8, yu16, yf32, kout, zu8, zu16, zf32, kz, rows, edges, border_value,
-          in_scale, z_scale, pro, epi, n_bands, band_rows, kh, kw, ay, ax, runs, lengths, dilate, x_input, sub,
-          z_input, ring, levels, acc, zrow):
+          in_scale, z_scale, levels_of, pro, epi, n_bands, band_rows, kh, kw, ay, ax, runs, lengths, dilate, x_input,
+          sub, z_input, ring, levels, acc, zrow):
     """Tasks ``lo .. hi - 1`` of ``planes * n_bands``: one pass, Y = EPI(finish(min over
     the runs of PRO(X~))). ``rows``: the border map of the rows (``ay`` before, ``kh - 1 -
     ay`` after), ``edges``: the columns' edge map (``ax`` before, ``kw - 1 - ax`` after);
     ``in_scale`` and ``z_scale`` the unit scales of X and Z; ``pro`` applies to X when
     ``x_input`` (X is the image, not a buffer of an earlier pass) and to Z when
-    ``z_input``; ``sub`` 1: Y = result - Z, 2: Z - result. Buffers: ``ring`` (kh,
+    ``z_input``; ``sub`` 1: Y = result - Z, 2: Z - result, the result first as an image of
+    ``levels_of`` levels stores it (0: a float operation). Buffers: ``ring`` (kh,
     lengths, W + kw - 1), ``levels`` (1 + log2 of the longest run, W + kw - 1), ``acc`` and ``zrow`` (W)."""
     B, C, H, W = core.shape(xu8, xu16, xf32, kin)
     wp = W + kw - 1
@@ -98,6 +99,9 @@ def _pass(lo, hi, xu8, xu16, xf32, kin, yu8, yu16, yf32, kout, zu8, zu16, zf32, 
                 else:
                     _pick(acc, acc, src[runs[k, 1]:], W, dilate)
             if sub != 0:
+                if levels_of > 0:
+                    for j in range(W):
+                        acc[j] = np.rint(min(max(acc[j] * levels_of, f32(0.0)), levels_of)) / levels_of
                 core.load_row(zu8, zu16, zf32, kz, b, c, o, zrow, z_scale)
                 if z_input:
                     core.apply_chain(zrow, zrow, W, pro[c])
@@ -131,7 +135,7 @@ def _runs(rows, kw, ay):
 
 
 def _one_pass(x4, y4, rows, kw, anchor, dilate, code, border_value, pro, epi, x_input, z4=None, sub=0,
-              z_input=False):
+              z_input=False, levels=0.0):
     B, C, H, W = x4.shape
     kh = len(rows)
     ay, ax = anchor
@@ -143,8 +147,8 @@ def _one_pass(x4, y4, rows, kw, anchor, dilate, code, border_value, pro, epi, x_
     wp = W + kw - 1
     cpu.run(_pass, B * C * n_bands, *xs, *out.args, *zs, cpu.border_map(H, ay, kh - 1 - ay, code),
             cpu.edge_map(W, ax, kw - 1 - ax, code), f32(border_value), f32(cpu.unit_scale(xs[3])),
-            f32(cpu.unit_scale(zs[3])), pro, epi, n_bands, band_rows, kh, kw, ay, ax, table, lengths, int(dilate),
-            int(x_input), sub, int(z_input),
+            f32(cpu.unit_scale(zs[3])), f32(levels), pro, epi, n_bands, band_rows, kh, kw, ay, ax, table, lengths,
+            int(dilate), int(x_input), sub, int(z_input),
             scratch=(((kh, len(lengths), wp), np.float32), ((int(lengths[-1]).bit_length(), wp), np.float32),
                      ((W,), np.float32),
                      ((W,), np.float32)))
@@ -164,6 +168,7 @@ def morphology(img, op, rows, kw, iterations, border, border_value, fusion=None)
     buffer_dtype = img.dtype if pro.shape[1] == 0 and img.dtype in cpu.KINDS else torch.float32
     plan = _passes(rows, kw, iterations)
     code = 3 if border is None else _image.check_border(border)
+    levels = _image.MAX_VALUE.get(buffer_dtype, 0.0)  # (an integer operation: results as stored)
 
     def chain(x, out, is_input, dilate, last_epi=none, sub=0, z=None, z_input=False):
         value = (-math.inf if dilate else math.inf) if border is None else border_value
@@ -171,7 +176,7 @@ def morphology(img, op, rows, kw, iterations, border, border_value, fusion=None)
             last = k == len(plan) - 1
             dst = out if last and out is not None else torch.empty(x4.shape, dtype=buffer_dtype)
             _one_pass(x, dst, r, w, anchor, dilate, code, value, pro, last_epi if last else none, is_input,
-                      z if last else None, sub if last else 0, z_input)
+                      z if last else None, sub if last else 0, z_input, levels)
             x, is_input = dst, False
         return x
 

@@ -18,6 +18,7 @@ the backward recomputes each pass's input with the kernels and routes the gradie
 torch operations (one per mask position), through the border as the forward read it.
 """
 import math
+import numbers
 import operator
 
 import torch
@@ -124,6 +125,8 @@ def _check_size(size):
 
 
 def _is_size(kernel):
+    if isinstance(kernel, numbers.Number):  # (a float: refused by the size check, which names it)
+        return True
     if isinstance(kernel, (tuple, list)):
         return len(kernel) == 2 and all(not isinstance(s, (tuple, list, torch.Tensor)) and not hasattr(s, "shape")
                                         for s in kernel)
@@ -148,7 +151,7 @@ def check_kernel(kernel, shape="rect"):
     m = m.tolist() if hasattr(m, "tolist") and not isinstance(m, (list, tuple)) else m
     if (not isinstance(m, (list, tuple)) or not 1 <= len(m) <= MAX_SIDE
             or not all(isinstance(r, (list, tuple)) and len(r) == len(m[0]) for r in m)
-            or not 1 <= len(m[0]) <= MAX_SIDE):
+            or not 1 <= len(m[0]) <= MAX_SIDE or any(isinstance(v, (list, tuple)) for r in m for v in r)):
         raise ValueError(f"kernel as a mask must be 2-D (a tensor, array or nested list) with sides 1 to {MAX_SIDE}")
     if not all(v in (0, 1) and not isinstance(v, complex) for r in m for v in r):
         raise ValueError("kernel as a mask must hold booleans, or only 0 and 1")
@@ -235,6 +238,7 @@ def _border_value(border, border_value, dilate):
 
 def _chain(x4, out, is_input, dilate, plan, border, border_value, pro, buffer_dtype, epi=((), ()), sub=0, z=None,
            z_input=False):
+    levels = int(_image.MAX_VALUE.get(buffer_dtype, 0))  # (an integer operation: results as stored)
     """The passes of one erosion (dilation) of ``x4`` into ``out`` (None: a new buffer),
     the last with the epilogue and ``sub``."""
     code = border_code("constant" if border is None else border)
@@ -244,7 +248,7 @@ def _chain(x4, out, is_input, dilate, plan, border, border_value, pro, buffer_dt
         dst = out if last and out is not None else torch.empty(x4.shape, dtype=buffer_dtype, device=x4.device)
         kernels.launch(x4, dst, rows, kw, dilate, code, value, pro, epi if last else ((), ()), inp=is_input,
                        z=z if last else None, sub=sub if last else 0, z_input=z_input, buffer_dtype=buffer_dtype,
-                       anchor=anchor)
+                       anchor=anchor, levels=levels)
         x4, is_input = dst, False
     return x4
 
