@@ -305,3 +305,13 @@ def test_kernel_plans_decompose_masks():
     assert kernels.plan(((1 << 11) - 1,) * 11, 11, 5, 5) == ("rect",)
     how, lengths, taps = kernels.plan(check_kernel(15, "ellipse")[0], 15, 7, 7)
     assert how == "runs" and lengths == (1, 9, 11, 13, 15) and len(taps) == 15
+
+
+@pytest.mark.parametrize("kernel,shape", [(3, "rect"), (11, "rect"), ((13, 1), "rect"), (9, "ellipse")])
+def test_gpu_tiles_in_the_interpreter(kernel, shape, gen, device, monkeypatch):
+    """The GPU's tiles (the interpreter takes one per plane unless told): tiles that cut
+    the plane, van Herk tiles whose outputs are fewer than their positions."""
+    monkeypatch.setattr(kernels, "interpreting", lambda: False)
+    x = random_image((1, 1, 24, 130), torch.uint8, gen)  # (two tiles each way: 8 x 128 and 32 x 64 at most)
+    got = imgfilters.morphology(x.to(device), "dilate", kernel, shape=shape, border="reflect")
+    assert np.array_equal(got.cpu().numpy()[0], opencv(x[0], "dilate", kernel, shape, 1, "reflect"))
