@@ -52,6 +52,10 @@ MAX_SIDE = 63  # a mask's sides
 MAX_RECT = 1023  # an all-True mask after OpenCV's enlargement for iterations
 DIRECT_TAPS = 25  # masks of at most this many positions: one launch reading the image
 DIRECT_WIDTH = 9  # row and column windows up to this: a loop of shifted loads; wider: the scans
+# GPU tiles (rows, columns): the direct passes' and, for the van Herk passes, (elements a
+# tile, the fewest positions along the scanned axis; at least twice the window). Guesses to
+# be measured on the H200: 4 warps, 8 to 16 outputs a thread.
+TILES = dict(row=(8, 128), column=(16, 64), taps=(16, 64), row_scan=(1024, 128), column_scan=(2048, 32))
 _NAN: tl.constexpr = tl.constexpr(tl.PropagateNan.ALL)
 
 
@@ -129,6 +133,59 @@ def _finish(y, y_ptrs, z_ptrs, ok, c, PRO: tl.constexpr, pro_args, EPI: tl.const
     pixels.store(y_ptrs, y, ok)
 
 
+@triton.jit
+def _index(i, n, BORDER: tl.constexpr, INTERIOR: tl.constexpr):
+    """(index into the image, inside) of indices ``i``: as they are (None: no select) where
+    the caller knows them all inside (``INTERIOR``, most tiles), else through the border."""
+    if INTERIOR:
+        return i, None
+    else:
+        return borders.remap(i, n, BORDER), borders.inside(i, n)
+
+
+@triton.jit
+def _and(a, b):
+    """The inside masks ``a & b``, None standing for all True."""
+    if a is None:
+        return b
+    elif b is None:
+        return a
+    else:
+        return a & b
+
+
+@triton.jit
+def _line(x_base, fixed_off, first, n, stride, border_value, c, PRO: tl.constexpr, pro_args,
+          LENGTH: tl.constexpr, AXIS: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr,
+          DILATE: tl.constexpr, INPUT: tl.constexpr, SCAN: tl.constexpr, INTERIOR: tl.constexpr,
+          BH: tl.constexpr, BW: tl.constexpr):
+    """The min over ``LENGTH`` positions along AXIS starting at ``first`` (indices along
+    that axis of an axis of ``n`` pixels, ``stride`` apart; ``fixed_off`` the offsets of
+    the other axis): a loop of shifted loads, or with ``SCAN`` van Herk's two scans of the
+    tile (``first`` then counts tile positions, LENGTH of which make a segment)."""
+    if SCAN:
+        i1, in1 = _index(first, n, BORDER, INTERIOR)
+        i2, in2 = _index(first + (LENGTH - 1), n, BORDER, INTERIOR)
+        x1 = _load(x_base + fixed_off + offset(i1, stride, OFF64), in1, border_value, c, PRO, pro_args, INPUT,
+                   BORDER)
+        x2 = _load(x_base + fixed_off + offset(i2, stride, OFF64), in2, border_value, c, PRO, pro_args, INPUT,
+                   BORDER)
+        if AXIS == 1:
+            t = tl.arange(0, BW)[None, :]
+        else:
+            t = tl.arange(0, BH)[:, None]
+        y = _van_herk(x1, x2, tl.broadcast_to(t // LENGTH, (BH, BW)),
+                      tl.broadcast_to((t + (LENGTH - 1)) // LENGTH, (BH, BW)), AXIS, DILATE)
+    else:
+        i0, in0 = _index(first, n, BORDER, INTERIOR)
+        y = _load(x_base + fixed_off + offset(i0, stride, OFF64), in0, border_value, c, PRO, pro_args, INPUT, BORDER)
+        for v in range(1, LENGTH):
+            iv, inv = _index(first + v, n, BORDER, INTERIOR)
+            y = _pick(y, _load(x_base + fixed_off + offset(iv, stride, OFF64), inv, border_value, c, PRO, pro_args,
+                               INPUT, BORDER), DILATE)
+    return y
+
+
 @triton.jit(do_not_specialize=["C", "H", "W", "WO", "S0", "sxb", "sxc", "sxh", "syb", "syc", "syh"])
 def row_kernel(X, Y, C, H, W, WO, S0, sxb, sxc, sxh, syb, syc, syh, border_value,
                PRO: tl.constexpr, pro_args, WIDTH: tl.constexpr, SXW: tl.constexpr, SYW: tl.constexpr,
@@ -137,31 +194,21 @@ def row_kernel(X, Y, C, H, W, WO, S0, sxb, sxc, sxh, syb, syc, syh, border_value
     """Y[b, c, i, j] = min over t < WIDTH of X~[b, c, i, j + S0 + t] for j < WO (columns
     through the border, rows i < H as they are). A program's tile is BH rows by BW
     positions, STEP of which are outputs (all of them when direct, BW - WIDTH + 1 when
-    SCAN)."""
+    SCAN). Tiles whose columns all lie inside the image read them without the border's
+    remapping."""
     b, c, h0, w0 = tile_origin(tl.program_id(0), C, H, WO, BH, STEP)
     x_base = X + b * sxb + c * sxc
     rows = h0 + tl.arange(0, BH)[:, None]
     t = tl.arange(0, BW)[None, :]
     row_off = offset(tl.minimum(rows, H - 1), sxh, OFF64)
-    if SCAN:
-        c1 = w0 + S0 + t
-        c2 = c1 + (WIDTH - 1)
-        x1 = _load(x_base + row_off + offset(borders.remap(c1, W, BORDER), SXW, OFF64), borders.inside(c1, W),
-                   border_value, c, PRO, pro_args, INPUT, BORDER)
-        x2 = _load(x_base + row_off + offset(borders.remap(c2, W, BORDER), SXW, OFF64), borders.inside(c2, W),
-                   border_value, c, PRO, pro_args, INPUT, BORDER)
-        y = _van_herk(x1, x2, tl.broadcast_to(t // WIDTH, (BH, BW)),
-                      tl.broadcast_to((t + (WIDTH - 1)) // WIDTH, (BH, BW)), 1, DILATE)
-        ok = (rows < H) & (t < STEP) & (w0 + t < WO)
+    first = w0 + S0 + t
+    if (w0 + S0 >= 0) & (w0 + S0 + BW + WIDTH - 1 <= W):
+        y = _line(x_base, row_off, first, W, SXW, border_value, c, PRO, pro_args, WIDTH, 1, BORDER, OFF64, DILATE,
+                  INPUT, SCAN, True, BH, BW)
     else:
-        cols = w0 + t + S0
-        y = _load(x_base + row_off + offset(borders.remap(cols, W, BORDER), SXW, OFF64), borders.inside(cols, W),
-                  border_value, c, PRO, pro_args, INPUT, BORDER)
-        for v in range(1, WIDTH):
-            cv = cols + v
-            y = _pick(y, _load(x_base + row_off + offset(borders.remap(cv, W, BORDER), SXW, OFF64),
-                               borders.inside(cv, W), border_value, c, PRO, pro_args, INPUT, BORDER), DILATE)
-        ok = (rows < H) & (w0 + t < WO)
+        y = _line(x_base, row_off, first, W, SXW, border_value, c, PRO, pro_args, WIDTH, 1, BORDER, OFF64, DILATE,
+                  INPUT, SCAN, False, BH, BW)
+    ok = (rows < H) & (t < STEP) & (w0 + t < WO)
     pixels.store(Y + b * syb + c * syc + offset(rows, syh, OFF64) + offset(w0 + t, SYW, OFF64), y, ok)
 
 
@@ -179,62 +226,71 @@ def column_kernel(X, Y, Z, C, H, W, S0, sxb, sxc, sxh, syb, syc, syh, szb, szc, 
     t = tl.arange(0, BH)[:, None]
     cols = w0 + tl.arange(0, BW)[None, :]
     col_off = offset(tl.minimum(cols, W - 1), SXW, OFF64)
-    if SCAN:
-        r1 = h0 + S0 + t
-        r2 = r1 + (HEIGHT - 1)
-        x1 = _load(x_base + offset(borders.remap(r1, H, BORDER), sxh, OFF64) + col_off, borders.inside(r1, H),
-                   border_value, c, PRO, pro_args, INPUT, BORDER)
-        x2 = _load(x_base + offset(borders.remap(r2, H, BORDER), sxh, OFF64) + col_off, borders.inside(r2, H),
-                   border_value, c, PRO, pro_args, INPUT, BORDER)
-        y = _van_herk(x1, x2, tl.broadcast_to(t // HEIGHT, (BH, BW)),
-                      tl.broadcast_to((t + (HEIGHT - 1)) // HEIGHT, (BH, BW)), 0, DILATE)
-        ok = (t < STEP) & (h0 + t < H) & (cols < W)
+    first = h0 + S0 + t
+    if (h0 + S0 >= 0) & (h0 + S0 + BH + HEIGHT - 1 <= H):
+        y = _line(x_base, col_off, first, H, sxh, border_value, c, PRO, pro_args, HEIGHT, 0, BORDER, OFF64, DILATE,
+                  INPUT, SCAN, True, BH, BW)
     else:
-        rows = h0 + t + S0
-        y = _load(x_base + offset(borders.remap(rows, H, BORDER), sxh, OFF64) + col_off, borders.inside(rows, H),
-                  border_value, c, PRO, pro_args, INPUT, BORDER)
-        for u in range(1, HEIGHT):
-            ru = rows + u
-            y = _pick(y, _load(x_base + offset(borders.remap(ru, H, BORDER), sxh, OFF64) + col_off,
-                               borders.inside(ru, H), border_value, c, PRO, pro_args, INPUT, BORDER), DILATE)
-        ok = (h0 + t < H) & (cols < W)
+        y = _line(x_base, col_off, first, H, sxh, border_value, c, PRO, pro_args, HEIGHT, 0, BORDER, OFF64, DILATE,
+                  INPUT, SCAN, False, BH, BW)
     out_rows = h0 + t
+    ok = (t < STEP) & (out_rows < H) & (cols < W)
     _finish(y, Y + b * syb + c * syc + offset(out_rows, syh, OFF64) + offset(cols, SYW, OFF64),
             Z + b * szb + c * szc + offset(out_rows, szh, OFF64) + offset(cols, SZW, OFF64), ok, c, PRO, pro_args,
             EPI, epi_args, SUB, Z_INPUT, LEVELS)
 
 
-@triton.jit(do_not_specialize=["NT", "C", "H", "W", "XW", "sxd", "sxb", "sxc", "sxh", "syb", "syc", "syh",
-                               "szb", "szc", "szh"])
-def taps_kernel(X, Y, Z, TAPS, NT, C, H, W, XW, sxd, sxb, sxc, sxh, syb, syc, syh, szb, szc, szh, border_value,
-                PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args, SXW: tl.constexpr, SYW: tl.constexpr,
-                SZW: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr, DILATE: tl.constexpr,
-                INPUT: tl.constexpr, STACKED: tl.constexpr, SUB: tl.constexpr, Z_INPUT: tl.constexpr,
-                LEVELS: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr):
-    """Y[b, c, i, j] = finish(min over the NT taps (du, dv, d) of X~[d, b, c, i + du, j + dv]):
-    ``TAPS`` holds (du, dv, d) triples as floats. ``INPUT``: X is the image (through the
-    prologue). ``STACKED``: X is ``row_kernel``'s stacked buffer of ``XW`` columns, plane d a
-    run length, read at columns j + dv (always inside); otherwise one plane of the image's
-    size, columns through the border."""
-    b, c, h0, w0 = tile_origin(tl.program_id(0), C, H, W, BH, BW)
-    x_base = X + b * sxb + c * sxc
-    rows = h0 + tl.arange(0, BH)[:, None]
-    cols = w0 + tl.arange(0, BW)[None, :]
+@triton.jit
+def _taps_min(x_base, rows, cols, TAPS, NT, H, W, XW, sxd, sxh, border_value, c, PRO: tl.constexpr, pro_args,
+              SXW: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr, DILATE: tl.constexpr,
+              INPUT: tl.constexpr, STACKED: tl.constexpr, INTERIOR: tl.constexpr, BH: tl.constexpr,
+              BW: tl.constexpr):
+    """``taps_kernel``'s min over its taps, for a tile whose reads all lie inside the image
+    (``INTERIOR``: plain offsets, one add a tap) or not (remapped, the constant border)."""
     y = tl.full((BH, BW), float("-inf") if DILATE else float("inf"), tl.float32)
     for k in range(NT):
         du = tl.load(TAPS + 3 * k).to(tl.int32)
         dv = tl.load(TAPS + 3 * k + 1).to(tl.int32)
-        d = tl.load(TAPS + 3 * k + 2).to(tl.int32)
-        rr = rows + du
-        cc = cols + dv
-        row_off = offset(borders.remap(rr, H, BORDER), sxh, OFF64)
+        r, r_in = _index(rows + du, H, BORDER, INTERIOR)
+        row_off = offset(r, sxh, OFF64)
         if STACKED:
-            x = _load(x_base + offset(d, sxd, OFF64) + row_off + offset(tl.minimum(cc, XW - 1), SXW, OFF64),
-                      borders.inside(rr, H), border_value, c, PRO, pro_args, False, BORDER)
+            d = tl.load(TAPS + 3 * k + 2).to(tl.int32)
+            x = _load(x_base + offset(d, sxd, OFF64) + row_off + offset(tl.minimum(cols + dv, XW - 1), SXW, OFF64),
+                      r_in, border_value, c, PRO, pro_args, False, BORDER)
         else:
-            x = _load(x_base + row_off + offset(borders.remap(cc, W, BORDER), SXW, OFF64),
-                      borders.inside(rr, H) & borders.inside(cc, W), border_value, c, PRO, pro_args, INPUT, BORDER)
+            q, q_in = _index(cols + dv, W, BORDER, INTERIOR)
+            x = _load(x_base + row_off + offset(q, SXW, OFF64), _and(r_in, q_in), border_value, c, PRO, pro_args,
+                      INPUT, BORDER)
         y = _pick(y, x, DILATE)
+    return y
+
+
+@triton.jit(do_not_specialize=["NT", "DU0", "DU1", "DV0", "DV1", "C", "H", "W", "XW", "sxd", "sxb", "sxc", "sxh",
+                               "syb", "syc", "syh", "szb", "szc", "szh"])
+def taps_kernel(X, Y, Z, TAPS, NT, DU0, DU1, DV0, DV1, C, H, W, XW, sxd, sxb, sxc, sxh, syb, syc, syh, szb, szc,
+                szh, border_value, PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args, SXW: tl.constexpr,
+                SYW: tl.constexpr, SZW: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr,
+                DILATE: tl.constexpr, INPUT: tl.constexpr, STACKED: tl.constexpr, SUB: tl.constexpr,
+                Z_INPUT: tl.constexpr, LEVELS: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr):
+    """Y[b, c, i, j] = finish(min over the NT taps (du, dv, d) of X~[d, b, c, i + du, j + dv]):
+    ``TAPS`` holds (du, dv, d) triples as floats, du in [DU0, DU1], dv in [DV0, DV1].
+    ``INPUT``: X is the image (through the prologue). ``STACKED``: X is ``row_kernel``'s
+    stacked buffer of ``XW`` columns, plane d a run length, read at columns j + dv (always
+    inside); otherwise one plane of the image's size, columns through the border."""
+    b, c, h0, w0 = tile_origin(tl.program_id(0), C, H, W, BH, BW)
+    x_base = X + b * sxb + c * sxc
+    rows = h0 + tl.arange(0, BH)[:, None]
+    cols = w0 + tl.arange(0, BW)[None, :]
+    if STACKED:
+        cols_inside = True
+    else:
+        cols_inside = (w0 + DV0 >= 0) & (w0 + BW + DV1 <= W)
+    if (h0 + DU0 >= 0) & (h0 + BH + DU1 <= H) & cols_inside:
+        y = _taps_min(x_base, rows, cols, TAPS, NT, H, W, XW, sxd, sxh, border_value, c, PRO, pro_args, SXW, BORDER,
+                      OFF64, DILATE, INPUT, STACKED, True, BH, BW)
+    else:
+        y = _taps_min(x_base, rows, cols, TAPS, NT, H, W, XW, sxd, sxh, border_value, c, PRO, pro_args, SXW, BORDER,
+                      OFF64, DILATE, INPUT, STACKED, False, BH, BW)
     ok = (rows < H) & (cols < W)
     _finish(y, Y + b * syb + c * syc + offset(rows, syh, OFF64) + offset(cols, SYW, OFF64),
             Z + b * szb + c * szc + offset(rows, szh, OFF64) + offset(cols, SZW, OFF64), ok, c, PRO, pro_args,
@@ -282,11 +338,12 @@ def _row(x, y, width, s0, border, value, pro, dilate, inp):
         bh, bw = pow2_at_least(H, 1, 1 << 20), pow2_at_least(WO + (width - 1 if scan else 0), 1, 1 << 20)
         cfg = tile_config(BH=bh, BW=bw, num_warps=1)
     elif scan:
-        bw = pow2_at_least(2 * width, 128, 4096)
-        bh = max(1, 1024 // bw)
+        elements, least = TILES["row_scan"]
+        bw = pow2_at_least(2 * width, least, 4096)
+        bh = max(1, elements // bw)
         cfg = tile_config(BH=bh, BW=bw, num_warps=4)
     else:
-        bh, bw = 8, 128
+        bh, bw = TILES["row"]
         cfg = tile_config(BH=bh, BW=bw, num_warps=4)
     step = bw - width + 1 if scan else bw
     args = (x, y, C, H, W, WO, s0, x.stride(0), x.stride(1), x.stride(2), y.stride(0), y.stride(1), y.stride(2),
@@ -303,11 +360,12 @@ def _column(x, y, z, height, s0, border, value, pro, epi, dilate, inp, sub, z_in
         bh, bw = pow2_at_least(H + (height - 1 if scan else 0), 1, 1 << 20), pow2_at_least(W, 1, 1 << 20)
         cfg = tile_config(BH=bh, BW=bw, num_warps=1)
     elif scan:
-        bh = pow2_at_least(2 * height, 32, 2048)
-        bw = max(2, 2048 // bh)
+        elements, least = TILES["column_scan"]
+        bh = pow2_at_least(2 * height, least, 2048)
+        bw = max(2, elements // bh)
         cfg = tile_config(BH=bh, BW=bw, num_warps=4)
     else:
-        bh, bw = 16, 64
+        bh, bw = TILES["column"]
         cfg = tile_config(BH=bh, BW=bw, num_warps=4)
     step = bh - height + 1 if scan else bh
     args = (x, y, z, C, H, W, s0, x.stride(0), x.stride(1), x.stride(2), y.stride(0), y.stride(1), y.stride(2),
@@ -324,12 +382,15 @@ def _taps(x, y, z, taps, planes_stride, xw, border, value, pro, epi, dilate, inp
         bh, bw = pow2_at_least(H, 1, 1 << 20), pow2_at_least(W, 1, 1 << 20)
         cfg = tile_config(BH=bh, BW=bw, num_warps=1)
     else:
-        bh, bw = 16, 64
+        bh, bw = TILES["taps"]
         cfg = tile_config(BH=bh, BW=bw, num_warps=4)
     from imgfilters import _image  # (the constant cache of small device vectors)
     table = _image.on(_flat(taps), x.device)
-    args = (x, y, z, table, len(taps), C, H, W, xw, planes_stride, x.stride(0), x.stride(1), x.stride(2),
-            y.stride(0), y.stride(1), y.stride(2), z.stride(0), z.stride(1), z.stride(2), float(value),
+    du = [t[0] for t in taps]
+    dv = [t[1] for t in taps]
+    args = (x, y, z, table, len(taps), min(du), max(du), min(dv), max(dv), C, H, W, xw, planes_stride,
+            x.stride(0), x.stride(1), x.stride(2), y.stride(0), y.stride(1), y.stride(2), z.stride(0), z.stride(1),
+            z.stride(2), float(value),
             pro[0], pro[1], epi[0], epi[1])
     meta = dict(SXW=x.stride(3), SYW=y.stride(3), SZW=z.stride(3), BORDER=border, OFF64=needs_int64(x, y, z),
                 DILATE=bool(dilate), INPUT=bool(inp), STACKED=bool(stacked), SUB=sub, Z_INPUT=bool(z_input),

@@ -307,11 +307,16 @@ def test_kernel_plans_decompose_masks():
     assert how == "runs" and lengths == (1, 9, 11, 13, 15) and len(taps) == 15
 
 
-@pytest.mark.parametrize("kernel,shape", [(3, "rect"), (11, "rect"), ((13, 1), "rect"), (9, "ellipse")])
-def test_gpu_tiles_in_the_interpreter(kernel, shape, gen, device, monkeypatch):
-    """The GPU's tiles (the interpreter takes one per plane unless told): tiles that cut
-    the plane, van Herk tiles whose outputs are fewer than their positions."""
+@pytest.mark.parametrize("kernel,shape,border,size", [(3, "rect", None, (20, 40)), (11, "rect", "reflect", (12, 60)),
+                                                     ((13, 1), "rect", None, (60, 12)),
+                                                     (9, "ellipse", "reflect", (20, 40))])
+def test_gpu_tiles_in_the_interpreter(kernel, shape, border, size, gen, device, monkeypatch):
+    """The GPU's programs (the interpreter takes one tile per plane unless told), in small
+    tiles: tiles that cut the plane, interior tiles (plain offsets) and border tiles, van
+    Herk tiles of fewer outputs than positions (an interior one along each axis)."""
     monkeypatch.setattr(kernels, "interpreting", lambda: False)
-    x = random_image((1, 1, 24, 130), torch.uint8, gen)  # (two tiles each way: 8 x 128 and 32 x 64 at most)
-    got = imgfilters.morphology(x.to(device), "dilate", kernel, shape=shape, border="reflect")
-    assert np.array_equal(got.cpu().numpy()[0], opencv(x[0], "dilate", kernel, shape, 1, "reflect"))
+    monkeypatch.setattr(kernels, "TILES", dict(row=(4, 16), column=(4, 16), taps=(4, 16), row_scan=(64, 16),
+                                               column_scan=(64, 16)))
+    x = random_image((1, 1, *size), torch.uint8, gen)
+    got = imgfilters.morphology(x.to(device), "dilate", kernel, shape=shape, border=border)
+    assert np.array_equal(got.cpu().numpy()[0], opencv(x[0], "dilate", kernel, shape, 1, border))
