@@ -92,12 +92,12 @@ def _pass(lo, hi, xu8, xu16, xf32, kin, yu8, yu16, yf32, kout, zu8, zu16, zf32, 
                 continue
             base = o - first
             for k in range(runs.shape[0]):
-                src = ring[(base + runs[k, 0]) % kh][runs[k, 2]]
+                src = ring[(base + runs[k, 0]) % kh][runs[k, 2]][runs[k, 1]:]
                 if k == 0:
                     for j in range(W):
-                        acc[j] = src[runs[k, 1] + j]
+                        acc[j] = src[j]
                 else:
-                    _pick(acc, acc, src[runs[k, 1]:], W, dilate)
+                    _pick(acc, acc, src, W, dilate)
             if sub != 0:
                 if levels_of > 0:
                     for j in range(W):
