@@ -31,15 +31,31 @@ shapes of work from the mask:
   lengths and 15 runs: 5 row passes (each a read and a write of the image) and 15 loads and
   14 min/max an output instead of its 169 positions.
 
+Loads (``_load``, ``SOURCE``): integer images and buffers without a prologue load as the
+float ``2^23 + value`` (one OR: ``neighbourhood.BIASED``, whose order is the values'), the
+bias taken off and the unit scale applied once after the min (``_unit``); the rest in unit
+scale through the prologue. Tiles whose reads all lie inside the image (most of them)
+take plain offsets: no border remapping, one address add a tap (``_index``).
+
 The finishing (``_finish``): ``SUB`` subtracts the pass's result from, or subtracts from
 it, a second image ``Z`` (the compound operations: gradient, tophat, blackhat), then the
 epilogue and the typed store. NaN: every min/max propagates NaN (``tl.PropagateNan``):
 an output whose window holds a NaN is NaN, whatever the order of the taps.
 
+Expected costs on the H200 (4K RGB, 24.9 M outputs; 33 T instructions a second; 4.8 TB/s;
+PERFORMANCE.md has the table): a 3 x 3 direct pass on uint8 is about 5 instructions a tap
+(address, load, OR, min/max) and 25 a pixel besides: 70 a pixel, 1.7 G, 0.05 ms of issue
+against 0.01 ms for its 50 MB. A 15 x 15 rectangle: two launches of about 45 a pixel each
+(two loads and two scans of two values), 0.07 ms with 100 MB moved. A 15 x 15 ellipse: 5
+row passes of up to 15 loads (the direct loop up to 9, the scans beyond) and 15 taps a
+pixel, about 0.2 ms, most of it memory (6 images of 25 MB written and read). An opening
+5 x 5 on float32: two direct passes of 25 taps (float32 loads: no OR), about 0.12 ms.
+
 In the interpreter (which pays per operation and per program) every kernel takes one
 tile per plane.
 """
 import functools
+import math
 
 import triton
 import triton.language as tl
@@ -55,8 +71,12 @@ DIRECT_WIDTH = 9  # row and column windows up to this: a loop of shifted loads; 
 # GPU tiles (rows, columns): the direct passes' and, for the van Herk passes, (elements a
 # tile, the fewest positions along the scanned axis; at least twice the window). Guesses to
 # be measured on the H200: 4 warps, 8 to 16 outputs a thread.
-TILES = dict(row=(8, 128), column=(16, 64), taps=(16, 64), row_scan=(1024, 128), column_scan=(2048, 32))
+TILES = dict(row=(8, 128), column=(16, 64), taps=(16, 64), row_scan=(1024, 128), column_scan=(2048, 64))
 _NAN: tl.constexpr = tl.constexpr(tl.PropagateNan.ALL)
+# SOURCE: what a kernel reads and how (``_load``)
+BUFFER: tl.constexpr = tl.constexpr(0)  # a float buffer of an earlier launch, unit scale as stored
+IMAGE: tl.constexpr = tl.constexpr(1)  # the image, unit scale through the prologue
+RAW: tl.constexpr = tl.constexpr(2)  # integers (image or buffer, no prologue) as 2^23 + value: one OR a pixel
 
 
 @triton.jit
@@ -95,12 +115,13 @@ def _van_herk(first, last, seg_first, seg_last, AXIS: tl.constexpr, DILATE: tl.c
 
 
 @triton.jit
-def _load(ptrs, inside, border_value, c, PRO: tl.constexpr, pro_args, INPUT: tl.constexpr, BORDER: tl.constexpr,
+def _load(ptrs, inside, border_value, c, PRO: tl.constexpr, pro_args, SOURCE: tl.constexpr, BORDER: tl.constexpr,
           mask=None):
-    """Pixels as float32 unit-scale values: the image through the prologue (``INPUT``), or
-    a buffer of an earlier launch as stored; the constant border's value where not
-    ``inside``."""
-    if INPUT:
+    """Pixels as float32 (``SOURCE``: unit scale, or ``RAW``'s 2^23 + stored value, whose
+    order is the values'; ``border_value`` in the same scale where not ``inside``)."""
+    if SOURCE == RAW:
+        return neighbourhood.load(ptrs, inside, border_value, c, (), (), neighbourhood.BIASED, BORDER, mask)
+    elif SOURCE == IMAGE:
         return neighbourhood.load(ptrs, inside, border_value, c, PRO, pro_args, neighbourhood.UNIT, BORDER, mask)
     else:
         x = pixels.load(ptrs, mask)
@@ -108,6 +129,15 @@ def _load(ptrs, inside, border_value, c, PRO: tl.constexpr, pro_args, INPUT: tl.
             if inside is not None:
                 x = tl.where(inside, x, border_value)
         return x
+
+
+@triton.jit
+def _unit(y, dtype: tl.constexpr, SOURCE: tl.constexpr):
+    """A min or max of ``_load``'s values in unit scale (RAW's: the bias off, scaled once)."""
+    if SOURCE == RAW:
+        return (y - neighbourhood.BIAS) * pixels.unit_scale(dtype)
+    else:
+        return y
 
 
 @triton.jit
@@ -157,7 +187,7 @@ def _and(a, b):
 @triton.jit
 def _line(x_base, fixed_off, first, n, stride, border_value, c, PRO: tl.constexpr, pro_args,
           LENGTH: tl.constexpr, AXIS: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr,
-          DILATE: tl.constexpr, INPUT: tl.constexpr, SCAN: tl.constexpr, INTERIOR: tl.constexpr,
+          DILATE: tl.constexpr, SOURCE: tl.constexpr, SCAN: tl.constexpr, INTERIOR: tl.constexpr,
           BH: tl.constexpr, BW: tl.constexpr):
     """The min over ``LENGTH`` positions along AXIS starting at ``first`` (indices along
     that axis of an axis of ``n`` pixels, ``stride`` apart; ``fixed_off`` the offsets of
@@ -166,9 +196,9 @@ def _line(x_base, fixed_off, first, n, stride, border_value, c, PRO: tl.constexp
     if SCAN:
         i1, in1 = _index(first, n, BORDER, INTERIOR)
         i2, in2 = _index(first + (LENGTH - 1), n, BORDER, INTERIOR)
-        x1 = _load(x_base + fixed_off + offset(i1, stride, OFF64), in1, border_value, c, PRO, pro_args, INPUT,
+        x1 = _load(x_base + fixed_off + offset(i1, stride, OFF64), in1, border_value, c, PRO, pro_args, SOURCE,
                    BORDER)
-        x2 = _load(x_base + fixed_off + offset(i2, stride, OFF64), in2, border_value, c, PRO, pro_args, INPUT,
+        x2 = _load(x_base + fixed_off + offset(i2, stride, OFF64), in2, border_value, c, PRO, pro_args, SOURCE,
                    BORDER)
         if AXIS == 1:
             t = tl.arange(0, BW)[None, :]
@@ -178,18 +208,18 @@ def _line(x_base, fixed_off, first, n, stride, border_value, c, PRO: tl.constexp
                       tl.broadcast_to((t + (LENGTH - 1)) // LENGTH, (BH, BW)), AXIS, DILATE)
     else:
         i0, in0 = _index(first, n, BORDER, INTERIOR)
-        y = _load(x_base + fixed_off + offset(i0, stride, OFF64), in0, border_value, c, PRO, pro_args, INPUT, BORDER)
+        y = _load(x_base + fixed_off + offset(i0, stride, OFF64), in0, border_value, c, PRO, pro_args, SOURCE, BORDER)
         for v in range(1, LENGTH):
             iv, inv = _index(first + v, n, BORDER, INTERIOR)
             y = _pick(y, _load(x_base + fixed_off + offset(iv, stride, OFF64), inv, border_value, c, PRO, pro_args,
-                               INPUT, BORDER), DILATE)
+                               SOURCE, BORDER), DILATE)
     return y
 
 
 @triton.jit(do_not_specialize=["C", "H", "W", "WO", "S0", "sxb", "sxc", "sxh", "syb", "syc", "syh"])
 def row_kernel(X, Y, C, H, W, WO, S0, sxb, sxc, sxh, syb, syc, syh, border_value,
                PRO: tl.constexpr, pro_args, WIDTH: tl.constexpr, SXW: tl.constexpr, SYW: tl.constexpr,
-               BORDER: tl.constexpr, OFF64: tl.constexpr, DILATE: tl.constexpr, INPUT: tl.constexpr,
+               BORDER: tl.constexpr, OFF64: tl.constexpr, DILATE: tl.constexpr, SOURCE: tl.constexpr,
                SCAN: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr, STEP: tl.constexpr):
     """Y[b, c, i, j] = min over t < WIDTH of X~[b, c, i, j + S0 + t] for j < WO (columns
     through the border, rows i < H as they are). A program's tile is BH rows by BW
@@ -204,11 +234,12 @@ def row_kernel(X, Y, C, H, W, WO, S0, sxb, sxc, sxh, syb, syc, syh, border_value
     first = w0 + S0 + t
     if (w0 + S0 >= 0) & (w0 + S0 + BW + WIDTH - 1 <= W):
         y = _line(x_base, row_off, first, W, SXW, border_value, c, PRO, pro_args, WIDTH, 1, BORDER, OFF64, DILATE,
-                  INPUT, SCAN, True, BH, BW)
+                  SOURCE, SCAN, True, BH, BW)
     else:
         y = _line(x_base, row_off, first, W, SXW, border_value, c, PRO, pro_args, WIDTH, 1, BORDER, OFF64, DILATE,
-                  INPUT, SCAN, False, BH, BW)
+                  SOURCE, SCAN, False, BH, BW)
     ok = (rows < H) & (t < STEP) & (w0 + t < WO)
+    y = _unit(y, X.dtype.element_ty, SOURCE)
     pixels.store(Y + b * syb + c * syc + offset(rows, syh, OFF64) + offset(w0 + t, SYW, OFF64), y, ok)
 
 
@@ -216,7 +247,7 @@ def row_kernel(X, Y, C, H, W, WO, S0, sxb, sxc, sxh, syb, syc, syh, border_value
 def column_kernel(X, Y, Z, C, H, W, S0, sxb, sxc, sxh, syb, syc, syh, szb, szc, szh, border_value,
                   PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args, HEIGHT: tl.constexpr,
                   SXW: tl.constexpr, SYW: tl.constexpr, SZW: tl.constexpr, BORDER: tl.constexpr,
-                  OFF64: tl.constexpr, DILATE: tl.constexpr, INPUT: tl.constexpr, SCAN: tl.constexpr,
+                  OFF64: tl.constexpr, DILATE: tl.constexpr, SOURCE: tl.constexpr, SCAN: tl.constexpr,
                   SUB: tl.constexpr, Z_INPUT: tl.constexpr, LEVELS: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr,
                   STEP: tl.constexpr):
     """Y[b, c, i, j] = finish(min over t < HEIGHT of X~[b, c, i + S0 + t, j]) (rows through
@@ -229,12 +260,13 @@ def column_kernel(X, Y, Z, C, H, W, S0, sxb, sxc, sxh, syb, syc, syh, szb, szc, 
     first = h0 + S0 + t
     if (h0 + S0 >= 0) & (h0 + S0 + BH + HEIGHT - 1 <= H):
         y = _line(x_base, col_off, first, H, sxh, border_value, c, PRO, pro_args, HEIGHT, 0, BORDER, OFF64, DILATE,
-                  INPUT, SCAN, True, BH, BW)
+                  SOURCE, SCAN, True, BH, BW)
     else:
         y = _line(x_base, col_off, first, H, sxh, border_value, c, PRO, pro_args, HEIGHT, 0, BORDER, OFF64, DILATE,
-                  INPUT, SCAN, False, BH, BW)
+                  SOURCE, SCAN, False, BH, BW)
     out_rows = h0 + t
     ok = (t < STEP) & (out_rows < H) & (cols < W)
+    y = _unit(y, X.dtype.element_ty, SOURCE)
     _finish(y, Y + b * syb + c * syc + offset(out_rows, syh, OFF64) + offset(cols, SYW, OFF64),
             Z + b * szb + c * szc + offset(out_rows, szh, OFF64) + offset(cols, SZW, OFF64), ok, c, PRO, pro_args,
             EPI, epi_args, SUB, Z_INPUT, LEVELS)
@@ -243,7 +275,7 @@ def column_kernel(X, Y, Z, C, H, W, S0, sxb, sxc, sxh, syb, syc, syh, szb, szc, 
 @triton.jit
 def _taps_min(x_base, rows, cols, TAPS, NT, H, W, XW, sxd, sxh, border_value, c, PRO: tl.constexpr, pro_args,
               SXW: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr, DILATE: tl.constexpr,
-              INPUT: tl.constexpr, STACKED: tl.constexpr, INTERIOR: tl.constexpr, BH: tl.constexpr,
+              SOURCE: tl.constexpr, STACKED: tl.constexpr, INTERIOR: tl.constexpr, BH: tl.constexpr,
               BW: tl.constexpr):
     """``taps_kernel``'s min over its taps, for a tile whose reads all lie inside the image
     (``INTERIOR``: plain offsets, one add a tap) or not (remapped, the constant border)."""
@@ -256,11 +288,11 @@ def _taps_min(x_base, rows, cols, TAPS, NT, H, W, XW, sxd, sxh, border_value, c,
         if STACKED:
             d = tl.load(TAPS + 3 * k + 2).to(tl.int32)
             x = _load(x_base + offset(d, sxd, OFF64) + row_off + offset(tl.minimum(cols + dv, XW - 1), SXW, OFF64),
-                      r_in, border_value, c, PRO, pro_args, False, BORDER)
+                      r_in, border_value, c, PRO, pro_args, SOURCE, BORDER)
         else:
             q, q_in = _index(cols + dv, W, BORDER, INTERIOR)
             x = _load(x_base + row_off + offset(q, SXW, OFF64), _and(r_in, q_in), border_value, c, PRO, pro_args,
-                      INPUT, BORDER)
+                      SOURCE, BORDER)
         y = _pick(y, x, DILATE)
     return y
 
@@ -270,11 +302,11 @@ def _taps_min(x_base, rows, cols, TAPS, NT, H, W, XW, sxd, sxh, border_value, c,
 def taps_kernel(X, Y, Z, TAPS, NT, DU0, DU1, DV0, DV1, C, H, W, XW, sxd, sxb, sxc, sxh, syb, syc, syh, szb, szc,
                 szh, border_value, PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args, SXW: tl.constexpr,
                 SYW: tl.constexpr, SZW: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr,
-                DILATE: tl.constexpr, INPUT: tl.constexpr, STACKED: tl.constexpr, SUB: tl.constexpr,
+                DILATE: tl.constexpr, SOURCE: tl.constexpr, STACKED: tl.constexpr, SUB: tl.constexpr,
                 Z_INPUT: tl.constexpr, LEVELS: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr):
     """Y[b, c, i, j] = finish(min over the NT taps (du, dv, d) of X~[d, b, c, i + du, j + dv]):
     ``TAPS`` holds (du, dv, d) triples as floats, du in [DU0, DU1], dv in [DV0, DV1].
-    ``INPUT``: X is the image (through the prologue). ``STACKED``: X is ``row_kernel``'s
+    ``SOURCE``: how X is read (``_load``). ``STACKED``: X is ``row_kernel``'s
     stacked buffer of ``XW`` columns, plane d a run length, read at columns j + dv (always
     inside); otherwise one plane of the image's size, columns through the border."""
     b, c, h0, w0 = tile_origin(tl.program_id(0), C, H, W, BH, BW)
@@ -287,11 +319,12 @@ def taps_kernel(X, Y, Z, TAPS, NT, DU0, DU1, DV0, DV1, C, H, W, XW, sxd, sxb, sx
         cols_inside = (w0 + DV0 >= 0) & (w0 + BW + DV1 <= W)
     if (h0 + DU0 >= 0) & (h0 + BH + DU1 <= H) & cols_inside:
         y = _taps_min(x_base, rows, cols, TAPS, NT, H, W, XW, sxd, sxh, border_value, c, PRO, pro_args, SXW, BORDER,
-                      OFF64, DILATE, INPUT, STACKED, True, BH, BW)
+                      OFF64, DILATE, SOURCE, STACKED, True, BH, BW)
     else:
         y = _taps_min(x_base, rows, cols, TAPS, NT, H, W, XW, sxd, sxh, border_value, c, PRO, pro_args, SXW, BORDER,
-                      OFF64, DILATE, INPUT, STACKED, False, BH, BW)
+                      OFF64, DILATE, SOURCE, STACKED, False, BH, BW)
     ok = (rows < H) & (cols < W)
+    y = _unit(y, X.dtype.element_ty, SOURCE)
     _finish(y, Y + b * syb + c * syc + offset(rows, syh, OFF64) + offset(cols, SYW, OFF64),
             Z + b * szb + c * szc + offset(rows, szh, OFF64) + offset(cols, SZW, OFF64), ok, c, PRO, pro_args,
             EPI, epi_args, SUB, Z_INPUT, LEVELS)
@@ -330,8 +363,25 @@ def _flat(taps):
     return tuple(float(v) for tap in taps for v in tap)
 
 
+def _source(x, inp, pro, border, value):
+    """(SOURCE, the border value in its scale) of a launch reading ``x`` (the image when
+    ``inp``): RAW for integers without a prologue, unless the constant border's value is
+    no stored level (then unit scale, as the float path)."""
+    levels = {1: 255.0, 2: 65535.0}.get(x.element_size()) if not x.is_floating_point() else None
+    if levels is not None and not (inp and len(pro[0]) > 0):
+        if border != borders.border_code("constant"):
+            return 2, 0.0
+        if math.isinf(value):
+            return 2, value
+        level = value * levels
+        if level == round(level) and 0 <= level <= levels:
+            return 2, level + 8388608.0
+    return (1 if inp else 0), value
+
+
 def _row(x, y, width, s0, border, value, pro, dilate, inp):
     B, C, H, W = x.shape
+    source, value = _source(x, inp, pro, border, value)
     WO = y.shape[3]
     scan = width > DIRECT_WIDTH
     if interpreting():
@@ -349,12 +399,13 @@ def _row(x, y, width, s0, border, value, pro, dilate, inp):
     args = (x, y, C, H, W, WO, s0, x.stride(0), x.stride(1), x.stride(2), y.stride(0), y.stride(1), y.stride(2),
             float(value), pro[0], pro[1])
     meta = dict(WIDTH=width, SXW=x.stride(3), SYW=y.stride(3), BORDER=border, OFF64=needs_int64(x, y),
-                DILATE=bool(dilate), INPUT=bool(inp), SCAN=scan, STEP=step)
+                DILATE=bool(dilate), SOURCE=source, SCAN=scan, STEP=step)
     launch_kernel(row_kernel, lambda m: (programs(B * C, H, WO, bh, step),), args, meta, x, cfg)
 
 
 def _column(x, y, z, height, s0, border, value, pro, epi, dilate, inp, sub, z_input, levels):
     B, C, H, W = x.shape
+    source, value = _source(x, inp, pro, border, value)
     scan = height > DIRECT_WIDTH
     if interpreting():
         bh, bw = pow2_at_least(H + (height - 1 if scan else 0), 1, 1 << 20), pow2_at_least(W, 1, 1 << 20)
@@ -371,13 +422,14 @@ def _column(x, y, z, height, s0, border, value, pro, epi, dilate, inp, sub, z_in
     args = (x, y, z, C, H, W, s0, x.stride(0), x.stride(1), x.stride(2), y.stride(0), y.stride(1), y.stride(2),
             z.stride(0), z.stride(1), z.stride(2), float(value), pro[0], pro[1], epi[0], epi[1])
     meta = dict(HEIGHT=height, SXW=x.stride(3), SYW=y.stride(3), SZW=z.stride(3), BORDER=border,
-                OFF64=needs_int64(x, y, z), DILATE=bool(dilate), INPUT=bool(inp), SCAN=scan, SUB=sub,
+                OFF64=needs_int64(x, y, z), DILATE=bool(dilate), SOURCE=source, SCAN=scan, SUB=sub,
                 Z_INPUT=bool(z_input), LEVELS=levels if sub else 0, STEP=step)
     launch_kernel(column_kernel, lambda m: (programs(B * C, H, W, step, bw),), args, meta, x, cfg)
 
 
 def _taps(x, y, z, taps, planes_stride, xw, border, value, pro, epi, dilate, inp, stacked, sub, z_input, levels):
     B, C, H, W = y.shape
+    source, value = _source(x, inp, pro, border, value)
     if interpreting():
         bh, bw = pow2_at_least(H, 1, 1 << 20), pow2_at_least(W, 1, 1 << 20)
         cfg = tile_config(BH=bh, BW=bw, num_warps=1)
@@ -393,7 +445,7 @@ def _taps(x, y, z, taps, planes_stride, xw, border, value, pro, epi, dilate, inp
             z.stride(2), float(value),
             pro[0], pro[1], epi[0], epi[1])
     meta = dict(SXW=x.stride(3), SYW=y.stride(3), SZW=z.stride(3), BORDER=border, OFF64=needs_int64(x, y, z),
-                DILATE=bool(dilate), INPUT=bool(inp), STACKED=bool(stacked), SUB=sub, Z_INPUT=bool(z_input),
+                DILATE=bool(dilate), SOURCE=source, STACKED=bool(stacked), SUB=sub, Z_INPUT=bool(z_input),
                 LEVELS=levels if sub else 0)
     launch_kernel(taps_kernel, lambda m: (programs(B * C, H, W, bh, bw),), args, meta, x, cfg)
 
