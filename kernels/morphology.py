@@ -71,12 +71,12 @@ DIRECT_WIDTH = 9  # row and column windows up to this: a loop of shifted loads; 
 # GPU tiles (rows, columns): the direct passes' and, for the van Herk passes, (elements a
 # tile, the fewest positions along the scanned axis; at least twice the window). Guesses to
 # be measured on the H200: 4 warps, 8 to 16 outputs a thread.
-TILES = dict(row=(8, 128), column=(16, 64), taps=(16, 64), row_scan=(1024, 128), column_scan=(2048, 64))
+TILES = dict(row=(8, 128), column=(16, 64), taps=(32, 64), row_scan=(1024, 128), column_scan=(2048, 64))
 _NAN: tl.constexpr = tl.constexpr(tl.PropagateNan.ALL)
 # SOURCE: what a kernel reads and how (``_load``)
 BUFFER: tl.constexpr = tl.constexpr(0)  # a float buffer of an earlier launch, unit scale as stored
 IMAGE: tl.constexpr = tl.constexpr(1)  # the image, unit scale through the prologue
-RAW: tl.constexpr = tl.constexpr(2)  # integers (image or buffer, no prologue) as 2^23 + value: one OR a pixel
+RAW: tl.constexpr = tl.constexpr(2)  # integers (image or buffer, no prologue) as int32 stored values
 
 
 @triton.jit
@@ -117,10 +117,15 @@ def _van_herk(first, last, seg_first, seg_last, AXIS: tl.constexpr, DILATE: tl.c
 @triton.jit
 def _load(ptrs, inside, border_value, c, PRO: tl.constexpr, pro_args, SOURCE: tl.constexpr, BORDER: tl.constexpr,
           mask=None):
-    """Pixels as float32 (``SOURCE``: unit scale, or ``RAW``'s 2^23 + stored value, whose
-    order is the values'; ``border_value`` in the same scale where not ``inside``)."""
+    """Pixels as float32 in unit scale, or with ``RAW`` the stored integers as int32 (their
+    min and max one integer instruction; ``border_value`` a stored level then), the constant
+    border's value where not ``inside``."""
     if SOURCE == RAW:
-        return neighbourhood.load(ptrs, inside, border_value, c, (), (), neighbourhood.BIASED, BORDER, mask)
+        x = tl.load(ptrs, mask).to(tl.int32)
+        if BORDER == borders.CONSTANT:
+            if inside is not None:
+                x = tl.where(inside, x, (tl.zeros((), tl.float32) + border_value).to(tl.int32))
+        return x
     elif SOURCE == IMAGE:
         return neighbourhood.load(ptrs, inside, border_value, c, PRO, pro_args, neighbourhood.UNIT, BORDER, mask)
     else:
@@ -133,20 +138,33 @@ def _load(ptrs, inside, border_value, c, PRO: tl.constexpr, pro_args, SOURCE: tl
 
 @triton.jit
 def _unit(y, dtype: tl.constexpr, SOURCE: tl.constexpr):
-    """A min or max of ``_load``'s values in unit scale (RAW's: the bias off, scaled once)."""
+    """A min or max of ``_load``'s values in unit scale (RAW's integers converted once: the
+    float 2^23 + value by one OR, exact)."""
     if SOURCE == RAW:
-        return (y - neighbourhood.BIAS) * pixels.unit_scale(dtype)
+        return ((y.to(tl.uint32) | 0x4B000000).to(tl.float32, bitcast=True) - 8388608.0) * pixels.unit_scale(dtype)
     else:
         return y
 
 
 @triton.jit
-def _finish(y, y_ptrs, z_ptrs, ok, c, PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
-            SUB: tl.constexpr, Z_INPUT: tl.constexpr, LEVELS: tl.constexpr):
-    """Store a pass's result ``y``: with ``SUB`` 1 ``y - Z``, 2 ``Z - y`` (``Z`` the image
-    through the prologue when ``Z_INPUT``, else a buffer; ``y`` first as an image of
-    ``LEVELS`` levels stores it, when the operation's images are integers), then the
-    epilogue (whose input pixel is the result itself: no pointwise step reads it)."""
+def _finish(y, in_dtype: tl.constexpr, SOURCE: tl.constexpr, y_ptrs, z_ptrs, ok, c, PRO: tl.constexpr, pro_args,
+            EPI: tl.constexpr, epi_args, SUB: tl.constexpr, Z_INPUT: tl.constexpr, LEVELS: tl.constexpr):
+    """Store a pass's result ``y`` (``_load``'s values of an ``in_dtype`` source): RAW
+    integers into their own dtype as they are; otherwise in unit scale, with ``SUB`` 1
+    ``y - Z``, 2 ``Z - y`` (``Z`` the image through the prologue when ``Z_INPUT``, else a
+    buffer; ``y`` first as an image of ``LEVELS`` levels stores it, when the operation's
+    images are integers), then the epilogue (whose input pixel is the result itself: no
+    pointwise step reads it)."""
+    if SOURCE == RAW and SUB == 0 and len(EPI) == 0 and y_ptrs.dtype.element_ty == in_dtype:
+        tl.store(y_ptrs, y.to(in_dtype), ok)
+    else:
+        _finish_unit(_unit(y, in_dtype, SOURCE), y_ptrs, z_ptrs, ok, c, PRO, pro_args, EPI, epi_args, SUB, Z_INPUT,
+                     LEVELS)
+
+
+@triton.jit
+def _finish_unit(y, y_ptrs, z_ptrs, ok, c, PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
+                 SUB: tl.constexpr, Z_INPUT: tl.constexpr, LEVELS: tl.constexpr):
     if SUB != 0:
         if LEVELS > 0:
             y = pointwise.quantize(y, c, LEVELS)
@@ -171,17 +189,6 @@ def _index(i, n, BORDER: tl.constexpr, INTERIOR: tl.constexpr):
         return i, None
     else:
         return borders.remap(i, n, BORDER), borders.inside(i, n)
-
-
-@triton.jit
-def _and(a, b):
-    """The inside masks ``a & b``, None standing for all True."""
-    if a is None:
-        return b
-    elif b is None:
-        return a
-    else:
-        return a & b
 
 
 @triton.jit
@@ -239,8 +246,8 @@ def row_kernel(X, Y, C, H, W, WO, S0, sxb, sxc, sxh, syb, syc, syh, border_value
         y = _line(x_base, row_off, first, W, SXW, border_value, c, PRO, pro_args, WIDTH, 1, BORDER, OFF64, DILATE,
                   SOURCE, SCAN, False, BH, BW)
     ok = (rows < H) & (t < STEP) & (w0 + t < WO)
-    y = _unit(y, X.dtype.element_ty, SOURCE)
-    pixels.store(Y + b * syb + c * syc + offset(rows, syh, OFF64) + offset(w0 + t, SYW, OFF64), y, ok)
+    y_ptrs = Y + b * syb + c * syc + offset(rows, syh, OFF64) + offset(w0 + t, SYW, OFF64)
+    _finish(y, X.dtype.element_ty, SOURCE, y_ptrs, y_ptrs, ok, c, PRO, pro_args, (), (), 0, False, 0)
 
 
 @triton.jit(do_not_specialize=["C", "H", "W", "S0", "sxb", "sxc", "sxh", "syb", "syc", "syh", "szb", "szc", "szh"])
@@ -266,34 +273,64 @@ def column_kernel(X, Y, Z, C, H, W, S0, sxb, sxc, sxh, syb, syc, syh, szb, szc, 
                   SOURCE, SCAN, False, BH, BW)
     out_rows = h0 + t
     ok = (t < STEP) & (out_rows < H) & (cols < W)
-    y = _unit(y, X.dtype.element_ty, SOURCE)
-    _finish(y, Y + b * syb + c * syc + offset(out_rows, syh, OFF64) + offset(cols, SYW, OFF64),
+    _finish(y, X.dtype.element_ty, SOURCE,
+            Y + b * syb + c * syc + offset(out_rows, syh, OFF64) + offset(cols, SYW, OFF64),
             Z + b * szb + c * szc + offset(out_rows, szh, OFF64) + offset(cols, SZW, OFF64), ok, c, PRO, pro_args,
             EPI, epi_args, SUB, Z_INPUT, LEVELS)
 
 
 @triton.jit
+def _table_tap(x_base, ptrs, rows, cols, TAPS, k, H, W, XW, sxd, sxh, border_value, c, PRO: tl.constexpr, pro_args,
+               SXW: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr, SOURCE: tl.constexpr,
+               STACKED: tl.constexpr, INTERIOR: tl.constexpr):
+    """Tap ``k`` of the table (du, dv, d): the image at (rows + du, cols + dv) through the
+    border, or plane d of the stacked buffer there (its columns always inside); ``ptrs``
+    the tile's pointers when ``INTERIOR``."""
+    du = tl.load(TAPS + 3 * k).to(tl.int32)
+    dv = tl.load(TAPS + 3 * k + 1).to(tl.int32)
+    plane = 0
+    if STACKED:
+        plane = offset(tl.load(TAPS + 3 * k + 2).to(tl.int32), sxd, OFF64)
+    if INTERIOR:
+        return _load(ptrs + (offset(du, sxh, OFF64) + offset(dv, SXW, OFF64) + plane), None, border_value, c, PRO,
+                     pro_args, SOURCE, BORDER)
+    else:
+        r, r_in = _index(rows + du, H, BORDER, False)
+        if STACKED:
+            q = tl.minimum(cols + dv, XW - 1)
+            inside = r_in
+        else:
+            q, q_in = _index(cols + dv, W, BORDER, False)
+            inside = r_in & q_in
+        return _load(x_base + plane + offset(r, sxh, OFF64) + offset(q, SXW, OFF64), inside, border_value, c, PRO,
+                     pro_args, SOURCE, BORDER)
+
+
+@triton.jit
 def _taps_min(x_base, rows, cols, TAPS, NT, H, W, XW, sxd, sxh, border_value, c, PRO: tl.constexpr, pro_args,
               SXW: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr, DILATE: tl.constexpr,
-              SOURCE: tl.constexpr, STACKED: tl.constexpr, INTERIOR: tl.constexpr, BH: tl.constexpr,
-              BW: tl.constexpr):
+              SOURCE: tl.constexpr, STACKED: tl.constexpr, INTERIOR: tl.constexpr, DTAPS: tl.constexpr):
     """``taps_kernel``'s min over its taps, for a tile whose reads all lie inside the image
-    (``INTERIOR``: plain offsets, one add a tap) or not (remapped, the constant border)."""
-    y = tl.full((BH, BW), float("-inf") if DILATE else float("inf"), tl.float32)
-    for k in range(NT):
-        du = tl.load(TAPS + 3 * k).to(tl.int32)
-        dv = tl.load(TAPS + 3 * k + 1).to(tl.int32)
-        r, r_in = _index(rows + du, H, BORDER, INTERIOR)
-        row_off = offset(r, sxh, OFF64)
-        if STACKED:
-            d = tl.load(TAPS + 3 * k + 2).to(tl.int32)
-            x = _load(x_base + offset(d, sxd, OFF64) + row_off + offset(tl.minimum(cols + dv, XW - 1), SXW, OFF64),
-                      r_in, border_value, c, PRO, pro_args, SOURCE, BORDER)
-        else:
-            q, q_in = _index(cols + dv, W, BORDER, INTERIOR)
-            x = _load(x_base + row_off + offset(q, SXW, OFF64), _and(r_in, q_in), border_value, c, PRO, pro_args,
-                      SOURCE, BORDER)
-        y = _pick(y, x, DILATE)
+    (``INTERIOR``: plain offsets) or not (remapped, the constant border). Interior tiles of
+    a direct pass take the taps as constants (``DTAPS``), unrolled: a row's pointers once,
+    its columns as the loads' immediate offsets; the rest loop over the table at run time
+    (a small program: the border tiles are few)."""
+    ptrs = x_base
+    if INTERIOR:
+        ptrs = x_base + offset(rows, sxh, OFF64) + offset(cols, SXW, OFF64)
+    if INTERIOR and len(DTAPS) > 0:
+        y = _load(ptrs + offset(tl.full((), DTAPS[0][0], tl.int32), sxh, OFF64) + DTAPS[0][1] * SXW, None,
+                  border_value, c, PRO, pro_args, SOURCE, BORDER)
+        for k in tl.static_range(1, len(DTAPS)):
+            row_ptrs = ptrs + offset(tl.full((), DTAPS[k][0], tl.int32), sxh, OFF64)
+            y = _pick(y, _load(row_ptrs + DTAPS[k][1] * SXW, None, border_value, c, PRO, pro_args, SOURCE, BORDER),
+                      DILATE)
+    else:
+        y = _table_tap(x_base, ptrs, rows, cols, TAPS, 0, H, W, XW, sxd, sxh, border_value, c, PRO, pro_args, SXW,
+                       BORDER, OFF64, SOURCE, STACKED, INTERIOR)
+        for k in range(1, NT):
+            y = _pick(y, _table_tap(x_base, ptrs, rows, cols, TAPS, k, H, W, XW, sxd, sxh, border_value, c, PRO,
+                                    pro_args, SXW, BORDER, OFF64, SOURCE, STACKED, INTERIOR), DILATE)
     return y
 
 
@@ -303,9 +340,11 @@ def taps_kernel(X, Y, Z, TAPS, NT, DU0, DU1, DV0, DV1, C, H, W, XW, sxd, sxb, sx
                 szh, border_value, PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args, SXW: tl.constexpr,
                 SYW: tl.constexpr, SZW: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr,
                 DILATE: tl.constexpr, SOURCE: tl.constexpr, STACKED: tl.constexpr, SUB: tl.constexpr,
-                Z_INPUT: tl.constexpr, LEVELS: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr):
+                Z_INPUT: tl.constexpr, LEVELS: tl.constexpr, DTAPS: tl.constexpr, BH: tl.constexpr,
+                BW: tl.constexpr):
     """Y[b, c, i, j] = finish(min over the NT taps (du, dv, d) of X~[d, b, c, i + du, j + dv]):
-    ``TAPS`` holds (du, dv, d) triples as floats, du in [DU0, DU1], dv in [DV0, DV1].
+    ``TAPS`` holds (du, dv, d) triples as floats, du in [DU0, DU1], dv in [DV0, DV1]; or
+    ``DTAPS`` the (du, dv) pairs as constants (direct passes: one compile per mask).
     ``SOURCE``: how X is read (``_load``). ``STACKED``: X is ``row_kernel``'s
     stacked buffer of ``XW`` columns, plane d a run length, read at columns j + dv (always
     inside); otherwise one plane of the image's size, columns through the border."""
@@ -319,13 +358,12 @@ def taps_kernel(X, Y, Z, TAPS, NT, DU0, DU1, DV0, DV1, C, H, W, XW, sxd, sxb, sx
         cols_inside = (w0 + DV0 >= 0) & (w0 + BW + DV1 <= W)
     if (h0 + DU0 >= 0) & (h0 + BH + DU1 <= H) & cols_inside:
         y = _taps_min(x_base, rows, cols, TAPS, NT, H, W, XW, sxd, sxh, border_value, c, PRO, pro_args, SXW, BORDER,
-                      OFF64, DILATE, SOURCE, STACKED, True, BH, BW)
+                      OFF64, DILATE, SOURCE, STACKED, True, DTAPS)
     else:
         y = _taps_min(x_base, rows, cols, TAPS, NT, H, W, XW, sxd, sxh, border_value, c, PRO, pro_args, SXW, BORDER,
-                      OFF64, DILATE, SOURCE, STACKED, False, BH, BW)
+                      OFF64, DILATE, SOURCE, STACKED, False, DTAPS)
     ok = (rows < H) & (cols < W)
-    y = _unit(y, X.dtype.element_ty, SOURCE)
-    _finish(y, Y + b * syb + c * syc + offset(rows, syh, OFF64) + offset(cols, SYW, OFF64),
+    _finish(y, X.dtype.element_ty, SOURCE, Y + b * syb + c * syc + offset(rows, syh, OFF64) + offset(cols, SYW, OFF64),
             Z + b * szb + c * szc + offset(rows, szh, OFF64) + offset(cols, SZW, OFF64), ok, c, PRO, pro_args,
             EPI, epi_args, SUB, Z_INPUT, LEVELS)
 
@@ -365,17 +403,19 @@ def _flat(taps):
 
 def _source(x, inp, pro, border, value):
     """(SOURCE, the border value in its scale) of a launch reading ``x`` (the image when
-    ``inp``): RAW for integers without a prologue, unless the constant border's value is
-    no stored level (then unit scale, as the float path)."""
+    ``inp``): RAW for integers without a prologue, its border value a stored level (the
+    default border's infinities the largest and smallest: as stored, a window wholly in it
+    gives them), unless the constant border's value is no stored level (then unit scale,
+    as the float path)."""
     levels = {1: 255.0, 2: 65535.0}.get(x.element_size()) if not x.is_floating_point() else None
     if levels is not None and not (inp and len(pro[0]) > 0):
         if border != borders.border_code("constant"):
             return 2, 0.0
         if math.isinf(value):
-            return 2, value
+            return 2, levels if value > 0 else 0.0
         level = value * levels
         if level == round(level) and 0 <= level <= levels:
-            return 2, level + 8388608.0
+            return 2, level
     return (1 if inp else 0), value
 
 
@@ -446,7 +486,7 @@ def _taps(x, y, z, taps, planes_stride, xw, border, value, pro, epi, dilate, inp
             pro[0], pro[1], epi[0], epi[1])
     meta = dict(SXW=x.stride(3), SYW=y.stride(3), SZW=z.stride(3), BORDER=border, OFF64=needs_int64(x, y, z),
                 DILATE=bool(dilate), SOURCE=source, STACKED=bool(stacked), SUB=sub, Z_INPUT=bool(z_input),
-                LEVELS=levels if sub else 0)
+                LEVELS=levels if sub else 0, DTAPS=() if stacked else tuple((int(a), int(b)) for a, b, _ in taps))
     launch_kernel(taps_kernel, lambda m: (programs(B * C, H, W, bh, bw),), args, meta, x, cfg)
 
 
