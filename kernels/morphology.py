@@ -5,25 +5,26 @@ j + v - ax]`` (``X~``: X extended by the border; the default border, "never wins
 constant +inf for erosion and -inf for dilation). The host (``plan``) picks one of three
 shapes of work from the mask:
 
-- **Direct** (at most ``DIRECT_TAPS`` positions, every 3 x 3 and 5 x 5 shape): one launch
-  of ``taps_kernel`` on the image, each output the min over its taps, loaded through the
-  border and the prologue. Per output: ``n`` loads (L1 hits but the first use of each
-  pixel) and ``n - 1`` min/max; the image read once and written once.
-- **Rectangle** (an all-True mask, larger): separable, ``row_kernel`` (the min over ``kw``
-  columns of each row, into a buffer of the image's dtype, or float32 after a prologue)
-  then ``column_kernel`` (the min over ``kh`` rows of that buffer, with the finishing
-  subtraction and the epilogue). Each is **direct** up to ``DIRECT_WIDTH`` (a loop of
-  shifted loads) and **van Herk / Gil-Werman** beyond: the window ``[t, t + k)`` of a tile
-  position ``t`` is the suffix minimum of ``t``'s segment of ``k`` positions (segments
-  aligned to the tile) and the prefix minimum of the next segment up to ``t + k - 1``:
-  two segmented ``tl.associative_scan`` s over the tile (one reversed), on two loads of
-  the row (the second shifted by ``k - 1``), so the cost per output does not depend on
-  ``k``: 2 loads, 2 scans (about 5 shuffle steps of a compare, a select and a min/max
-  each, two values a step) and a min/max. A tile of ``BW`` positions gives ``BW - k + 1``
-  outputs: tiles are at least twice the window. The buffer costs one write and one read
-  of the image (in its own dtype: one byte a pixel for uint8).
+- **Rectangles** (an all-True mask): a marching pass (``march_kernel``): a program owns
+  16 output rows of 128 columns, each thread a column; it reads the ``16 + kh - 1`` input
+  rows once, each row's value the min over its ``kw`` columns (L1 hits but the first, at
+  immediate offsets of one pointer), into a tuple of registers, and takes the window
+  minima there by van Herk over the tuple (``_window_mins``: prefix minima of segments of
+  ``kh`` and suffix minima back from each segment's end, about 3 min/max an output
+  whatever ``kh``). Narrow rectangles (``kw <= MARCH_COLUMNS``) are one such launch, no
+  buffer; wider ones are separable: ``row_march_kernel`` (the same march along a row: a
+  thread owns 16 consecutive outputs) into a buffer of the image's dtype (float32 after a
+  prologue), then ``march_kernel`` with ``kw = 1`` over it. Windows longer than 31 (the
+  rectangles OpenCV's rule makes for iterations) take ``row_kernel`` / ``column_kernel``
+  instead: van Herk by two segmented ``tl.associative_scan`` s of a tile (a window is the
+  suffix minimum of its first position's segment and the prefix minimum of the next
+  segment up to its last position), whose tile of ``BW`` positions gives ``BW - k + 1``
+  outputs.
+- **Direct** (other masks of at most ``DIRECT_TAPS`` positions: 5 x 5 ellipses, crosses):
+  one launch of ``taps_kernel`` on the image, each output the min over its taps; interior
+  tiles unroll the taps as constants (row pointers once, columns as immediate offsets).
 - **General masks** (more than ``DIRECT_TAPS`` positions, not all True: ellipses, crosses,
-  any mask up to 63 x 63): each mask row is a set of runs of True. ``row_kernel`` computes,
+  any mask up to 63 x 63): each mask row is a set of runs of True. A row pass computes,
   once per distinct run length ``w``, the min over ``w`` columns starting at each column
   from ``-ax`` to ``W + kw - 1 - ax`` into one plane of a stacked buffer; then one
   ``taps_kernel`` launch takes each output's min over the runs (a tap per run: row ``i + u
@@ -42,14 +43,11 @@ it, a second image ``Z`` (the compound operations: gradient, tophat, blackhat), 
 epilogue and the typed store. NaN: every min/max propagates NaN (``tl.PropagateNan``):
 an output whose window holds a NaN is NaN, whatever the order of the taps.
 
-Expected costs on the H200 (4K RGB, 24.9 M outputs; 33 T instructions a second; 4.8 TB/s;
-PERFORMANCE.md has the table): a 3 x 3 direct pass on uint8 is about 5 instructions a tap
-(address, load, OR, min/max) and 25 a pixel besides: 70 a pixel, 1.7 G, 0.05 ms of issue
-against 0.01 ms for its 50 MB. A 15 x 15 rectangle: two launches of about 45 a pixel each
-(two loads and two scans of two values), 0.07 ms with 100 MB moved. A 15 x 15 ellipse: 5
-row passes of up to 15 loads (the direct loop up to 9, the scans beyond) and 15 taps a
-pixel, about 0.2 ms, most of it memory (6 images of 25 MB written and read). An opening
-5 x 5 on float32: two direct passes of 25 taps (float32 loads: no OR), about 0.12 ms.
+Costs per output pixel, counted in the sm_90a SASS that Triton 3.8 compiles offline
+(``scripts/offline_sass.py``; the H200 issues 33 T instructions a second, 24.9 M outputs
+for 4K RGB; PERFORMANCE.md has the table): a 3 x 3 rectangle on uint8 in one march, about
+25 instructions; a 15 x 15 rectangle a row march (about 23) and a column march (about 31);
+a 3 x 3 direct pass about 40 (23 for the taps).
 
 In the interpreter (which pays per operation and per program) every kernel takes one
 tile per plane.
@@ -67,11 +65,15 @@ from .core.tiling import interpreting, needs_int64, offset, pow2_at_least, progr
 MAX_SIDE = 63  # a mask's sides
 MAX_RECT = 1023  # an all-True mask after OpenCV's enlargement for iterations
 DIRECT_TAPS = 25  # masks of at most this many positions: one launch reading the image
-DIRECT_WIDTH = 9  # row and column windows up to this: a loop of shifted loads; wider: the scans
-# GPU tiles (rows, columns): the direct passes' and, for the van Herk passes, (elements a
-# tile, the fewest positions along the scanned axis; at least twice the window). Guesses to
-# be measured on the H200: 4 warps, 8 to 16 outputs a thread.
-TILES = dict(row=(8, 128), column=(16, 64), taps=(32, 64), row_scan=(1024, 128), column_scan=(2048, 64))
+MARCH_HEIGHT = 31  # column windows up to this: ``march_kernel``; taller: the scans
+MARCH_WIDTH = 31  # row windows up to this: ``row_march_kernel``; wider: the scans
+MARCH_COLUMNS = 9  # rectangles this narrow (and at most MARCH_HEIGHT tall): one launch of ``march_kernel``
+# GPU tiles, 4 warps each: the direct taps' (rows, columns); the van Herk passes' (elements
+# a tile, the fewest positions along the scanned axis: at least twice the window); the
+# marches' (output rows, columns: one column a thread) and the row march's (rows, groups,
+# outputs a group: one group a thread). From the sm_90a SASS (PERFORMANCE.md); to be timed
+# on the H200.
+TILES = dict(taps=(32, 64), row_scan=(1024, 128), column_scan=(2048, 64), march=(16, 128), row_march=(8, 16, 16))
 _NAN: tl.constexpr = tl.constexpr(tl.PropagateNan.ALL)
 # SOURCE: what a kernel reads and how (``_load``)
 BUFFER: tl.constexpr = tl.constexpr(0)  # a float buffer of an earlier launch, unit scale as stored
@@ -194,45 +196,33 @@ def _index(i, n, BORDER: tl.constexpr, INTERIOR: tl.constexpr):
 @triton.jit
 def _line(x_base, fixed_off, first, n, stride, border_value, c, PRO: tl.constexpr, pro_args,
           LENGTH: tl.constexpr, AXIS: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr,
-          DILATE: tl.constexpr, SOURCE: tl.constexpr, SCAN: tl.constexpr, INTERIOR: tl.constexpr,
-          BH: tl.constexpr, BW: tl.constexpr):
-    """The min over ``LENGTH`` positions along AXIS starting at ``first`` (indices along
-    that axis of an axis of ``n`` pixels, ``stride`` apart; ``fixed_off`` the offsets of
-    the other axis): a loop of shifted loads, or with ``SCAN`` van Herk's two scans of the
-    tile (``first`` then counts tile positions, LENGTH of which make a segment)."""
-    if SCAN:
-        i1, in1 = _index(first, n, BORDER, INTERIOR)
-        i2, in2 = _index(first + (LENGTH - 1), n, BORDER, INTERIOR)
-        x1 = _load(x_base + fixed_off + offset(i1, stride, OFF64), in1, border_value, c, PRO, pro_args, SOURCE,
-                   BORDER)
-        x2 = _load(x_base + fixed_off + offset(i2, stride, OFF64), in2, border_value, c, PRO, pro_args, SOURCE,
-                   BORDER)
-        if AXIS == 1:
-            t = tl.arange(0, BW)[None, :]
-        else:
-            t = tl.arange(0, BH)[:, None]
-        y = _van_herk(x1, x2, tl.broadcast_to(t // LENGTH, (BH, BW)),
-                      tl.broadcast_to((t + (LENGTH - 1)) // LENGTH, (BH, BW)), AXIS, DILATE)
+          DILATE: tl.constexpr, SOURCE: tl.constexpr, INTERIOR: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr):
+    """The min over ``LENGTH`` positions along AXIS from ``first`` (indices along that axis
+    of an axis of ``n`` pixels, ``stride`` apart; ``fixed_off`` the offsets of the other
+    axis) by van Herk's two scans of the tile: ``first`` counts tile positions, LENGTH of
+    which make a segment."""
+    i1, in1 = _index(first, n, BORDER, INTERIOR)
+    i2, in2 = _index(first + (LENGTH - 1), n, BORDER, INTERIOR)
+    x1 = _load(x_base + fixed_off + offset(i1, stride, OFF64), in1, border_value, c, PRO, pro_args, SOURCE, BORDER)
+    x2 = _load(x_base + fixed_off + offset(i2, stride, OFF64), in2, border_value, c, PRO, pro_args, SOURCE, BORDER)
+    if AXIS == 1:
+        t = tl.arange(0, BW)[None, :]
     else:
-        i0, in0 = _index(first, n, BORDER, INTERIOR)
-        y = _load(x_base + fixed_off + offset(i0, stride, OFF64), in0, border_value, c, PRO, pro_args, SOURCE, BORDER)
-        for v in range(1, LENGTH):
-            iv, inv = _index(first + v, n, BORDER, INTERIOR)
-            y = _pick(y, _load(x_base + fixed_off + offset(iv, stride, OFF64), inv, border_value, c, PRO, pro_args,
-                               SOURCE, BORDER), DILATE)
-    return y
+        t = tl.arange(0, BH)[:, None]
+    return _van_herk(x1, x2, tl.broadcast_to(t // LENGTH, (BH, BW)), tl.broadcast_to((t + (LENGTH - 1)) // LENGTH,
+                                                                                      (BH, BW)), AXIS, DILATE)
 
 
 @triton.jit(do_not_specialize=["C", "H", "W", "WO", "S0", "sxb", "sxc", "sxh", "syb", "syc", "syh"])
 def row_kernel(X, Y, C, H, W, WO, S0, sxb, sxc, sxh, syb, syc, syh, border_value,
                PRO: tl.constexpr, pro_args, WIDTH: tl.constexpr, SXW: tl.constexpr, SYW: tl.constexpr,
                BORDER: tl.constexpr, OFF64: tl.constexpr, DILATE: tl.constexpr, SOURCE: tl.constexpr,
-               SCAN: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr, STEP: tl.constexpr):
+               BH: tl.constexpr, BW: tl.constexpr, STEP: tl.constexpr):
     """Y[b, c, i, j] = min over t < WIDTH of X~[b, c, i, j + S0 + t] for j < WO (columns
-    through the border, rows i < H as they are). A program's tile is BH rows by BW
-    positions, STEP of which are outputs (all of them when direct, BW - WIDTH + 1 when
-    SCAN). Tiles whose columns all lie inside the image read them without the border's
-    remapping."""
+    through the border, rows i < H as they are), for windows wider than ``MARCH_WIDTH``, by
+    van Herk's scans: a program's tile is BH rows by BW positions, STEP = BW - WIDTH + 1 of
+    which are outputs. Tiles whose columns all lie inside the image read them without the
+    border's remapping."""
     b, c, h0, w0 = tile_origin(tl.program_id(0), C, H, WO, BH, STEP)
     x_base = X + b * sxb + c * sxc
     rows = h0 + tl.arange(0, BH)[:, None]
@@ -241,24 +231,71 @@ def row_kernel(X, Y, C, H, W, WO, S0, sxb, sxc, sxh, syb, syc, syh, border_value
     first = w0 + S0 + t
     if (w0 + S0 >= 0) & (w0 + S0 + BW + WIDTH - 1 <= W):
         y = _line(x_base, row_off, first, W, SXW, border_value, c, PRO, pro_args, WIDTH, 1, BORDER, OFF64, DILATE,
-                  SOURCE, SCAN, True, BH, BW)
+                  SOURCE, True, BH, BW)
     else:
         y = _line(x_base, row_off, first, W, SXW, border_value, c, PRO, pro_args, WIDTH, 1, BORDER, OFF64, DILATE,
-                  SOURCE, SCAN, False, BH, BW)
+                  SOURCE, False, BH, BW)
     ok = (rows < H) & (t < STEP) & (w0 + t < WO)
     y_ptrs = Y + b * syb + c * syc + offset(rows, syh, OFF64) + offset(w0 + t, SYW, OFF64)
     _finish(y, X.dtype.element_ty, SOURCE, y_ptrs, y_ptrs, ok, c, PRO, pro_args, (), (), 0, False, 0)
+
+
+@triton.jit
+def _march_columns(x_base, row_off, first, W, border_value, c, PRO: tl.constexpr, pro_args, WIDTH: tl.constexpr,
+                   SXW: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr, DILATE: tl.constexpr,
+                   SOURCE: tl.constexpr, INTERIOR: tl.constexpr, R: tl.constexpr):
+    """``row_march_kernel``'s R window minima from columns ``first`` .. ``first + R + WIDTH
+    - 2`` (a tensor of each thread's first column)."""
+    vals = ()
+    if INTERIOR:  # one pointer a thread; the columns as the loads' immediate offsets
+        ptrs = x_base + row_off + offset(first, SXW, OFF64)
+        for i in tl.static_range(R + WIDTH - 1):
+            vals = vals + (_load(ptrs + i * SXW, None, border_value, c, PRO, pro_args, SOURCE, BORDER),)
+    else:
+        for i in tl.static_range(R + WIDTH - 1):
+            q = first + i
+            vals = vals + (_load(x_base + row_off + offset(borders.remap(q, W, BORDER), SXW, OFF64),
+                                 borders.inside(q, W), border_value, c, PRO, pro_args, SOURCE, BORDER),)
+    return _window_mins(vals, WIDTH, R, DILATE)
+
+
+@triton.jit(do_not_specialize=["C", "H", "W", "WO", "S0", "sxb", "sxc", "sxh", "syb", "syc", "syh"])
+def row_march_kernel(X, Y, C, H, W, WO, S0, sxb, sxc, sxh, syb, syc, syh, border_value,
+                     PRO: tl.constexpr, pro_args, WIDTH: tl.constexpr, SXW: tl.constexpr, SYW: tl.constexpr,
+                     BORDER: tl.constexpr, OFF64: tl.constexpr, DILATE: tl.constexpr, SOURCE: tl.constexpr,
+                     BH: tl.constexpr, G: tl.constexpr, R: tl.constexpr):
+    """``row_kernel``'s result for windows up to ``MARCH_WIDTH`` columns: a program owns BH
+    rows of G groups of R consecutive outputs, each thread a group: it loads the group's
+    R + WIDTH - 1 columns once into a tuple of registers (immediate offsets of one pointer
+    inside the image) and takes the windows' minima there (``_window_mins``)."""
+    b, c, h0, w0 = tile_origin(tl.program_id(0), C, H, WO, BH, G * R)
+    x_base = X + b * sxb + c * sxc
+    rows = h0 + tl.arange(0, BH)[:, None]
+    group = w0 + tl.arange(0, G)[None, :] * R  # each thread's first output column
+    row_off = offset(tl.minimum(rows, H - 1), sxh, OFF64)
+    if (w0 + S0 >= 0) & (w0 + G * R + S0 + WIDTH - 1 <= W):
+        out = _march_columns(x_base, row_off, group + S0, W, border_value, c, PRO, pro_args, WIDTH, SXW, BORDER,
+                             OFF64, DILATE, SOURCE, True, R)
+    else:
+        out = _march_columns(x_base, row_off, group + S0, W, border_value, c, PRO, pro_args, WIDTH, SXW, BORDER,
+                             OFF64, DILATE, SOURCE, False, R)
+    y_ptrs = Y + b * syb + c * syc + offset(rows, syh, OFF64) + offset(group, SYW, OFF64)
+    for o in tl.static_range(R):
+        ok = (rows < H) & (group + o < WO)
+        _finish(out[o], X.dtype.element_ty, SOURCE, y_ptrs + o * SYW, y_ptrs, ok, c, PRO, pro_args, (), (), 0, False,
+                0)
 
 
 @triton.jit(do_not_specialize=["C", "H", "W", "S0", "sxb", "sxc", "sxh", "syb", "syc", "syh", "szb", "szc", "szh"])
 def column_kernel(X, Y, Z, C, H, W, S0, sxb, sxc, sxh, syb, syc, syh, szb, szc, szh, border_value,
                   PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args, HEIGHT: tl.constexpr,
                   SXW: tl.constexpr, SYW: tl.constexpr, SZW: tl.constexpr, BORDER: tl.constexpr,
-                  OFF64: tl.constexpr, DILATE: tl.constexpr, SOURCE: tl.constexpr, SCAN: tl.constexpr,
+                  OFF64: tl.constexpr, DILATE: tl.constexpr, SOURCE: tl.constexpr,
                   SUB: tl.constexpr, Z_INPUT: tl.constexpr, LEVELS: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr,
                   STEP: tl.constexpr):
     """Y[b, c, i, j] = finish(min over t < HEIGHT of X~[b, c, i + S0 + t, j]) (rows through
-    the border): ``row_kernel`` along the other axis, STEP output rows a tile."""
+    the border), for windows taller than ``MARCH_HEIGHT``: ``row_kernel`` along the other
+    axis, STEP output rows a tile."""
     b, c, h0, w0 = tile_origin(tl.program_id(0), C, H, W, STEP, BW)
     x_base = X + b * sxb + c * sxc
     t = tl.arange(0, BH)[:, None]
@@ -267,16 +304,120 @@ def column_kernel(X, Y, Z, C, H, W, S0, sxb, sxc, sxh, syb, syc, syh, szb, szc, 
     first = h0 + S0 + t
     if (h0 + S0 >= 0) & (h0 + S0 + BH + HEIGHT - 1 <= H):
         y = _line(x_base, col_off, first, H, sxh, border_value, c, PRO, pro_args, HEIGHT, 0, BORDER, OFF64, DILATE,
-                  SOURCE, SCAN, True, BH, BW)
+                  SOURCE, True, BH, BW)
     else:
         y = _line(x_base, col_off, first, H, sxh, border_value, c, PRO, pro_args, HEIGHT, 0, BORDER, OFF64, DILATE,
-                  SOURCE, SCAN, False, BH, BW)
+                  SOURCE, False, BH, BW)
     out_rows = h0 + t
     ok = (t < STEP) & (out_rows < H) & (cols < W)
     _finish(y, X.dtype.element_ty, SOURCE,
             Y + b * syb + c * syc + offset(out_rows, syh, OFF64) + offset(cols, SYW, OFF64),
             Z + b * szb + c * szc + offset(out_rows, szh, OFF64) + offset(cols, SZW, OFF64), ok, c, PRO, pro_args,
             EPI, epi_args, SUB, Z_INPUT, LEVELS)
+
+
+@triton.jit
+def _window_mins(vals, K: tl.constexpr, R: tl.constexpr, DILATE: tl.constexpr):
+    """The mins (maxes) of the R windows ``vals[o:o + K]`` of a tuple of ``R + K - 1`` values
+    held by each thread, as a tuple: van Herk over the tuple (prefix minima of segments of K
+    from index 0, suffix minima back from each segment's end; a window is a suffix and the
+    next segment's prefix), about 3 min/max an output whatever K."""
+    L: tl.constexpr = R + K - 1
+    pre = ()
+    for j in tl.static_range(L):
+        if j % K == 0:
+            pre = pre + (vals[j],)
+        else:
+            pre = pre + (_pick(pre[j - 1], vals[j], DILATE),)
+    rsuf = ()  # the suffix minima from the end: rsuf[m] is index L - 1 - m's
+    for m in tl.static_range(L):
+        if (L - 1 - m) % K == K - 1 or m == 0:
+            rsuf = rsuf + (vals[L - 1 - m],)
+        else:
+            rsuf = rsuf + (_pick(rsuf[m - 1], vals[L - 1 - m], DILATE),)
+    out = ()
+    for o in tl.static_range(R):
+        if o % K == 0:
+            out = out + (rsuf[L - 1 - o],)
+        else:
+            out = out + (_pick(rsuf[L - 1 - o], pre[o + K - 1], DILATE),)
+    return out
+
+
+@triton.jit
+def _row_value(row_ptr, col_offs, col_ins, row_in, border_value, c, PRO: tl.constexpr, pro_args,
+               KW: tl.constexpr, SXW: tl.constexpr, BORDER: tl.constexpr, DILATE: tl.constexpr,
+               SOURCE: tl.constexpr, INTERIOR: tl.constexpr):
+    """The min over a row's KW columns for each thread's column: immediate offsets of one
+    pointer when ``INTERIOR``, else the columns' remapped offsets ``col_offs`` (a tuple)."""
+    if INTERIOR:
+        y = _load(row_ptr, None, border_value, c, PRO, pro_args, SOURCE, BORDER)
+        for j in tl.static_range(1, KW):
+            y = _pick(y, _load(row_ptr + j * SXW, None, border_value, c, PRO, pro_args, SOURCE, BORDER), DILATE)
+    else:
+        y = _load(row_ptr + col_offs[0], row_in & col_ins[0], border_value, c, PRO, pro_args, SOURCE, BORDER)
+        for j in tl.static_range(1, KW):
+            y = _pick(y, _load(row_ptr + col_offs[j], row_in & col_ins[j], border_value, c, PRO, pro_args, SOURCE,
+                               BORDER), DILATE)
+    return y
+
+
+@triton.jit
+def _march_rows(x_base, cols, first, H, W, sxh, border_value, c, PRO: tl.constexpr, pro_args, HEIGHT: tl.constexpr,
+                KW: tl.constexpr, SXW: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr,
+                DILATE: tl.constexpr, SOURCE: tl.constexpr, INTERIOR: tl.constexpr, R: tl.constexpr):
+    """``march_kernel``'s R window minima from rows ``first`` .. ``first + R + HEIGHT - 2``
+    (each row's value the min over its KW columns from ``cols``)."""
+    vals = ()
+    if INTERIOR:
+        ptrs = x_base + offset(first, sxh, OFF64) + offset(cols, SXW, OFF64)
+        for _ in tl.static_range(R + HEIGHT - 1):
+            vals = vals + (_row_value(ptrs, (), (), None, border_value, c, PRO, pro_args, KW, SXW, BORDER, DILATE,
+                                      SOURCE, True),)
+            ptrs += sxh
+    else:
+        col_offs = ()
+        col_ins = ()
+        for j in tl.static_range(KW):
+            col_offs = col_offs + (offset(borders.remap(cols + j, W, BORDER), SXW, OFF64),)
+            col_ins = col_ins + (borders.inside(cols + j, W),)
+        for i in tl.static_range(R + HEIGHT - 1):
+            r = first + i
+            vals = vals + (_row_value(x_base + offset(borders.remap(r, H, BORDER), sxh, OFF64), col_offs, col_ins,
+                                      borders.inside(r, H), border_value, c, PRO, pro_args, KW, SXW, BORDER, DILATE,
+                                      SOURCE, False),)
+    return _window_mins(vals, HEIGHT, R, DILATE)
+
+
+@triton.jit(do_not_specialize=["C", "H", "W", "S0", "SX0", "sxb", "sxc", "sxh", "syb", "syc", "syh", "szb", "szc",
+                               "szh"])
+def march_kernel(X, Y, Z, C, H, W, S0, SX0, sxb, sxc, sxh, syb, syc, syh, szb, szc, szh, border_value,
+                 PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args, HEIGHT: tl.constexpr, KW: tl.constexpr,
+                 SXW: tl.constexpr, SYW: tl.constexpr, SZW: tl.constexpr, BORDER: tl.constexpr,
+                 OFF64: tl.constexpr, DILATE: tl.constexpr, SOURCE: tl.constexpr, SUB: tl.constexpr,
+                 Z_INPUT: tl.constexpr, LEVELS: tl.constexpr, R: tl.constexpr, BW: tl.constexpr):
+    """Y = finish(min over the HEIGHT x KW rectangle at (S0, SX0) of X~), for HEIGHT up to
+    ``MARCH_HEIGHT``: the column pass of a separable rectangle (KW = 1), or a whole narrow
+    rectangle in one launch (KW up to ``MARCH_COLUMNS``: no buffer). A program owns R
+    output rows of BW columns, each thread a column of them: it reads the R + HEIGHT - 1
+    input rows once (a row's border remapping a scalar's; KW loads a row, L1 hits but the
+    first, at immediate offsets inside the image), keeps each row's min in a tuple of
+    registers and takes the windows' minima there (``_window_mins``): about (R + HEIGHT -
+    1) / R rows an output, KW loads and 3 min/max a row."""
+    b, c, h0, w0 = tile_origin(tl.program_id(0), C, H, W, R, BW)
+    x_base = X + b * sxb + c * sxc
+    cols = w0 + tl.arange(0, BW)
+    if (h0 + S0 >= 0) & (h0 + S0 + R + HEIGHT - 1 <= H) & (w0 + SX0 >= 0) & (w0 + SX0 + BW + KW - 1 <= W):
+        out = _march_rows(x_base, cols + SX0, h0 + S0, H, W, sxh, border_value, c, PRO, pro_args, HEIGHT, KW, SXW,
+                          BORDER, OFF64, DILATE, SOURCE, True, R)
+    else:
+        out = _march_rows(x_base, cols + SX0, h0 + S0, H, W, sxh, border_value, c, PRO, pro_args, HEIGHT, KW, SXW,
+                          BORDER, OFF64, DILATE, SOURCE, False, R)
+    for o in tl.static_range(R):
+        row = h0 + o
+        _finish(out[o], X.dtype.element_ty, SOURCE, Y + b * syb + c * syc + offset(row, syh, OFF64)
+                + offset(cols, SYW, OFF64), Z + b * szb + c * szc + offset(row, szh, OFF64) + offset(cols, SZW, OFF64),
+                (cols < W) & (row < H), c, PRO, pro_args, EPI, epi_args, SUB, Z_INPUT, LEVELS)
 
 
 @triton.jit
@@ -378,10 +519,10 @@ def plan(rows, kw, ay, ax):
     taps; for runs dv is the run's first column, d the index of its length)."""
     kh = len(rows)
     cells = [(u, v) for u in range(kh) for v in range(kw) if rows[u] >> v & 1]
-    if len(cells) <= DIRECT_TAPS:
-        return ("direct", tuple((u - ay, v - ax, 0) for u, v in cells))
     if len(cells) == kh * kw:
         return ("rect",)
+    if len(cells) <= DIRECT_TAPS:
+        return ("direct", tuple((u - ay, v - ax, 0) for u, v in cells))
     runs = []
     for u in range(kh):
         v = 0
@@ -423,46 +564,61 @@ def _row(x, y, width, s0, border, value, pro, dilate, inp):
     B, C, H, W = x.shape
     source, value = _source(x, inp, pro, border, value)
     WO = y.shape[3]
-    scan = width > DIRECT_WIDTH
+    if width <= MARCH_WIDTH:
+        if interpreting():
+            bh, g, r = pow2_at_least(H, 1, 1 << 20), pow2_at_least(-(-WO // 4), 1, 1 << 16), 4
+        else:
+            bh, g, r = TILES["row_march"]
+        args = (x, y, C, H, W, WO, s0, x.stride(0), x.stride(1), x.stride(2), y.stride(0), y.stride(1), y.stride(2),
+                float(value), pro[0], pro[1])
+        meta = dict(WIDTH=width, SXW=x.stride(3), SYW=y.stride(3), BORDER=border, OFF64=needs_int64(x, y),
+                    DILATE=bool(dilate), SOURCE=source)
+        launch_kernel(row_march_kernel, lambda m: (programs(B * C, H, WO, bh, g * r),), args, meta, x,
+                      tile_config(BH=bh, G=g, R=r, num_warps=1 if interpreting() else 4))
+        return
     if interpreting():
-        bh, bw = pow2_at_least(H, 1, 1 << 20), pow2_at_least(WO + (width - 1 if scan else 0), 1, 1 << 20)
-        cfg = tile_config(BH=bh, BW=bw, num_warps=1)
-    elif scan:
+        bh, bw = pow2_at_least(H, 1, 1 << 20), pow2_at_least(WO + width - 1, 1, 1 << 20)
+    else:
         elements, least = TILES["row_scan"]
         bw = pow2_at_least(2 * width, least, 4096)
         bh = max(1, elements // bw)
-        cfg = tile_config(BH=bh, BW=bw, num_warps=4)
-    else:
-        bh, bw = TILES["row"]
-        cfg = tile_config(BH=bh, BW=bw, num_warps=4)
-    step = bw - width + 1 if scan else bw
+    cfg = tile_config(BH=bh, BW=bw, num_warps=1 if interpreting() else 4)
+    step = bw - width + 1
     args = (x, y, C, H, W, WO, s0, x.stride(0), x.stride(1), x.stride(2), y.stride(0), y.stride(1), y.stride(2),
             float(value), pro[0], pro[1])
     meta = dict(WIDTH=width, SXW=x.stride(3), SYW=y.stride(3), BORDER=border, OFF64=needs_int64(x, y),
-                DILATE=bool(dilate), SOURCE=source, SCAN=scan, STEP=step)
+                DILATE=bool(dilate), SOURCE=source, STEP=step)
     launch_kernel(row_kernel, lambda m: (programs(B * C, H, WO, bh, step),), args, meta, x, cfg)
 
 
-def _column(x, y, z, height, s0, border, value, pro, epi, dilate, inp, sub, z_input, levels):
+def _column(x, y, z, height, s0, border, value, pro, epi, dilate, inp, sub, z_input, levels, kw=1, sx0=0):
     B, C, H, W = x.shape
     source, value = _source(x, inp, pro, border, value)
-    scan = height > DIRECT_WIDTH
+    if height <= MARCH_HEIGHT:
+        if interpreting():
+            r, bw = pow2_at_least(H, 1, 8), pow2_at_least(W, 1, 1 << 20)
+        else:
+            r, bw = TILES["march"]
+        args = (x, y, z, C, H, W, s0, sx0, x.stride(0), x.stride(1), x.stride(2), y.stride(0), y.stride(1),
+                y.stride(2), z.stride(0), z.stride(1), z.stride(2), float(value), pro[0], pro[1], epi[0], epi[1])
+        meta = dict(HEIGHT=height, KW=kw, SXW=x.stride(3), SYW=y.stride(3), SZW=z.stride(3), BORDER=border,
+                    OFF64=needs_int64(x, y, z), DILATE=bool(dilate), SOURCE=source, SUB=sub, Z_INPUT=bool(z_input),
+                    LEVELS=levels if sub else 0)
+        launch_kernel(march_kernel, lambda m: (programs(B * C, H, W, r, bw),), args, meta, x,
+                      tile_config(R=r, BW=bw, num_warps=1 if interpreting() else 4))
+        return
     if interpreting():
-        bh, bw = pow2_at_least(H + (height - 1 if scan else 0), 1, 1 << 20), pow2_at_least(W, 1, 1 << 20)
-        cfg = tile_config(BH=bh, BW=bw, num_warps=1)
-    elif scan:
+        bh, bw = pow2_at_least(H + height - 1, 1, 1 << 20), pow2_at_least(W, 1, 1 << 20)
+    else:
         elements, least = TILES["column_scan"]
         bh = pow2_at_least(2 * height, least, 2048)
         bw = max(2, elements // bh)
-        cfg = tile_config(BH=bh, BW=bw, num_warps=4)
-    else:
-        bh, bw = TILES["column"]
-        cfg = tile_config(BH=bh, BW=bw, num_warps=4)
-    step = bh - height + 1 if scan else bh
+    cfg = tile_config(BH=bh, BW=bw, num_warps=1 if interpreting() else 4)
+    step = bh - height + 1
     args = (x, y, z, C, H, W, s0, x.stride(0), x.stride(1), x.stride(2), y.stride(0), y.stride(1), y.stride(2),
             z.stride(0), z.stride(1), z.stride(2), float(value), pro[0], pro[1], epi[0], epi[1])
     meta = dict(HEIGHT=height, SXW=x.stride(3), SYW=y.stride(3), SZW=z.stride(3), BORDER=border,
-                OFF64=needs_int64(x, y, z), DILATE=bool(dilate), SOURCE=source, SCAN=scan, SUB=sub,
+                OFF64=needs_int64(x, y, z), DILATE=bool(dilate), SOURCE=source, SUB=sub,
                 Z_INPUT=bool(z_input), LEVELS=levels if sub else 0, STEP=step)
     launch_kernel(column_kernel, lambda m: (programs(B * C, H, W, step, bw),), args, meta, x, cfg)
 
@@ -512,8 +668,8 @@ def launch(x, y, rows, kw, dilate, border=0, border_value=0.0, pro=((), ()), epi
     if how[0] == "direct":
         _taps(x, y, z, how[1], 0, W, border, border_value, pro, epi, dilate, inp, False, sub, z_input, levels)
     elif how[0] == "rect":
-        if kw == 1:
-            _column(x, y, z, kh, -ay, border, border_value, pro, epi, dilate, inp, sub, z_input, levels)
+        if kw == 1 or (kw <= MARCH_COLUMNS and kh <= MARCH_HEIGHT):  # one launch, no buffer
+            _column(x, y, z, kh, -ay, border, border_value, pro, epi, dilate, inp, sub, z_input, levels, kw, -ax)
             return
         t = torch.empty(B, C, H, W, dtype=buffer_dtype, device=x.device)
         _row(x, t, kw, -ax, border, border_value, pro, dilate, inp)

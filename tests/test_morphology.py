@@ -294,7 +294,8 @@ def test_4k_rgb_dilate_15x15_rect_uint8():
 
 
 def test_kernel_plans_decompose_masks():
-    assert kernels.plan((7, 7, 7), 3, 1, 1)[0] == "direct"
+    assert kernels.plan((7, 7, 7), 3, 1, 1) == ("rect",)
+    assert kernels.plan((2, 7, 2), 3, 1, 1)[0] == "direct"
     assert kernels.plan(((1 << 11) - 1,) * 11, 11, 5, 5) == ("rect",)
     how, lengths, taps = kernels.plan(check_kernel(15, "ellipse")[0], 15, 7, 7)
     assert how == "runs" and lengths == (1, 9, 11, 13, 15) and len(taps) == 15
@@ -302,14 +303,18 @@ def test_kernel_plans_decompose_masks():
 
 @pytest.mark.parametrize("kernel,shape,border,size", [(3, "rect", None, (20, 40)), (11, "rect", "reflect", (12, 60)),
                                                      ((13, 1), "rect", None, (60, 12)),
-                                                     (9, "ellipse", "reflect", (20, 40))])
+                                                     (5, "ellipse", "reflect", (20, 40)),
+                                                     (9, "ellipse", "reflect", (20, 40)),
+                                                     ((1, 33), "rect", "symmetric", (3, 240)),
+                                                     ((35, 1), "rect", None, (240, 3))])
 def test_gpu_tiles_in_the_interpreter(kernel, shape, border, size, gen, device, monkeypatch):
     """The GPU's programs (the interpreter takes one tile per plane unless told), in small
-    tiles: tiles that cut the plane, interior tiles (plain offsets) and border tiles, van
-    Herk tiles of fewer outputs than positions (an interior one along each axis)."""
+    tiles: tiles that cut the plane, interior tiles (plain offsets) and border tiles of the
+    marches, the direct taps and the runs, van Herk tiles (windows over 31) of fewer
+    outputs than positions, an interior one along each axis."""
     monkeypatch.setattr(kernels, "interpreting", lambda: False)
-    monkeypatch.setattr(kernels, "TILES", dict(row=(4, 16), column=(4, 16), taps=(4, 16), row_scan=(64, 16),
-                                               column_scan=(64, 16)))
+    monkeypatch.setattr(kernels, "TILES", dict(taps=(4, 16), row_scan=(64, 16), column_scan=(64, 16), march=(4, 16),
+                                               row_march=(4, 4, 4)))
     x = random_image((1, 1, *size), torch.uint8, gen)
     got = imgfilters.morphology(x.to(device), "dilate", kernel, shape=shape, border=border)
     assert np.array_equal(got.cpu().numpy()[0], opencv(x[0], "dilate", kernel, shape, 1, border))
