@@ -11,7 +11,7 @@ shapes of work from the mask:
   immediate offsets of one pointer), into a tuple of registers, and takes the window
   minima there by van Herk over the tuple (``_window_mins``: prefix minima of segments of
   ``kh`` and suffix minima back from each segment's end, about 3 min/max an output
-  whatever ``kh``). Narrow rectangles (``kw <= MARCH_COLUMNS``) are one such launch, no
+  whatever ``kh``). Small rectangles (``one_march``: 5 x 5 at most) are one such launch, no
   buffer; wider ones are separable: ``row_march_kernel`` (the same march along a row: a
   thread owns 16 consecutive outputs) into a buffer of the image's dtype (float32 after a
   prologue), then ``march_kernel`` with ``kw = 1`` over it. Windows longer than 31 (the
@@ -46,8 +46,9 @@ an output whose window holds a NaN is NaN, whatever the order of the taps.
 Costs per output pixel, counted in the sm_90a SASS that Triton 3.8 compiles offline
 (``scripts/offline_sass.py``; the H200 issues 33 T instructions a second, 24.9 M outputs
 for 4K RGB; PERFORMANCE.md has the table): a 3 x 3 rectangle on uint8 in one march, about
-25 instructions; a 15 x 15 rectangle a row march (about 23) and a column march (about 31);
-a 3 x 3 direct pass about 40 (23 for the taps).
+25 instructions (0.02 ms of issue against 0.01 ms for its 50 MB); a 15 x 15 rectangle a
+row march (about 23) and a column march (about 31); a 5 x 5 float32 march about 32
+(memory-bound: 200 MB); a direct pass about 23 for nine taps, 40 with its store.
 
 In the interpreter (which pays per operation and per program) every kernel takes one
 tile per plane.
@@ -67,7 +68,8 @@ MAX_RECT = 1023  # an all-True mask after OpenCV's enlargement for iterations
 DIRECT_TAPS = 25  # masks of at most this many positions: one launch reading the image
 MARCH_HEIGHT = 31  # column windows up to this: ``march_kernel``; taller: the scans
 MARCH_WIDTH = 31  # row windows up to this: ``row_march_kernel``; wider: the scans
-MARCH_COLUMNS = 9  # rectangles this narrow (and at most MARCH_HEIGHT tall): one launch of ``march_kernel``
+MARCH_LOADS = 100  # rectangles whose march loads at most this many pixels a thread: one launch, no buffer
+# (5 x 5: 100; each load is code: 7 x 7's 154 took 8 s to compile, 9 x 9's 17 s)
 # GPU tiles, 4 warps each: the direct taps' (rows, columns); the van Herk passes' (elements
 # a tile, the fewest positions along the scanned axis: at least twice the window); the
 # marches' (output rows, columns: one column a thread) and the row march's (rows, groups,
@@ -345,47 +347,20 @@ def _window_mins(vals, K: tl.constexpr, R: tl.constexpr, DILATE: tl.constexpr):
 
 
 @triton.jit
-def _row_value(row_ptr, col_offs, col_ins, row_in, border_value, c, PRO: tl.constexpr, pro_args,
-               KW: tl.constexpr, SXW: tl.constexpr, BORDER: tl.constexpr, DILATE: tl.constexpr,
-               SOURCE: tl.constexpr, INTERIOR: tl.constexpr):
-    """The min over a row's KW columns for each thread's column: immediate offsets of one
-    pointer when ``INTERIOR``, else the columns' remapped offsets ``col_offs`` (a tuple)."""
-    if INTERIOR:
-        y = _load(row_ptr, None, border_value, c, PRO, pro_args, SOURCE, BORDER)
-        for j in tl.static_range(1, KW):
-            y = _pick(y, _load(row_ptr + j * SXW, None, border_value, c, PRO, pro_args, SOURCE, BORDER), DILATE)
-    else:
-        y = _load(row_ptr + col_offs[0], row_in & col_ins[0], border_value, c, PRO, pro_args, SOURCE, BORDER)
-        for j in tl.static_range(1, KW):
-            y = _pick(y, _load(row_ptr + col_offs[j], row_in & col_ins[j], border_value, c, PRO, pro_args, SOURCE,
-                               BORDER), DILATE)
-    return y
-
-
-@triton.jit
-def _march_rows(x_base, cols, first, H, W, sxh, border_value, c, PRO: tl.constexpr, pro_args, HEIGHT: tl.constexpr,
+def _march_rows(x_base, cols, first, sxh, border_value, c, PRO: tl.constexpr, pro_args, HEIGHT: tl.constexpr,
                 KW: tl.constexpr, SXW: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr,
-                DILATE: tl.constexpr, SOURCE: tl.constexpr, INTERIOR: tl.constexpr, R: tl.constexpr):
+                DILATE: tl.constexpr, SOURCE: tl.constexpr, R: tl.constexpr):
     """``march_kernel``'s R window minima from rows ``first`` .. ``first + R + HEIGHT - 2``
-    (each row's value the min over its KW columns from ``cols``)."""
+    (all inside the image; each row's value the min over its KW columns from ``cols``, at
+    immediate offsets of one pointer)."""
     vals = ()
-    if INTERIOR:
-        ptrs = x_base + offset(first, sxh, OFF64) + offset(cols, SXW, OFF64)
-        for _ in tl.static_range(R + HEIGHT - 1):
-            vals = vals + (_row_value(ptrs, (), (), None, border_value, c, PRO, pro_args, KW, SXW, BORDER, DILATE,
-                                      SOURCE, True),)
-            ptrs += sxh
-    else:
-        col_offs = ()
-        col_ins = ()
-        for j in tl.static_range(KW):
-            col_offs = col_offs + (offset(borders.remap(cols + j, W, BORDER), SXW, OFF64),)
-            col_ins = col_ins + (borders.inside(cols + j, W),)
-        for i in tl.static_range(R + HEIGHT - 1):
-            r = first + i
-            vals = vals + (_row_value(x_base + offset(borders.remap(r, H, BORDER), sxh, OFF64), col_offs, col_ins,
-                                      borders.inside(r, H), border_value, c, PRO, pro_args, KW, SXW, BORDER, DILATE,
-                                      SOURCE, False),)
+    ptrs = x_base + offset(first, sxh, OFF64) + offset(cols, SXW, OFF64)
+    for _ in tl.static_range(R + HEIGHT - 1):
+        y = _load(ptrs, None, border_value, c, PRO, pro_args, SOURCE, BORDER)
+        for j in tl.static_range(1, KW):
+            y = _pick(y, _load(ptrs + j * SXW, None, border_value, c, PRO, pro_args, SOURCE, BORDER), DILATE)
+        vals = vals + (y,)
+        ptrs += sxh
     return _window_mins(vals, HEIGHT, R, DILATE)
 
 
@@ -398,26 +373,44 @@ def march_kernel(X, Y, Z, C, H, W, S0, SX0, sxb, sxc, sxh, syb, syc, syh, szb, s
                  Z_INPUT: tl.constexpr, LEVELS: tl.constexpr, R: tl.constexpr, BW: tl.constexpr):
     """Y = finish(min over the HEIGHT x KW rectangle at (S0, SX0) of X~), for HEIGHT up to
     ``MARCH_HEIGHT``: the column pass of a separable rectangle (KW = 1), or a whole narrow
-    rectangle in one launch (KW up to ``MARCH_COLUMNS``: no buffer). A program owns R
+    rectangle in one launch (``one_march``: no buffer). A program owns R
     output rows of BW columns, each thread a column of them: it reads the R + HEIGHT - 1
     input rows once (a row's border remapping a scalar's; KW loads a row, L1 hits but the
     first, at immediate offsets inside the image), keeps each row's min in a tuple of
     registers and takes the windows' minima there (``_window_mins``): about (R + HEIGHT -
-    1) / R rows an output, KW loads and 3 min/max a row."""
+    1) / R rows an output, KW loads and 3 min/max a row. Tiles at the image's edges take
+    the rectangle's taps in run-time loops instead (small code: the unrolled march is
+    compiled once)."""
     b, c, h0, w0 = tile_origin(tl.program_id(0), C, H, W, R, BW)
     x_base = X + b * sxb + c * sxc
     cols = w0 + tl.arange(0, BW)
     if (h0 + S0 >= 0) & (h0 + S0 + R + HEIGHT - 1 <= H) & (w0 + SX0 >= 0) & (w0 + SX0 + BW + KW - 1 <= W):
-        out = _march_rows(x_base, cols + SX0, h0 + S0, H, W, sxh, border_value, c, PRO, pro_args, HEIGHT, KW, SXW,
-                          BORDER, OFF64, DILATE, SOURCE, True, R)
-    else:
-        out = _march_rows(x_base, cols + SX0, h0 + S0, H, W, sxh, border_value, c, PRO, pro_args, HEIGHT, KW, SXW,
-                          BORDER, OFF64, DILATE, SOURCE, False, R)
-    for o in tl.static_range(R):
-        row = h0 + o
-        _finish(out[o], X.dtype.element_ty, SOURCE, Y + b * syb + c * syc + offset(row, syh, OFF64)
-                + offset(cols, SYW, OFF64), Z + b * szb + c * szc + offset(row, szh, OFF64) + offset(cols, SZW, OFF64),
-                (cols < W) & (row < H), c, PRO, pro_args, EPI, epi_args, SUB, Z_INPUT, LEVELS)
+        out = _march_rows(x_base, cols + SX0, h0 + S0, sxh, border_value, c, PRO, pro_args, HEIGHT, KW, SXW, BORDER,
+                          OFF64, DILATE, SOURCE, R)
+        for o in tl.static_range(R):
+            row = h0 + o
+            _finish(out[o], X.dtype.element_ty, SOURCE, Y + b * syb + c * syc + offset(row, syh, OFF64)
+                    + offset(cols, SYW, OFF64), Z + b * szb + c * szc + offset(row, szh, OFF64)
+                    + offset(cols, SZW, OFF64), (cols < W) & (row < H), c, PRO, pro_args, EPI, epi_args, SUB, Z_INPUT,
+                    LEVELS)
+    else:  # tiles at the image's edges (a few percent): the rectangle's taps in run-time loops, through the border
+        rows = h0 + tl.arange(0, R)[:, None]
+        cols2 = cols[None, :]
+        y = _load(x_base + offset(borders.remap(rows + S0, H, BORDER), sxh, OFF64)
+                  + offset(borders.remap(cols2 + SX0, W, BORDER), SXW, OFF64),
+                  borders.inside(rows + S0, H) & borders.inside(cols2 + SX0, W), border_value, c, PRO, pro_args,
+                  SOURCE, BORDER)
+        for k in range(1, HEIGHT * KW):
+            rr = rows + S0 + k // KW
+            cc = cols2 + SX0 + k % KW
+            y = _pick(y, _load(x_base + offset(borders.remap(rr, H, BORDER), sxh, OFF64)
+                               + offset(borders.remap(cc, W, BORDER), SXW, OFF64),
+                               borders.inside(rr, H) & borders.inside(cc, W), border_value, c, PRO, pro_args, SOURCE,
+                               BORDER), DILATE)
+        _finish(y, X.dtype.element_ty, SOURCE, Y + b * syb + c * syc + offset(rows, syh, OFF64)
+                + offset(cols2, SYW, OFF64), Z + b * szb + c * szc + offset(rows, szh, OFF64)
+                + offset(cols2, SZW, OFF64), (cols2 < W) & (rows < H), c, PRO, pro_args, EPI, epi_args, SUB, Z_INPUT,
+                LEVELS)
 
 
 @triton.jit
@@ -646,6 +639,11 @@ def _taps(x, y, z, taps, planes_stride, xw, border, value, pro, epi, dilate, inp
     launch_kernel(taps_kernel, lambda m: (programs(B * C, H, W, bh, bw),), args, meta, x, cfg)
 
 
+def one_march(kh, kw):
+    """Whether a kh x kw rectangle is one launch of ``march_kernel`` (no buffer)."""
+    return kw == 1 or (kw * (TILES["march"][0] + kh - 1) <= MARCH_LOADS and kh <= MARCH_HEIGHT)
+
+
 def launch(x, y, rows, kw, dilate, border=0, border_value=0.0, pro=((), ()), epi=((), ()), inp=True, z=None,
            sub=0, z_input=False, buffer_dtype=None, anchor=None, levels=0):
     """One erosion (``dilate``: dilation) pass of 4-D ``x`` (B, C, H, W) into 4-D ``y`` by
@@ -668,7 +666,7 @@ def launch(x, y, rows, kw, dilate, border=0, border_value=0.0, pro=((), ()), epi
     if how[0] == "direct":
         _taps(x, y, z, how[1], 0, W, border, border_value, pro, epi, dilate, inp, False, sub, z_input, levels)
     elif how[0] == "rect":
-        if kw == 1 or (kw <= MARCH_COLUMNS and kh <= MARCH_HEIGHT):  # one launch, no buffer
+        if one_march(kh, kw):  # one launch, no buffer
             _column(x, y, z, kh, -ay, border, border_value, pro, epi, dilate, inp, sub, z_input, levels, kw, -ax)
             return
         t = torch.empty(B, C, H, W, dtype=buffer_dtype, device=x.device)

@@ -208,7 +208,7 @@ def launches(op, rows, kw, n):
     for r, w, anchor in _passes(rows, kw, n):
         how = kernels.plan(r, w, *anchor)
         if how[0] == "rect":
-            per_pass += 1 if w == 1 or (w <= kernels.MARCH_COLUMNS and len(r) <= kernels.MARCH_HEIGHT) else 2
+            per_pass += 1 if kernels.one_march(len(r), w) else 2
         else:
             per_pass += 1 if how[0] == "direct" else len(how[1]) + 1
     return per_pass * (1 if op in ("erode", "dilate") else 2)
