@@ -13,6 +13,8 @@ __version__ = "0.1.0"
 # public name -> the module that defines it (a new public function is added here)
 _EXPORTS = {
     "filter2d": "imgfilters.ops.filter2d", "median_blur": "imgfilters.ops.median",
+    "erode": "imgfilters.ops.morphology", "dilate": "imgfilters.ops.morphology",
+    "morphology": "imgfilters.ops.morphology", "structuring_element": "imgfilters.ops.morphology",
     "separable_filter": "imgfilters.ops.separable", "gaussian_blur": "imgfilters.ops.separable",
     "box_blur": "imgfilters.ops.separable", "unsharp_mask": "imgfilters.ops.separable",
     "bilateral": "imgfilters.ops.bilateral", "joint_bilateral": "imgfilters.ops.bilateral",

@@ -35,9 +35,9 @@ import torch
 import imgfilters
 from imgfilters import _image, tiling
 
-__all__ = ["separable_filter", "gaussian_blur", "box_blur", "unsharp_mask", "filter2d", "median_blur", "sobel",
-           "scharr", "laplacian", "gradient_magnitude", "guided_filter", "bilateral", "joint_bilateral", "nl_means",
-           "pointwise", "resize", "upsample", "imresize"]
+__all__ = ["separable_filter", "gaussian_blur", "box_blur", "unsharp_mask", "filter2d", "median_blur", "erode",
+           "dilate", "morphology", "sobel", "scharr", "laplacian", "gradient_magnitude", "guided_filter", "bilateral",
+           "joint_bilateral", "nl_means", "pointwise", "resize", "upsample", "imresize"]
 
 # parameters that may hold one value per image, by name: a 1-D tensor of one value per image
 # (the sigmas, h) or filter2d's (B, kh, kw) stack of kernels (its dims a tensor has then)
@@ -237,6 +237,9 @@ upsample = _public(imgfilters.upsample)
 imresize = _public(imgfilters.imresize)
 filter2d = _public(imgfilters.filter2d)
 median_blur = _public(imgfilters.median_blur)
+erode = _public(imgfilters.erode)
+dilate = _public(imgfilters.dilate)
+morphology = _public(imgfilters.morphology)
 sobel = _public(imgfilters.sobel)
 scharr = _public(imgfilters.scharr)
 laplacian = _public(imgfilters.laplacian)

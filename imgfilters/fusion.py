@@ -35,8 +35,8 @@ from imgfilters.ops import pointwise as pw
 
 __all__ = ["fuse", "Fused"]
 
-FILTERS = (T.GaussianBlur, T.BoxBlur, T.SeparableFilter, T.Filter2D, T.MedianBlur, T.UnsharpMask, T.Bilateral,
-           T.NonLocalMeans, T.Resize, T.Upsample)
+FILTERS = (T.GaussianBlur, T.BoxBlur, T.SeparableFilter, T.Filter2D, T.MedianBlur, T.Morphology, T.UnsharpMask,
+           T.Bilateral, T.NonLocalMeans, T.Resize, T.Upsample)
 
 
 def fuse(pipeline):
@@ -70,12 +70,12 @@ def fuse(pipeline):
 
 
 class _Filter:
-    """One imgfilters filter with its ``pointwise.Fusion``: one launch."""
-
-    launches = 1
+    """One imgfilters filter with its ``pointwise.Fusion``: one launch (``Morphology``: its
+    passes, the prologue in the first, the epilogue in the last)."""
 
     def __init__(self, transform, fusion):
         self.transform, self.fusion, self.out_dtype = transform, fusion, fusion.out_dtype
+        self.launches = transform._launches() if hasattr(transform, "_launches") else 1
 
     def __call__(self, x):
         op, args = self.transform._op_call(x, self.transform.make_params([x]))

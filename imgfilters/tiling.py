@@ -56,8 +56,8 @@ MIN_BAND_ROWS = 64  # (bands of very wide images: the halo stays a small part of
 IMAGE_ARGUMENTS = ("guide",)  # arguments after the image that are images of its size, tiled with it (None: none)
 RESAMPLING = ("resize", "upsample", "imresize")
 FILTERS = ("bilateral", "joint_bilateral", "nl_means", "separable_filter", "gaussian_blur", "box_blur",
-           "unsharp_mask", "filter2d", "median_blur", "sobel", "scharr", "laplacian", "gradient_magnitude",
-           "guided_filter", "pointwise") + RESAMPLING
+           "unsharp_mask", "filter2d", "median_blur", "erode", "dilate", "morphology", "sobel", "scharr", "laplacian",
+           "gradient_magnitude", "guided_filter", "pointwise") + RESAMPLING
 # why the other public functions cannot be tiled
 NOT_TILED = {
     "joint_bilateral_upsample": "its output lies on the guide's grid and its samples on lowres's, at fractional "
@@ -74,9 +74,10 @@ def tiled(fn, img, *args, tile=None, out=None, device=None, progress=None, **par
     Args:
         fn: a public filter: ``imgfilters.bilateral``, ``joint_bilateral``,
             ``nl_means``, ``separable_filter``, ``gaussian_blur``, ``box_blur``,
-            ``unsharp_mask``, ``filter2d``, ``median_blur``, ``sobel``, ``scharr``,
-            ``laplacian``, ``gradient_magnitude`` (without ``direction``),
-            ``guided_filter`` (``subsample=1``), ``pointwise``, ``resize``, ``upsample`` or
+            ``unsharp_mask``, ``filter2d``, ``median_blur``, ``erode``, ``dilate``,
+            ``morphology``, ``sobel``, ``scharr``, ``laplacian``, ``gradient_magnitude``
+            (without ``direction``), ``guided_filter`` (``subsample=1``), ``pointwise``,
+            ``resize``, ``upsample`` or
             ``imresize`` (``joint_bilateral_upsample`` cannot be tiled: ``NOT_TILED``).
         img: a CPU tensor ``(..., C, H, W)`` or ``(H, W)``; or a numpy array, memmap, zarr
             array or anything with numpy slicing, channels last: ``(..., H, W, C)`` or

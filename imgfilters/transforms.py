@@ -29,17 +29,19 @@ from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as F
 
 from imgfilters._image import check_border as _image_check_border
+from imgfilters._image import check_integer as _image_check_integer
 from imgfilters.ops import bilateral as _bilateral
 from imgfilters.ops import derivatives as _derivatives
 from imgfilters.ops import filter2d as _filter2d
 from imgfilters.ops import guided as _guided
 from imgfilters.ops import median as _median
+from imgfilters.ops import morphology as _morphology
 from imgfilters.ops import nlm as _nlm
 from imgfilters.ops import resample as _resample
 from imgfilters.ops import separable as _separable
 
-__all__ = ["GaussianBlur", "BoxBlur", "SeparableFilter", "Filter2D", "MedianBlur", "UnsharpMask", "Bilateral",
-           "JointBilateral", "NonLocalMeans", "Resize", "Upsample", "Sobel", "Scharr", "Laplacian",
+__all__ = ["GaussianBlur", "BoxBlur", "SeparableFilter", "Filter2D", "MedianBlur", "Morphology", "UnsharpMask",
+           "Bilateral", "JointBilateral", "NonLocalMeans", "Resize", "Upsample", "Sobel", "Scharr", "Laplacian",
            "GradientMagnitude", "GuidedFilter"]
 
 # PIL modes the filters take (a superset of what torchvision's functional filters take):
@@ -228,6 +230,85 @@ class MedianBlur(v2.Transform):
     def _op_call(self, img, params):
         return _median._median_op, (img, *_median._median_args(img, params["kernel_size"], self.border,
                                                                 self.border_value))
+
+class Morphology(v2.Transform):
+    """``imgfilters.morphology`` as a transform: ``op`` ("erode", "dilate", "opening",
+    "closing", "gradient", "tophat", "blackhat") by a ``kernel_size`` square of ``shape``
+    ("rect", "cross", "ellipse"), or by a boolean ``mask`` (then no ``kernel_size`` or
+    ``shape``). ``kernel_size`` may be a ``(low, high)`` range of odd sizes and
+    ``iterations`` a ``(low, high)`` range of counts, drawn uniformly on every call."""
+
+    def __init__(self, op, kernel_size=3, *, shape="rect", mask=None, iterations=1, border=None, border_value=0.0):
+        super().__init__()
+        self.op = _morphology.check_op(op)
+        if mask is not None:
+            if kernel_size != 3 or shape != "rect":
+                raise ValueError("Morphology takes a mask or a kernel_size and shape, not both")
+            self.mask = _morphology.check_kernel(mask)
+            self.kernel_size, self.shape = None, shape
+        else:
+            self.mask = None
+            self.shape = shape
+            self.kernel_size = self._range(kernel_size, "kernel_size", lambda k: _image_check_integer(
+                k, "kernel_size", 1, _morphology.MAX_SIDE), odd=True)
+            _morphology.check_kernel(self.kernel_size[0], shape)
+        self.iterations = self._range(iterations, "iterations", lambda n: _image_check_integer(
+            n, "iterations", 1, _morphology.MAX_ITERATIONS))
+        if self.mask is not None:
+            _morphology.check_iterations(self.iterations[1], *self.mask)
+        else:
+            _morphology.check_iterations(self.iterations[1], *_morphology.check_kernel(self.kernel_size[1], shape))
+        if border is not None:
+            _image_check_border(border, border_value)
+        self.border, self.border_value = border, border_value
+
+    @staticmethod
+    def _range(value, name, check, odd=False):
+        if isinstance(value, (tuple, list)):
+            if len(value) != 2:
+                raise ValueError(f"{name} must be an integer or a (low, high) range, got {value!r}")
+            lo, hi = (check(v) for v in value)
+            if lo > hi:
+                raise ValueError(f"{name} range must have low <= high, got {value!r}")
+            if odd and (lo % 2 == 0 or hi % 2 == 0):
+                raise ValueError(f"{name} range must hold odd sizes, got {value!r}")
+            return lo, hi
+        v = check(value)
+        return v, v
+
+    def make_params(self, flat_inputs):
+        params = {}
+        if self.kernel_size is not None:
+            lo, hi = self.kernel_size
+            params["kernel_size"] = lo if lo == hi else lo + 2 * int(torch.randint((hi - lo) // 2 + 1, ()).item())
+        lo, hi = self.iterations
+        params["iterations"] = lo if lo == hi else lo + int(torch.randint(hi - lo + 1, ()).item())
+        return params
+
+    def _kernel(self, params):
+        if self.mask is not None:
+            return _morphology.mask_of(*self.mask)
+        return params["kernel_size"]
+
+    def transform(self, inpt, params):
+        return _filter_images(inpt, lambda t: _morphology.morphology(
+            t, self.op, self._kernel(params), shape=self.shape, iterations=params["iterations"], border=self.border,
+            border_value=self.border_value))
+
+    def _op_call(self, img, params):
+        return _morphology._morph_op, (img, *_morphology._arguments(img, self.op, self._kernel(params), self.shape,
+                                                                    params["iterations"], self.border,
+                                                                    self.border_value))
+
+    def _launches(self):
+        """Kernel launches of one call (``imgfilters.fuse`` counts them), at the smallest
+        parameters of a range."""
+        if self.mask is not None:
+            rows, kw = self.mask
+        else:
+            rows, kw = _morphology.check_kernel(self.kernel_size[0], self.shape)
+        return _morphology.launches(self.op, rows, kw, self.iterations[0])
+
 
 class _Derivative(v2.Transform):
     """A derivative filter as a transform: tensors, Images and Videos in, signed results out

@@ -305,6 +305,40 @@ def median_cases():
         cases.append((f"median_blur {ksize}x{ksize}", x, lambda x=x, k=ksize: imgfilters.median_blur(x, k), peers))
     return cases
 
+@family("morphology")
+def morphology_cases():
+    """Issue 40's morphology rows on 4K RGB (1x3x2160x3840): dilate 3x3 and 15x15 rectangles
+    and a 15x15 ellipse on uint8, opening 5x5 on float32, and erode and closing 5x5 on
+    uint8; next to CV-CUDA (``cvcuda.morphology_into`` on the NHWC image, rectangles only,
+    when installed; opening and closing with their workspace) and kornia (float32 only:
+    its morphology takes floats)."""
+    kornia, cvcuda = optional("kornia"), optional("cvcuda")
+    k4 = (1, 3, 2160, 3840)
+    cases = []
+    for op, ksize, shape, dtype in [("dilate", 3, "rect", torch.uint8), ("dilate", 15, "rect", torch.uint8),
+                                    ("dilate", 15, "ellipse", torch.uint8), ("opening", 5, "rect", torch.float32),
+                                    ("erode", 5, "rect", torch.uint8), ("closing", 5, "rect", torch.uint8)]:
+        x = image(k4, dtype)
+        peers = {}
+        if cvcuda is not None and shape == "rect":
+            hwc = x.permute(0, 2, 3, 1).contiguous()
+            src = cvcuda.as_tensor(hwc, "NHWC")
+            dst = cvcuda.as_tensor(torch.empty_like(hwc), "NHWC")
+            work = cvcuda.as_tensor(torch.empty_like(hwc), "NHWC") if op in ("opening", "closing") else None
+            kind = {"dilate": "DILATE", "erode": "ERODE", "opening": "OPEN", "closing": "CLOSE"}[op]
+            peers["CV-CUDA"] = lambda src=src, dst=dst, work=work, k=ksize, kind=kind: cvcuda.morphology_into(
+                dst, src, getattr(cvcuda.MorphologyType, kind), (k, k), (-1, -1), workspace=work,
+                border=cvcuda.Border.REPLICATE)
+        if kornia is not None and dtype == torch.float32:
+            mask = imgfilters.structuring_element(shape, ksize).to("cuda", torch.float32)
+            fn = {"dilate": kornia.morphology.dilation, "erode": kornia.morphology.erosion,
+                  "opening": kornia.morphology.opening, "closing": kornia.morphology.closing}[op]
+            peers["kornia"] = lambda x=x, fn=fn, mask=mask: fn(x, mask)
+        cases.append((f"{op} {ksize}x{ksize} {shape} {str(dtype).split('.')[-1]}", x,
+                      lambda x=x, op=op, k=ksize, shape=shape: imgfilters.morphology(x, op, k, shape=shape), peers))
+    return cases
+
+
 # ---- Real-ESRGAN's degradations the BasicSR way (torch ops), the peer of the "degrade" rows ----
 
 _JPEG_Y = [[16, 11, 10, 16, 24, 40, 51, 61], [12, 12, 14, 19, 26, 58, 60, 55], [14, 13, 16, 24, 40, 57, 69, 56],

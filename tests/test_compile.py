@@ -20,6 +20,8 @@ CALLS = {
     "box_blur": (lambda x, g, low: imgfilters.box_blur(x, 3, border="constant", border_value=0.5), [0]),
     "unsharp_mask": (lambda x, g, low: imgfilters.unsharp_mask(x, 0.6, 1.5, 0.02), [0]),
     "median_blur": (lambda x, g, low: imgfilters.median_blur(x, 3, border="constant", border_value=0.5), [0]),
+    # (a mask of lists: torch.compile traces it as constants)
+    "morphology": (lambda x, g, low: imgfilters.morphology(x, "gradient", [[1, 0, 1], [0, 1, 0]]), [0]),
     "bilateral": (lambda x, g, low: imgfilters.bilateral(x, 0.2, 0.4), [0]),  # (radius ceil(2 * 0.4) = 1)
     "bilateral_per_image": (lambda x, g, low: imgfilters.bilateral(x, torch.tensor([0.1, 0.3]), 1.0, radius=1,
                                                                    window="disk", color_distance="l1"), [0]),
@@ -150,6 +152,7 @@ def _opcheck_cases(gen, device="cpu"):
         "gaussian_blur": (img(3, 5, 10), [3, 5], [1.0, 1.5], "symmetric", 0.0),
         "box_blur": (img(5, 10), [3, 3], "constant", 0.5),
         "median_blur": (img(2, 3, 5, 10, layout=cl), 3, "symmetric", 0.0),
+        "morphology": (img(2, 3, 5, 10, layout=cl), "erode", [2, 7, 2], 3, 1, "symmetric", 0.0),
         "unsharp_mask": (img(1, 2, 5, 10), 0.6, 1.5, 0.01, "replicate", 0.0),
         # (the filters whose programs march down the rows get few: the separable ones 5, where
         # a radius-2 window of the middle row meets neither border, the bilaterals 3, where
@@ -177,6 +180,8 @@ def _opcheck_cases(gen, device="cpu"):
         "gaussian_blur_backward": (plain(3, 5, 10), plain(3, 5, 10), [3, 5], [1.0, 1.5], "symmetric", 0.0),
         "box_blur_backward": (plain(5, 10), plain(5, 10), [3, 5], "constant", 0.5),
         "median_blur_backward": (plain(2, 3, 5, 10), plain(2, 3, 5, 10, layout=cl), 5, "constant", 0.3),
+        "morphology_backward": (plain(2, 3, 5, 10), plain(2, 3, 5, 10, layout=cl), "dilate", [2, 7, 2], 3, 1, None,
+                                0.0),
         "unsharp_mask_backward": (plain(1, 2, 5, 10), plain(1, 2, 5, 10), 0.6, 1.5, 0.01, "reflect", 0.0),
         "bilateral_backward": (plain(2, 3, 3, 10), plain(2, 3, 3, 10), *bil),
         "joint_bilateral_backward": (plain(2, 3, 3, 10), plain(2, 3, 3, 10), plain(1, 1, 3, 10), *bil),

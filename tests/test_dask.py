@@ -30,6 +30,7 @@ CALLS = [
     ("imresize", (0.4,), {}),
     ("filter2d", ([[0.1, 0.5, -0.2], [0.3, 0.1, 0.2], [0.0, 0.4, -0.1]],), {"border": "constant"}),
     ("median_blur", (5,), {"border": "replicate"}),
+    ("morphology", ("gradient", 5), {"shape": "ellipse"}),
 ]
 
 

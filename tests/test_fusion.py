@@ -78,6 +78,7 @@ def test_steps_that_change_the_input_type_and_dict_dtypes_stay_correct(gen, devi
 # one of each fused filter (fusion.FILTERS), cheap in the interpreter
 EACH_FILTER = [T.GaussianBlur(5, 1.2), T.BoxBlur(3), T.SeparableFilter([1.0, 2.0, 1.0], [0.25, 0.5, 0.25]),
                T.Filter2D([[0.0, 0.2, 0.0], [0.2, 0.3, 0.1], [0.0, 0.2, 0.0]]), T.MedianBlur(3),
+               T.Morphology("dilate", 3, shape="cross"),
                T.UnsharpMask(1.0, 0.8),
                T.Bilateral(0.3, radius=1), T.NonLocalMeans(0.3, sigma=0.05, patch_size=3, search_radius=1),
                T.Resize((9, 11), "bicubic"), T.Upsample(2, mode="bilinear")]
@@ -103,6 +104,7 @@ def test_each_fused_filter_is_one_launch_with_its_prologue_and_epilogue(filt, ge
     T.SeparableFilter([0.1] * 5 + [0.5] + [0.1] * 5, [0.5, 0.5, 0.0], border="constant", border_value=0.2),
     T.Filter2D(torch.full((5, 3), 1 / 15), border="constant", border_value=0.2),
     T.MedianBlur(3, border="constant", border_value=0.2),
+    T.Morphology("erode", 3, border="constant", border_value=0.2),
 ], ids=lambda t: type(t).__name__)
 def test_constant_borders_are_a_value_of_the_normalised_image(filt, gen, device):
     # the unfused pipeline pads the normalised image with border_value: the fused filter
@@ -122,8 +124,8 @@ def test_fusion_is_an_argument_of_the_fusable_ops_only(gen, device):
     for t in EACH_FILTER:
         op, args = t._op_call(x, t.make_params([x]))
         assert callable(op.fused), type(t).__name__
-    for name in ("gaussian_blur", "box_blur", "separable_filter", "filter2d", "median_blur", "unsharp_mask",
-                 "bilateral", "nl_means", "resample"):  # (the op's schema cannot carry it)
+    for name in ("gaussian_blur", "box_blur", "separable_filter", "filter2d", "median_blur", "morphology",
+                 "unsharp_mask", "bilateral", "nl_means", "resample"):  # (the op's schema cannot carry it)
         assert "fusion" not in str(getattr(torch.ops.imgfilters, name).default._schema)
     # joint bilateral upsampling is not fusable: no fused call, no prologue or epilogue in its kernel
     assert not hasattr(bilateral._upsample_op, "fused") and not hasattr(bilateral._joint_op, "fused")

@@ -27,6 +27,7 @@ FILTERS = {
     "laplacian": lambda x: imgfilters.laplacian(x, 3),
     "gradient_magnitude": lambda x: imgfilters.gradient_magnitude(x, 3),
     "guided_filter": lambda x: imgfilters.guided_filter(x, None, 2, 0.01),
+    "morphology": lambda x: imgfilters.morphology(x, "gradient", 3, shape="cross"),
     "pointwise": lambda x: imgfilters.pointwise(x, [imgfilters.ops.pointwise.normalize([0.5] * 3, [0.2] * 3)]),
     "resize": lambda x: imgfilters.resize(x, (23, 11), "bicubic"),
     "upsample": lambda x: imgfilters.upsample(x, 2),
@@ -35,8 +36,10 @@ FILTERS = {
 
 
 # The filters whose windows hold zero taps (the derivatives'): IEEE makes 0 * NaN NaN, so
-# their reach is the whole window, (rows, cols), not only the taps that weigh a pixel.
-WINDOWS = {"sobel": (5, 5), "laplacian": (3, 3), "gradient_magnitude": (3, 3)}
+# their reach is the whole window, (rows, cols), not only the taps that weigh a pixel; and
+# morphology's, whose outputs change with a pixel's value only where it is the min or max
+# (its cross lies in the 3 x 3 window).
+WINDOWS = {"sobel": (5, 5), "laplacian": (3, 3), "gradient_magnitude": (3, 3), "morphology": (3, 3)}
 
 
 def _with(x, value=None):
@@ -51,7 +54,7 @@ def _with(x, value=None):
 # resampling kernels, the banded products (under a second) and non-local means are checked,
 # the rest on the GPU.
 INTERPRETER_CHECKED = ("pointwise", "resize", "upsample", "imresize", "nl_means", "gaussian_blur, banded products",
-                       "gradient_magnitude")
+                       "gradient_magnitude", "morphology")
 
 
 @pytest.mark.parametrize("path", ["reference", "kernels", "cpu engine"])
@@ -166,3 +169,30 @@ def test_median_nan_windows_give_nan_and_infinities_are_ordered_values(path, bor
     img = x if path == "reference" else x.float().to(device)
     y = imgfilters.median_blur(img, 3, border=border, border_value=0.5).cpu().double()
     torch.testing.assert_close(y, expected, rtol=0, atol=1e-7, equal_nan=True)
+
+
+@pytest.mark.parametrize("path", ["reference", "kernels", "cpu engine"])
+@pytest.mark.parametrize("kernel,shape,border", [(3, "rect", None), (11, "rect", "reflect"),
+                                                (7, "ellipse", "constant")])
+def test_morphology_nan_windows_give_nan_and_infinities_are_ordered_values(path, kernel, shape, border, device, gen,
+                                                                           monkeypatch):
+    """``erode``/``dilate``: an output is NaN exactly where its window (the structuring
+    element's positions) holds a NaN, whichever pass (direct, van Herk scans, row runs)
+    computes it; infinities are values like any other (the float64 reference's, on every
+    path)."""
+    from imgfilters.ops.morphology import check_kernel, mask_of
+    from imgfilters.reference import morphology as morph_ref
+    if path == "cpu engine":
+        pytest.importorskip("numba")
+        device = "cpu"
+        monkeypatch.setattr(_image, "_ENGINE", [True])
+    x = _with(torch.rand(1, 3, 16, 16, generator=gen, dtype=torch.float64))
+    mask = mask_of(*check_kernel(kernel, shape))
+    holds_nan = morph_ref.dilate(x.isnan().double(), mask, 1, border, 0.0) > 0
+    img = x if path == "reference" else x.float().to(device)
+    for fn, ref_fn in ((imgfilters.erode, morph_ref.erode), (imgfilters.dilate, morph_ref.dilate)):
+        expected = ref_fn(torch.where(x.isnan(), 0.5, x), mask, 1, border, 0.5)
+        expected = torch.where(holds_nan, float("nan"), expected)
+        assert expected.isinf().any()
+        y = fn(img, kernel, shape=shape, border=border, border_value=0.5).cpu().double()
+        torch.testing.assert_close(y, expected, rtol=0, atol=1e-7, equal_nan=True)

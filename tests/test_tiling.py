@@ -22,6 +22,8 @@ CALLS = [
      {"border": "symmetric"}),
     (imgfilters.filter2d, (torch.linspace(-0.5, 1.0, 30, dtype=torch.float64).reshape(2, 3, 5),), {}),  # per image
     (imgfilters.median_blur, (5,), {"border": "symmetric"}),
+    (imgfilters.morphology, ("tophat", 3), {"shape": "ellipse", "iterations": 2, "border": "symmetric"}),
+    (imgfilters.erode, ([[1, 0, 1], [0, 1, 1]],), {}),
     (imgfilters.nl_means, (0.08,), {"sigma": 0.02, "patch_size": 3, "search_radius": 2}),
     (imgfilters.pointwise, ([pw.gamma(2.2), pw.scale(0.5)],), {}),
     (imgfilters.resize, ((11, 30),), {"interpolation": "bicubic"}),  # down along H (antialiased), up along W

@@ -28,6 +28,7 @@ def test_gaussian_blur_is_torchvisions_with_our_kernel(gen, device):
 @pytest.mark.parametrize("transform,functional", [
     (T.BoxBlur(5), lambda x: imgfilters.box_blur(x, 5)),
     (T.MedianBlur(3, border="replicate"), lambda x: imgfilters.median_blur(x, 3, border="replicate")),
+    (T.Morphology("opening", 3, shape="cross"), lambda x: imgfilters.morphology(x, "opening", 3, shape="cross")),
     (T.SeparableFilter([1, 2, 1], [1, 0, -1]), lambda x: imgfilters.separable_filter(x, [1, 2, 1], [1, 0, -1])),
     (T.UnsharpMask(1.2, 0.7), lambda x: imgfilters.unsharp_mask(x, 1.2, 0.7)),
     (T.Bilateral(0.2, 1.0, window="disk"), lambda x: imgfilters.bilateral(x, 0.2, 1.0, window="disk")),

@@ -3,5 +3,5 @@
 Importing this package registers every custom op (``torch.ops.imgfilters.*``): each
 family's module registers its ops when it is imported, and all of them are imported here.
 """
-from imgfilters.ops import (bilateral, derivatives, filter2d, guided, jpeg, median, nlm, noise,  # noqa: F401
-                            pointwise, resample, separable)
+from imgfilters.ops import (bilateral, derivatives, filter2d, guided, jpeg, median, morphology, nlm,  # noqa: F401
+                            noise, pointwise, resample, separable)

@@ -1,0 +1,590 @@
+"""Morphology: one erosion or dilation pass by a structuring element, in one to a few launches.
+
+A pass computes ``Y[i, j] = min (max for dilation) over mask[u, v] of X~[i + u - ay,
+j + v - ax]`` (``X~``: X extended by the border; the default border, "never wins", is the
+constant +inf for erosion and -inf for dilation). The host (``plan``) picks one of three
+shapes of work from the mask:
+
+- **Rectangles** (an all-True mask): a marching pass (``march_kernel``): a program owns
+  16 output rows of 128 columns, each thread a column; it reads the ``16 + kh - 1`` input
+  rows once, each row's value the min over its ``kw`` columns (L1 hits but the first, at
+  immediate offsets of one pointer), into a tuple of registers, and takes the window
+  minima there by van Herk over the tuple (``_window_mins``: prefix minima of segments of
+  ``kh`` and suffix minima back from each segment's end, about 3 min/max an output
+  whatever ``kh``). Small rectangles (``one_march``: 5 x 5 at most) are one such launch, no
+  buffer; wider ones are separable: ``row_march_kernel`` (the same march along a row: a
+  thread owns 16 consecutive outputs) into a buffer of the image's dtype (float32 after a
+  prologue), then ``march_kernel`` with ``kw = 1`` over it. Windows longer than 31 (the
+  rectangles OpenCV's rule makes for iterations) take ``row_kernel`` / ``column_kernel``
+  instead: van Herk by two segmented ``tl.associative_scan`` s of a tile (a window is the
+  suffix minimum of its first position's segment and the prefix minimum of the next
+  segment up to its last position), whose tile of ``BW`` positions gives ``BW - k + 1``
+  outputs.
+- **Direct** (other masks of at most ``DIRECT_TAPS`` positions: 5 x 5 ellipses, crosses):
+  one launch of ``taps_kernel`` on the image, each output the min over its taps; interior
+  tiles unroll the taps as constants (row pointers once, columns as immediate offsets).
+- **General masks** (more than ``DIRECT_TAPS`` positions, not all True: ellipses, crosses,
+  any mask up to 63 x 63): each mask row is a set of runs of True. A row pass computes,
+  once per distinct run length ``w``, the min over ``w`` columns starting at each column
+  from ``-ax`` to ``W + kw - 1 - ax`` into one plane of a stacked buffer; then one
+  ``taps_kernel`` launch takes each output's min over the runs (a tap per run: row ``i + u
+  - ay`` of the plane of its length, column ``j + a``). A 15 x 15 ellipse has 5 distinct
+  lengths and 15 runs: 5 row passes (each a read and a write of the image) and 15 loads and
+  14 min/max an output instead of its 169 positions.
+
+Loads (``_load``, ``SOURCE``): integer images and buffers without a prologue load as the
+float ``2^23 + value`` (one OR: ``neighbourhood.BIASED``, whose order is the values'), the
+bias taken off and the unit scale applied once after the min (``_unit``); the rest in unit
+scale through the prologue. Tiles whose reads all lie inside the image (most of them)
+take plain offsets: no border remapping, one address add a tap (``_index``).
+
+The finishing (``_finish``): ``SUB`` subtracts the pass's result from, or subtracts from
+it, a second image ``Z`` (the compound operations: gradient, tophat, blackhat), then the
+epilogue and the typed store. NaN: every min/max propagates NaN (``tl.PropagateNan``):
+an output whose window holds a NaN is NaN, whatever the order of the taps.
+
+Costs per output pixel, counted in the sm_90a SASS that Triton 3.8 compiles offline
+(``scripts/offline_sass.py``; the H200 issues 33 T instructions a second, 24.9 M outputs
+for 4K RGB; PERFORMANCE.md has the table): a 3 x 3 rectangle on uint8 in one march, about
+25 instructions (0.02 ms of issue against 0.01 ms for its 50 MB); a 15 x 15 rectangle a
+row march (about 23) and a column march (about 31); a 5 x 5 float32 march about 32
+(memory-bound: 200 MB); a direct pass about 23 for nine taps, 40 with its store.
+
+In the interpreter (which pays per operation and per program) every kernel takes one
+tile per plane.
+"""
+import functools
+import math
+
+import triton
+import triton.language as tl
+
+from .core import borders
+from .core.launch import launch as launch_kernel, tile_config
+from .core.tiling import interpreting, needs_int64, offset, pow2_at_least, programs, tile_origin
+from .morphology_common import _NAN, _finish, _index, _load, _pick
+
+MAX_SIDE = 63  # a mask's sides
+MAX_RECT = 1023  # an all-True mask after OpenCV's enlargement for iterations
+DIRECT_TAPS = 25  # masks of at most this many positions: one launch reading the image
+MARCH_HEIGHT = 31  # column windows up to this: ``march_kernel``; taller: the scans
+MARCH_WIDTH = 31  # row windows up to this: ``row_march_kernel``; wider: the scans
+MARCH_LOADS = 100  # rectangles whose march loads at most this many pixels a thread: one launch, no buffer
+# (5 x 5: 100; each load is code: 7 x 7's 154 took 8 s to compile, 9 x 9's 17 s)
+# GPU tiles, 4 warps each: the direct taps' (rows, columns); the van Herk passes' (elements
+# a tile, the fewest positions along the scanned axis: at least twice the window); the
+# marches' (output rows, columns: one column a thread) and the row march's (rows, groups,
+# outputs a group: one group a thread). From the sm_90a SASS (PERFORMANCE.md); to be timed
+# on the H200.
+TILES = dict(taps=(32, 64), row_scan=(1024, 128), column_scan=(2048, 64), march=(16, 128), row_march=(8, 16, 16))
+@triton.jit
+def _seg_min(av, aseg, bv, bseg):
+    """Segmented minimum: the combine of a scan that restarts where the segment changes."""
+    return tl.where(aseg == bseg, tl.minimum(av, bv, propagate_nan=_NAN), bv), bseg
+
+
+@triton.jit
+def _seg_max(av, aseg, bv, bseg):
+    return tl.where(aseg == bseg, tl.maximum(av, bv, propagate_nan=_NAN), bv), bseg
+
+
+@triton.jit
+def _van_herk(first, last, seg_first, seg_last, AXIS: tl.constexpr, DILATE: tl.constexpr):
+    """Window minima (maxima) of ``k`` positions along AXIS: ``first`` holds the values at
+    each window's first position, ``last`` at its last (``k - 1`` further), ``seg_*`` their
+    segment numbers (position // k along the tile): the reversed segmented scan of
+    ``first`` meets the forward one of ``last``."""
+    if DILATE:
+        suffix, _ = tl.associative_scan((first, seg_first), AXIS, _seg_max, reverse=True)
+        prefix, _ = tl.associative_scan((last, seg_last), AXIS, _seg_max)
+    else:
+        suffix, _ = tl.associative_scan((first, seg_first), AXIS, _seg_min, reverse=True)
+        prefix, _ = tl.associative_scan((last, seg_last), AXIS, _seg_min)
+    return _pick(suffix, prefix, DILATE)
+
+
+@triton.jit
+def _line(x_base, fixed_off, first, n, stride, border_value, c, PRO: tl.constexpr, pro_args,
+          LENGTH: tl.constexpr, AXIS: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr,
+          DILATE: tl.constexpr, SOURCE: tl.constexpr, INTERIOR: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr):
+    """The min over ``LENGTH`` positions along AXIS from ``first`` (indices along that axis
+    of an axis of ``n`` pixels, ``stride`` apart; ``fixed_off`` the offsets of the other
+    axis) by van Herk's two scans of the tile: ``first`` counts tile positions, LENGTH of
+    which make a segment."""
+    i1, in1 = _index(first, n, BORDER, INTERIOR)
+    i2, in2 = _index(first + (LENGTH - 1), n, BORDER, INTERIOR)
+    x1 = _load(x_base + fixed_off + offset(i1, stride, OFF64), in1, border_value, c, PRO, pro_args, SOURCE, BORDER)
+    x2 = _load(x_base + fixed_off + offset(i2, stride, OFF64), in2, border_value, c, PRO, pro_args, SOURCE, BORDER)
+    if AXIS == 1:
+        t = tl.arange(0, BW)[None, :]
+    else:
+        t = tl.arange(0, BH)[:, None]
+    return _van_herk(x1, x2, tl.broadcast_to(t // LENGTH, (BH, BW)), tl.broadcast_to((t + (LENGTH - 1)) // LENGTH,
+                                                                                      (BH, BW)), AXIS, DILATE)
+
+
+@triton.jit(do_not_specialize=["C", "H", "W", "WO", "S0", "sxb", "sxc", "sxh", "syb", "syc", "syh"])
+def row_kernel(X, Y, C, H, W, WO, S0, sxb, sxc, sxh, syb, syc, syh, border_value,
+               PRO: tl.constexpr, pro_args, WIDTH: tl.constexpr, SXW: tl.constexpr, SYW: tl.constexpr,
+               BORDER: tl.constexpr, OFF64: tl.constexpr, DILATE: tl.constexpr, SOURCE: tl.constexpr,
+               BH: tl.constexpr, BW: tl.constexpr, STEP: tl.constexpr):
+    """Y[b, c, i, j] = min over t < WIDTH of X~[b, c, i, j + S0 + t] for j < WO (columns
+    through the border, rows i < H as they are), for windows wider than ``MARCH_WIDTH``, by
+    van Herk's scans: a program's tile is BH rows by BW positions, STEP = BW - WIDTH + 1 of
+    which are outputs. Tiles whose columns all lie inside the image read them without the
+    border's remapping."""
+    b, c, h0, w0 = tile_origin(tl.program_id(0), C, H, WO, BH, STEP)
+    x_base = X + b * sxb + c * sxc
+    rows = h0 + tl.arange(0, BH)[:, None]
+    t = tl.arange(0, BW)[None, :]
+    row_off = offset(tl.minimum(rows, H - 1), sxh, OFF64)
+    first = w0 + S0 + t
+    if (w0 + S0 >= 0) & (w0 + S0 + BW + WIDTH - 1 <= W):
+        y = _line(x_base, row_off, first, W, SXW, border_value, c, PRO, pro_args, WIDTH, 1, BORDER, OFF64, DILATE,
+                  SOURCE, True, BH, BW)
+    else:
+        y = _line(x_base, row_off, first, W, SXW, border_value, c, PRO, pro_args, WIDTH, 1, BORDER, OFF64, DILATE,
+                  SOURCE, False, BH, BW)
+    ok = (rows < H) & (t < STEP) & (w0 + t < WO)
+    y_ptrs = Y + b * syb + c * syc + offset(rows, syh, OFF64) + offset(w0 + t, SYW, OFF64)
+    _finish(y, X.dtype.element_ty, SOURCE, y_ptrs, y_ptrs, ok, c, PRO, pro_args, (), (), 0, False, 0)
+
+
+@triton.jit
+def _march_columns(x_base, row_off, first, W, border_value, c, PRO: tl.constexpr, pro_args, WIDTH: tl.constexpr,
+                   SXW: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr, DILATE: tl.constexpr,
+                   SOURCE: tl.constexpr, INTERIOR: tl.constexpr, R: tl.constexpr):
+    """``row_march_kernel``'s R window minima from columns ``first`` .. ``first + R + WIDTH
+    - 2`` (a tensor of each thread's first column)."""
+    vals = ()
+    if INTERIOR:  # one pointer a thread; the columns as the loads' immediate offsets
+        ptrs = x_base + row_off + offset(first, SXW, OFF64)
+        for i in tl.static_range(R + WIDTH - 1):
+            vals = vals + (_load(ptrs + i * SXW, None, border_value, c, PRO, pro_args, SOURCE, BORDER),)
+    else:
+        for i in tl.static_range(R + WIDTH - 1):
+            q = first + i
+            vals = vals + (_load(x_base + row_off + offset(borders.remap(q, W, BORDER), SXW, OFF64),
+                                 borders.inside(q, W), border_value, c, PRO, pro_args, SOURCE, BORDER),)
+    return _window_mins(vals, WIDTH, R, DILATE)
+
+
+@triton.jit(do_not_specialize=["C", "H", "W", "WO", "S0", "sxb", "sxc", "sxh", "syb", "syc", "syh"])
+def row_march_kernel(X, Y, C, H, W, WO, S0, sxb, sxc, sxh, syb, syc, syh, border_value,
+                     PRO: tl.constexpr, pro_args, WIDTH: tl.constexpr, SXW: tl.constexpr, SYW: tl.constexpr,
+                     BORDER: tl.constexpr, OFF64: tl.constexpr, DILATE: tl.constexpr, SOURCE: tl.constexpr,
+                     BH: tl.constexpr, G: tl.constexpr, R: tl.constexpr):
+    """``row_kernel``'s result for windows up to ``MARCH_WIDTH`` columns: a program owns BH
+    rows of G groups of R consecutive outputs, each thread a group: it loads the group's
+    R + WIDTH - 1 columns once into a tuple of registers (immediate offsets of one pointer
+    inside the image) and takes the windows' minima there (``_window_mins``)."""
+    b, c, h0, w0 = tile_origin(tl.program_id(0), C, H, WO, BH, G * R)
+    x_base = X + b * sxb + c * sxc
+    rows = h0 + tl.arange(0, BH)[:, None]
+    group = w0 + tl.arange(0, G)[None, :] * R  # each thread's first output column
+    row_off = offset(tl.minimum(rows, H - 1), sxh, OFF64)
+    if (w0 + S0 >= 0) & (w0 + G * R + S0 + WIDTH - 1 <= W):
+        out = _march_columns(x_base, row_off, group + S0, W, border_value, c, PRO, pro_args, WIDTH, SXW, BORDER,
+                             OFF64, DILATE, SOURCE, True, R)
+    else:
+        out = _march_columns(x_base, row_off, group + S0, W, border_value, c, PRO, pro_args, WIDTH, SXW, BORDER,
+                             OFF64, DILATE, SOURCE, False, R)
+    y_ptrs = Y + b * syb + c * syc + offset(rows, syh, OFF64) + offset(group, SYW, OFF64)
+    for o in tl.static_range(R):
+        ok = (rows < H) & (group + o < WO)
+        _finish(out[o], X.dtype.element_ty, SOURCE, y_ptrs + o * SYW, y_ptrs, ok, c, PRO, pro_args, (), (), 0, False,
+                0)
+
+
+@triton.jit(do_not_specialize=["C", "H", "W", "S0", "sxb", "sxc", "sxh", "syb", "syc", "syh", "szb", "szc", "szh"])
+def column_kernel(X, Y, Z, C, H, W, S0, sxb, sxc, sxh, syb, syc, syh, szb, szc, szh, border_value,
+                  PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args, HEIGHT: tl.constexpr,
+                  SXW: tl.constexpr, SYW: tl.constexpr, SZW: tl.constexpr, BORDER: tl.constexpr,
+                  OFF64: tl.constexpr, DILATE: tl.constexpr, SOURCE: tl.constexpr,
+                  SUB: tl.constexpr, Z_INPUT: tl.constexpr, LEVELS: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr,
+                  STEP: tl.constexpr):
+    """Y[b, c, i, j] = finish(min over t < HEIGHT of X~[b, c, i + S0 + t, j]) (rows through
+    the border), for windows taller than ``MARCH_HEIGHT``: ``row_kernel`` along the other
+    axis, STEP output rows a tile."""
+    b, c, h0, w0 = tile_origin(tl.program_id(0), C, H, W, STEP, BW)
+    x_base = X + b * sxb + c * sxc
+    t = tl.arange(0, BH)[:, None]
+    cols = w0 + tl.arange(0, BW)[None, :]
+    col_off = offset(tl.minimum(cols, W - 1), SXW, OFF64)
+    first = h0 + S0 + t
+    if (h0 + S0 >= 0) & (h0 + S0 + BH + HEIGHT - 1 <= H):
+        y = _line(x_base, col_off, first, H, sxh, border_value, c, PRO, pro_args, HEIGHT, 0, BORDER, OFF64, DILATE,
+                  SOURCE, True, BH, BW)
+    else:
+        y = _line(x_base, col_off, first, H, sxh, border_value, c, PRO, pro_args, HEIGHT, 0, BORDER, OFF64, DILATE,
+                  SOURCE, False, BH, BW)
+    out_rows = h0 + t
+    ok = (t < STEP) & (out_rows < H) & (cols < W)
+    _finish(y, X.dtype.element_ty, SOURCE,
+            Y + b * syb + c * syc + offset(out_rows, syh, OFF64) + offset(cols, SYW, OFF64),
+            Z + b * szb + c * szc + offset(out_rows, szh, OFF64) + offset(cols, SZW, OFF64), ok, c, PRO, pro_args,
+            EPI, epi_args, SUB, Z_INPUT, LEVELS)
+
+
+@triton.jit
+def _window_mins(vals, K: tl.constexpr, R: tl.constexpr, DILATE: tl.constexpr):
+    """The mins (maxes) of the R windows ``vals[o:o + K]`` of a tuple of ``R + K - 1`` values
+    held by each thread, as a tuple: van Herk over the tuple (prefix minima of segments of K
+    from index 0, suffix minima back from each segment's end; a window is a suffix and the
+    next segment's prefix), about 3 min/max an output whatever K."""
+    L: tl.constexpr = R + K - 1
+    pre = ()
+    for j in tl.static_range(L):
+        if j % K == 0:
+            pre = pre + (vals[j],)
+        else:
+            pre = pre + (_pick(pre[j - 1], vals[j], DILATE),)
+    rsuf = ()  # the suffix minima from the end: rsuf[m] is index L - 1 - m's
+    for m in tl.static_range(L):
+        if (L - 1 - m) % K == K - 1 or m == 0:
+            rsuf = rsuf + (vals[L - 1 - m],)
+        else:
+            rsuf = rsuf + (_pick(rsuf[m - 1], vals[L - 1 - m], DILATE),)
+    out = ()
+    for o in tl.static_range(R):
+        if o % K == 0:
+            out = out + (rsuf[L - 1 - o],)
+        else:
+            out = out + (_pick(rsuf[L - 1 - o], pre[o + K - 1], DILATE),)
+    return out
+
+
+@triton.jit
+def _march_rows(x_base, cols, first, sxh, border_value, c, PRO: tl.constexpr, pro_args, HEIGHT: tl.constexpr,
+                KW: tl.constexpr, SXW: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr,
+                DILATE: tl.constexpr, SOURCE: tl.constexpr, R: tl.constexpr):
+    """``march_kernel``'s R window minima from rows ``first`` .. ``first + R + HEIGHT - 2``
+    (all inside the image; each row's value the min over its KW columns from ``cols``, at
+    immediate offsets of one pointer)."""
+    vals = ()
+    ptrs = x_base + offset(first, sxh, OFF64) + offset(cols, SXW, OFF64)
+    for _ in tl.static_range(R + HEIGHT - 1):
+        y = _load(ptrs, None, border_value, c, PRO, pro_args, SOURCE, BORDER)
+        for j in tl.static_range(1, KW):
+            y = _pick(y, _load(ptrs + j * SXW, None, border_value, c, PRO, pro_args, SOURCE, BORDER), DILATE)
+        vals = vals + (y,)
+        ptrs += sxh
+    return _window_mins(vals, HEIGHT, R, DILATE)
+
+
+@triton.jit(do_not_specialize=["C", "H", "W", "S0", "SX0", "sxb", "sxc", "sxh", "syb", "syc", "syh", "szb", "szc",
+                               "szh"])
+def march_kernel(X, Y, Z, C, H, W, S0, SX0, sxb, sxc, sxh, syb, syc, syh, szb, szc, szh, border_value,
+                 PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args, HEIGHT: tl.constexpr, KW: tl.constexpr,
+                 SXW: tl.constexpr, SYW: tl.constexpr, SZW: tl.constexpr, BORDER: tl.constexpr,
+                 OFF64: tl.constexpr, DILATE: tl.constexpr, SOURCE: tl.constexpr, SUB: tl.constexpr,
+                 Z_INPUT: tl.constexpr, LEVELS: tl.constexpr, R: tl.constexpr, BW: tl.constexpr):
+    """Y = finish(min over the HEIGHT x KW rectangle at (S0, SX0) of X~), for HEIGHT up to
+    ``MARCH_HEIGHT``: the column pass of a separable rectangle (KW = 1), or a whole narrow
+    rectangle in one launch (``one_march``: no buffer). A program owns R
+    output rows of BW columns, each thread a column of them: it reads the R + HEIGHT - 1
+    input rows once (a row's border remapping a scalar's; KW loads a row, L1 hits but the
+    first, at immediate offsets inside the image), keeps each row's min in a tuple of
+    registers and takes the windows' minima there (``_window_mins``): about (R + HEIGHT -
+    1) / R rows an output, KW loads and 3 min/max a row. Tiles at the image's edges take
+    the rectangle's taps in run-time loops instead (small code: the unrolled march is
+    compiled once)."""
+    b, c, h0, w0 = tile_origin(tl.program_id(0), C, H, W, R, BW)
+    x_base = X + b * sxb + c * sxc
+    cols = w0 + tl.arange(0, BW)
+    if (h0 + S0 >= 0) & (h0 + S0 + R + HEIGHT - 1 <= H) & (w0 + SX0 >= 0) & (w0 + SX0 + BW + KW - 1 <= W):
+        out = _march_rows(x_base, cols + SX0, h0 + S0, sxh, border_value, c, PRO, pro_args, HEIGHT, KW, SXW, BORDER,
+                          OFF64, DILATE, SOURCE, R)
+        for o in tl.static_range(R):
+            row = h0 + o
+            _finish(out[o], X.dtype.element_ty, SOURCE, Y + b * syb + c * syc + offset(row, syh, OFF64)
+                    + offset(cols, SYW, OFF64), Z + b * szb + c * szc + offset(row, szh, OFF64)
+                    + offset(cols, SZW, OFF64), (cols < W) & (row < H), c, PRO, pro_args, EPI, epi_args, SUB, Z_INPUT,
+                    LEVELS)
+    else:  # tiles at the image's edges (a few percent): the rectangle's taps in run-time loops, through the border
+        rows = h0 + tl.arange(0, R)[:, None]
+        cols2 = cols[None, :]
+        y = _load(x_base + offset(borders.remap(rows + S0, H, BORDER), sxh, OFF64)
+                  + offset(borders.remap(cols2 + SX0, W, BORDER), SXW, OFF64),
+                  borders.inside(rows + S0, H) & borders.inside(cols2 + SX0, W), border_value, c, PRO, pro_args,
+                  SOURCE, BORDER)
+        for k in range(1, HEIGHT * KW):
+            rr = rows + S0 + k // KW
+            cc = cols2 + SX0 + k % KW
+            y = _pick(y, _load(x_base + offset(borders.remap(rr, H, BORDER), sxh, OFF64)
+                               + offset(borders.remap(cc, W, BORDER), SXW, OFF64),
+                               borders.inside(rr, H) & borders.inside(cc, W), border_value, c, PRO, pro_args, SOURCE,
+                               BORDER), DILATE)
+        _finish(y, X.dtype.element_ty, SOURCE, Y + b * syb + c * syc + offset(rows, syh, OFF64)
+                + offset(cols2, SYW, OFF64), Z + b * szb + c * szc + offset(rows, szh, OFF64)
+                + offset(cols2, SZW, OFF64), (cols2 < W) & (rows < H), c, PRO, pro_args, EPI, epi_args, SUB, Z_INPUT,
+                LEVELS)
+
+
+@triton.jit
+def _table_tap(x_base, ptrs, rows, cols, TAPS, k, H, W, XW, sxd, sxh, border_value, c, PRO: tl.constexpr, pro_args,
+               SXW: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr, SOURCE: tl.constexpr,
+               STACKED: tl.constexpr, INTERIOR: tl.constexpr):
+    """Tap ``k`` of the table (du, dv, d): the image at (rows + du, cols + dv) through the
+    border, or plane d of the stacked buffer there (its columns always inside); ``ptrs``
+    the tile's pointers when ``INTERIOR``."""
+    du = tl.load(TAPS + 3 * k).to(tl.int32)
+    dv = tl.load(TAPS + 3 * k + 1).to(tl.int32)
+    plane = 0
+    if STACKED:
+        plane = offset(tl.load(TAPS + 3 * k + 2).to(tl.int32), sxd, OFF64)
+    if INTERIOR:
+        return _load(ptrs + (offset(du, sxh, OFF64) + offset(dv, SXW, OFF64) + plane), None, border_value, c, PRO,
+                     pro_args, SOURCE, BORDER)
+    else:
+        r, r_in = _index(rows + du, H, BORDER, False)
+        if STACKED:
+            q = tl.minimum(cols + dv, XW - 1)
+            inside = r_in
+        else:
+            q, q_in = _index(cols + dv, W, BORDER, False)
+            inside = r_in & q_in
+        return _load(x_base + plane + offset(r, sxh, OFF64) + offset(q, SXW, OFF64), inside, border_value, c, PRO,
+                     pro_args, SOURCE, BORDER)
+
+
+@triton.jit
+def _taps_min(x_base, rows, cols, TAPS, NT, H, W, XW, sxd, sxh, border_value, c, PRO: tl.constexpr, pro_args,
+              SXW: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr, DILATE: tl.constexpr,
+              SOURCE: tl.constexpr, STACKED: tl.constexpr, INTERIOR: tl.constexpr, DTAPS: tl.constexpr):
+    """``taps_kernel``'s min over its taps, for a tile whose reads all lie inside the image
+    (``INTERIOR``: plain offsets) or not (remapped, the constant border). Interior tiles of
+    a direct pass take the taps as constants (``DTAPS``), unrolled: a row's pointers once,
+    its columns as the loads' immediate offsets; the rest loop over the table at run time
+    (a small program: the border tiles are few)."""
+    ptrs = x_base
+    if INTERIOR:
+        ptrs = x_base + offset(rows, sxh, OFF64) + offset(cols, SXW, OFF64)
+    if INTERIOR and len(DTAPS) > 0:
+        y = _load(ptrs + offset(tl.full((), DTAPS[0][0], tl.int32), sxh, OFF64) + DTAPS[0][1] * SXW, None,
+                  border_value, c, PRO, pro_args, SOURCE, BORDER)
+        for k in tl.static_range(1, len(DTAPS)):
+            row_ptrs = ptrs + offset(tl.full((), DTAPS[k][0], tl.int32), sxh, OFF64)
+            y = _pick(y, _load(row_ptrs + DTAPS[k][1] * SXW, None, border_value, c, PRO, pro_args, SOURCE, BORDER),
+                      DILATE)
+    else:
+        y = _table_tap(x_base, ptrs, rows, cols, TAPS, 0, H, W, XW, sxd, sxh, border_value, c, PRO, pro_args, SXW,
+                       BORDER, OFF64, SOURCE, STACKED, INTERIOR)
+        for k in range(1, NT):
+            y = _pick(y, _table_tap(x_base, ptrs, rows, cols, TAPS, k, H, W, XW, sxd, sxh, border_value, c, PRO,
+                                    pro_args, SXW, BORDER, OFF64, SOURCE, STACKED, INTERIOR), DILATE)
+    return y
+
+
+@triton.jit(do_not_specialize=["NT", "DU0", "DU1", "DV0", "DV1", "C", "H", "W", "XW", "sxd", "sxb", "sxc", "sxh",
+                               "syb", "syc", "syh", "szb", "szc", "szh"])
+def taps_kernel(X, Y, Z, TAPS, NT, DU0, DU1, DV0, DV1, C, H, W, XW, sxd, sxb, sxc, sxh, syb, syc, syh, szb, szc,
+                szh, border_value, PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args, SXW: tl.constexpr,
+                SYW: tl.constexpr, SZW: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr,
+                DILATE: tl.constexpr, SOURCE: tl.constexpr, STACKED: tl.constexpr, SUB: tl.constexpr,
+                Z_INPUT: tl.constexpr, LEVELS: tl.constexpr, DTAPS: tl.constexpr, BH: tl.constexpr,
+                BW: tl.constexpr):
+    """Y[b, c, i, j] = finish(min over the NT taps (du, dv, d) of X~[d, b, c, i + du, j + dv]):
+    ``TAPS`` holds (du, dv, d) triples as floats, du in [DU0, DU1], dv in [DV0, DV1]; or
+    ``DTAPS`` the (du, dv) pairs as constants (direct passes: one compile per mask).
+    ``SOURCE``: how X is read (``_load``). ``STACKED``: X is ``row_kernel``'s
+    stacked buffer of ``XW`` columns, plane d a run length, read at columns j + dv (always
+    inside); otherwise one plane of the image's size, columns through the border."""
+    b, c, h0, w0 = tile_origin(tl.program_id(0), C, H, W, BH, BW)
+    x_base = X + b * sxb + c * sxc
+    rows = h0 + tl.arange(0, BH)[:, None]
+    cols = w0 + tl.arange(0, BW)[None, :]
+    if STACKED:
+        cols_inside = True
+    else:
+        cols_inside = (w0 + DV0 >= 0) & (w0 + BW + DV1 <= W)
+    if (h0 + DU0 >= 0) & (h0 + BH + DU1 <= H) & cols_inside:
+        y = _taps_min(x_base, rows, cols, TAPS, NT, H, W, XW, sxd, sxh, border_value, c, PRO, pro_args, SXW, BORDER,
+                      OFF64, DILATE, SOURCE, STACKED, True, DTAPS)
+    else:
+        y = _taps_min(x_base, rows, cols, TAPS, NT, H, W, XW, sxd, sxh, border_value, c, PRO, pro_args, SXW, BORDER,
+                      OFF64, DILATE, SOURCE, STACKED, False, DTAPS)
+    ok = (rows < H) & (cols < W)
+    _finish(y, X.dtype.element_ty, SOURCE, Y + b * syb + c * syc + offset(rows, syh, OFF64) + offset(cols, SYW, OFF64),
+            Z + b * szb + c * szc + offset(rows, szh, OFF64) + offset(cols, SZW, OFF64), ok, c, PRO, pro_args,
+            EPI, epi_args, SUB, Z_INPUT, LEVELS)
+
+
+# ---- the host side ---------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=256)
+def plan(rows, kw, ay, ax):
+    """How a pass by the mask whose rows are the bit sets ``rows`` (bit v: column v) and
+    ``kw`` columns, anchored at (ay, ax), runs: ("direct", taps), ("rect",) or ("runs",
+    lengths, taps), taps as (du, dv, d) triples (du, dv relative to the anchor for direct
+    taps; for runs dv is the run's first column, d the index of its length)."""
+    kh = len(rows)
+    cells = [(u, v) for u in range(kh) for v in range(kw) if rows[u] >> v & 1]
+    if len(cells) == kh * kw:
+        return ("rect",)
+    if len(cells) <= DIRECT_TAPS:
+        return ("direct", tuple((u - ay, v - ax, 0) for u, v in cells))
+    runs = []
+    for u in range(kh):
+        v = 0
+        while v < kw:
+            if rows[u] >> v & 1:
+                a = v
+                while v < kw and rows[u] >> v & 1:
+                    v += 1
+                runs.append((u, a, v - a))
+            else:
+                v += 1
+    lengths = tuple(sorted({w for _, _, w in runs}))
+    return ("runs", lengths, tuple((u - ay, a, lengths.index(w)) for u, a, w in runs))
+
+
+def _flat(taps):
+    return tuple(float(v) for tap in taps for v in tap)
+
+
+def _source(x, inp, pro, border, value):
+    """(SOURCE, the border value in its scale) of a launch reading ``x`` (the image when
+    ``inp``): RAW for integers without a prologue, its border value a stored level (the
+    default border's infinities the largest and smallest: as stored, a window wholly in it
+    gives them), unless the constant border's value is no stored level (then unit scale,
+    as the float path)."""
+    levels = {1: 255.0, 2: 65535.0}.get(x.element_size()) if not x.is_floating_point() else None
+    if levels is not None and not (inp and len(pro[0]) > 0):
+        if border != borders.border_code("constant"):
+            return 2, 0.0
+        if math.isinf(value):
+            return 2, levels if value > 0 else 0.0
+        level = value * levels
+        if level == round(level) and 0 <= level <= levels:
+            return 2, level
+    return (1 if inp else 0), value
+
+
+def _row(x, y, width, s0, border, value, pro, dilate, inp):
+    B, C, H, W = x.shape
+    source, value = _source(x, inp, pro, border, value)
+    WO = y.shape[3]
+    if width <= MARCH_WIDTH:
+        if interpreting():
+            bh, g, r = pow2_at_least(H, 1, 1 << 20), pow2_at_least(-(-WO // 4), 1, 1 << 16), 4
+        else:
+            bh, g, r = TILES["row_march"]
+        args = (x, y, C, H, W, WO, s0, x.stride(0), x.stride(1), x.stride(2), y.stride(0), y.stride(1), y.stride(2),
+                float(value), pro[0], pro[1])
+        meta = dict(WIDTH=width, SXW=x.stride(3), SYW=y.stride(3), BORDER=border, OFF64=needs_int64(x, y),
+                    DILATE=bool(dilate), SOURCE=source)
+        launch_kernel(row_march_kernel, lambda m: (programs(B * C, H, WO, bh, g * r),), args, meta, x,
+                      tile_config(BH=bh, G=g, R=r, num_warps=1 if interpreting() else 4))
+        return
+    if interpreting():
+        bh, bw = pow2_at_least(H, 1, 1 << 20), pow2_at_least(WO + width - 1, 1, 1 << 20)
+    else:
+        elements, least = TILES["row_scan"]
+        bw = pow2_at_least(2 * width, least, 4096)
+        bh = max(1, elements // bw)
+    cfg = tile_config(BH=bh, BW=bw, num_warps=1 if interpreting() else 4)
+    step = bw - width + 1
+    args = (x, y, C, H, W, WO, s0, x.stride(0), x.stride(1), x.stride(2), y.stride(0), y.stride(1), y.stride(2),
+            float(value), pro[0], pro[1])
+    meta = dict(WIDTH=width, SXW=x.stride(3), SYW=y.stride(3), BORDER=border, OFF64=needs_int64(x, y),
+                DILATE=bool(dilate), SOURCE=source, STEP=step)
+    launch_kernel(row_kernel, lambda m: (programs(B * C, H, WO, bh, step),), args, meta, x, cfg)
+
+
+def _column(x, y, z, height, s0, border, value, pro, epi, dilate, inp, sub, z_input, levels, kw=1, sx0=0):
+    B, C, H, W = x.shape
+    source, value = _source(x, inp, pro, border, value)
+    if height <= MARCH_HEIGHT:
+        if interpreting():
+            r, bw = pow2_at_least(H, 1, 8), pow2_at_least(W, 1, 1 << 20)
+        else:
+            r, bw = TILES["march"]
+        args = (x, y, z, C, H, W, s0, sx0, x.stride(0), x.stride(1), x.stride(2), y.stride(0), y.stride(1),
+                y.stride(2), z.stride(0), z.stride(1), z.stride(2), float(value), pro[0], pro[1], epi[0], epi[1])
+        meta = dict(HEIGHT=height, KW=kw, SXW=x.stride(3), SYW=y.stride(3), SZW=z.stride(3), BORDER=border,
+                    OFF64=needs_int64(x, y, z), DILATE=bool(dilate), SOURCE=source, SUB=sub, Z_INPUT=bool(z_input),
+                    LEVELS=levels if sub else 0)
+        launch_kernel(march_kernel, lambda m: (programs(B * C, H, W, r, bw),), args, meta, x,
+                      tile_config(R=r, BW=bw, num_warps=1 if interpreting() else 4))
+        return
+    if interpreting():
+        bh, bw = pow2_at_least(H + height - 1, 1, 1 << 20), pow2_at_least(W, 1, 1 << 20)
+    else:
+        elements, least = TILES["column_scan"]
+        bh = pow2_at_least(2 * height, least, 2048)
+        bw = max(2, elements // bh)
+    cfg = tile_config(BH=bh, BW=bw, num_warps=1 if interpreting() else 4)
+    step = bh - height + 1
+    args = (x, y, z, C, H, W, s0, x.stride(0), x.stride(1), x.stride(2), y.stride(0), y.stride(1), y.stride(2),
+            z.stride(0), z.stride(1), z.stride(2), float(value), pro[0], pro[1], epi[0], epi[1])
+    meta = dict(HEIGHT=height, SXW=x.stride(3), SYW=y.stride(3), SZW=z.stride(3), BORDER=border,
+                OFF64=needs_int64(x, y, z), DILATE=bool(dilate), SOURCE=source, SUB=sub,
+                Z_INPUT=bool(z_input), LEVELS=levels if sub else 0, STEP=step)
+    launch_kernel(column_kernel, lambda m: (programs(B * C, H, W, step, bw),), args, meta, x, cfg)
+
+
+def _taps(x, y, z, taps, planes_stride, xw, border, value, pro, epi, dilate, inp, stacked, sub, z_input, levels):
+    B, C, H, W = y.shape
+    source, value = _source(x, inp, pro, border, value)
+    if interpreting():
+        bh, bw = pow2_at_least(H, 1, 1 << 20), pow2_at_least(W, 1, 1 << 20)
+        cfg = tile_config(BH=bh, BW=bw, num_warps=1)
+    else:
+        bh, bw = TILES["taps"]
+        cfg = tile_config(BH=bh, BW=bw, num_warps=4)
+    from imgfilters import _image  # (the constant cache of small device vectors)
+    table = _image.on(_flat(taps), x.device)
+    du = [t[0] for t in taps]
+    dv = [t[1] for t in taps]
+    args = (x, y, z, table, len(taps), min(du), max(du), min(dv), max(dv), C, H, W, xw, planes_stride,
+            x.stride(0), x.stride(1), x.stride(2), y.stride(0), y.stride(1), y.stride(2), z.stride(0), z.stride(1),
+            z.stride(2), float(value),
+            pro[0], pro[1], epi[0], epi[1])
+    meta = dict(SXW=x.stride(3), SYW=y.stride(3), SZW=z.stride(3), BORDER=border, OFF64=needs_int64(x, y, z),
+                DILATE=bool(dilate), SOURCE=source, STACKED=bool(stacked), SUB=sub, Z_INPUT=bool(z_input),
+                LEVELS=levels if sub else 0, DTAPS=() if stacked else tuple((int(a), int(b)) for a, b, _ in taps))
+    launch_kernel(taps_kernel, lambda m: (programs(B * C, H, W, bh, bw),), args, meta, x, cfg)
+
+
+def one_march(kh, kw):
+    """Whether a kh x kw rectangle is one launch of ``march_kernel`` (no buffer)."""
+    return kw == 1 or (kw * (TILES["march"][0] + kh - 1) <= MARCH_LOADS and kh <= MARCH_HEIGHT)
+
+
+def launch(x, y, rows, kw, dilate, border=0, border_value=0.0, pro=((), ()), epi=((), ()), inp=True, z=None,
+           sub=0, z_input=False, buffer_dtype=None, anchor=None, levels=0):
+    """One erosion (``dilate``: dilation) pass of 4-D ``x`` (B, C, H, W) into 4-D ``y`` by
+    the mask of bit-set ``rows`` and ``kw`` columns, anchored at ``anchor`` (row, column;
+    default the centre, ``(kh // 2, kw // 2)``).
+
+    ``border`` is a code from ``core.borders`` (the default border is the constant one with
+    ``border_value`` +-inf); ``pro`` applies to ``x`` when ``inp`` (``x`` is the image;
+    otherwise a buffer of an earlier pass) and to ``z`` when ``z_input``; ``epi`` and
+    ``sub`` (1: ``y - z``, 2: ``z - y``, the result first quantized to ``levels`` when
+    nonzero: the operation's images are integers) at the store. Buffers between launches
+    are ``buffer_dtype`` (default ``x``'s)."""
+    import torch
+    B, C, H, W = x.shape
+    kh = len(rows)
+    ay, ax = (kh // 2, kw // 2) if anchor is None else anchor
+    how = plan(tuple(rows), kw, ay, ax)
+    z = y if z is None else z
+    buffer_dtype = buffer_dtype or x.dtype
+    if how[0] == "direct":
+        _taps(x, y, z, how[1], 0, W, border, border_value, pro, epi, dilate, inp, False, sub, z_input, levels)
+    elif how[0] == "rect":
+        if one_march(kh, kw):  # one launch, no buffer
+            _column(x, y, z, kh, -ay, border, border_value, pro, epi, dilate, inp, sub, z_input, levels, kw, -ax)
+            return
+        t = torch.empty(B, C, H, W, dtype=buffer_dtype, device=x.device)
+        _row(x, t, kw, -ax, border, border_value, pro, dilate, inp)
+        _column(t, y, z, kh, -ay, border, border_value, pro, epi, dilate, False, sub, z_input, levels)
+    else:
+        _, lengths, taps = how
+        xw = W + kw - 1
+        stacked = torch.empty(len(lengths), B, C, H, xw, dtype=buffer_dtype, device=x.device)
+        for d, w in enumerate(lengths):
+            _row(x, stacked[d], w, -ax, border, border_value, pro, dilate, inp)
+        _taps(stacked[0], y, z, taps, stacked.stride(0), xw, border, border_value, pro, epi, dilate, False,
+              True, sub, z_input, levels)
