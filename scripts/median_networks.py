@@ -112,8 +112,10 @@ def numba_source():
             if nan:
                 lines.append("        nan = v0 != v0")
                 lines += [f"        nan |= v{i} != v{i}" for i in range(1, n)]
-            for op, i, j in ops:  # (a select, not min/max: numba's min/max did not vectorise, 3-8x slower)
-                low, high = f"(v{i} if v{i} < v{j} else v{j})", f"(v{j} if v{i} < v{j} else v{i})"
+            # core.lesser and core.greater: a select each, not numba's min/max (they did not vectorise,
+            # 3-8x slower) nor a conditional expression (blocks in numba's IR: 5 s more to compile)
+            for op, i, j in ops:
+                low, high = f"core.lesser(v{i}, v{j})", f"core.greater(v{i}, v{j})"
                 if op == "cx":
                     lines.append(f"        v{i}, v{j} = {low}, {high}")
                 elif op == "min":
