@@ -4,12 +4,34 @@
     python scripts/median_networks.py triton > kernels/median_networks.py
     python scripts/median_networks.py numba > imgfilters/cpu/median_networks.py
 
-Each network is Batcher's odd-even merge sort for the next power of two, less the
+Triton: each network is Batcher's odd-even merge sort for the next power of two, less the
 comparators that touch the padding (padding of +inf never moves, so they never swap),
 pruned backwards from the middle output: a comparator whose two outputs are both needed
 stays a compare-exchange (a min and a max), one with one needed output becomes that min
-or max, the others go ("forgetful" selection). The script checks each network on random
-inputs against ``sorted`` before printing it.
+or max, the others go ("forgetful" selection).
+
+CPU engine (3 x 3 and 5 x 5): the windows of a row share their columns, so each column of
+k values is sorted once (an optimal sorting network: 3 comparators for 3 values, 9 for 5),
+for the k windows that hold it; a window's median is then selected from its k sorted
+columns by a network that knows their order (``Terms``, ``column_median``):
+
+1. each rank of the k columns is sorted across them (the same k-sorter), which leaves
+   the k x k values sorted along both axes;
+2. a candidate with at least ``rank + 1`` candidates known below it, or as many known
+   above it as leave fewer than ``rank + 1`` below, cannot be the median: it goes (the
+   rank moving down past one known below the median), until no more go;
+3. of the pairs of candidates whose order is not known, the compare-exchange after
+   which step 2 drops the most candidates (then: which makes the most pairs known; then
+   a shuffle seeded with ``SEED``, the best of 200 seeds) replaces the pair, and so on
+   until one candidate is left: the median;
+4. its expression is simplified (``min(a, min(b, c))`` with a <= b known is ``min(a,
+   c)``, and max alike), and only the operations it needs are kept.
+
+A comparator whose outcome is already known is no operation (``Terms.make``). The order of
+two terms is decided by Whitman's rules from the columns' order (sound, not complete):
+12 operations for 3 x 3 (after 3 compare-exchanges a column), 86 for 5 x 5 (after 9),
+where the pruned Batcher networks take 30 and 202. The script checks each network on
+random inputs, ties included, against ``sorted`` before printing it.
 """
 import random
 
@@ -85,44 +107,197 @@ def triton_source():
     return "\n".join(lines) + "\n"
 
 
+SORTERS = {3: [(0, 1), (1, 2), (0, 1)],  # optimal sorting networks: comparators (i, j), min to i
+           5: [(0, 1), (3, 4), (2, 4), (2, 3), (0, 3), (0, 2), (1, 4), (1, 3), (1, 2)]}
+SEED = 34
+
+
+class Terms:
+    """Terms over a k x k window's values: the inputs ``("in", u, v)``, the value of rank u
+    of column v (each column sorted), and ``(op, a, b)``, the min or max of terms a and b
+    (indices into ``terms``, hash-consed)."""
+
+    def __init__(self, k):
+        self.terms = [("in", u, v) for v in range(k) for u in range(k)]
+        self.index = {t: i for i, t in enumerate(self.terms)}
+        self.memo = {}
+
+    def le(self, a, b):
+        """Whether a <= b holds for every window, by Whitman's rules."""
+        if a == b:
+            return True
+        if (a, b) not in self.memo:
+            ta, tb = self.terms[a], self.terms[b]
+            if ta[0] == "in" and tb[0] == "in":
+                known = ta[2] == tb[2] and ta[1] <= tb[1]
+            else:
+                known = ((ta[0] == "min" and (self.le(ta[1], b) or self.le(ta[2], b)))
+                         or (ta[0] == "max" and self.le(ta[1], b) and self.le(ta[2], b))
+                         or (tb[0] == "max" and (self.le(a, tb[1]) or self.le(a, tb[2])))
+                         or (tb[0] == "min" and self.le(a, tb[1]) and self.le(a, tb[2])))
+            self.memo[a, b] = known
+        return self.memo[a, b]
+
+    def make(self, op, a, b):
+        """The term ``op(a, b)``: a or b where their order is known."""
+        if self.le(a, b) or self.le(b, a):
+            return a if (op == "min") == self.le(a, b) else b
+        key = (op, min(a, b), max(a, b))
+        if key not in self.index:
+            self.index[key] = len(self.terms)
+            self.terms.append(key)
+        return self.index[key]
+
+    def exchange(self, a, b):
+        return self.make("min", a, b), self.make("max", a, b)
+
+    def sort(self, values):
+        values = list(values)
+        for i, j in SORTERS[len(values)]:
+            values[i], values[j] = self.exchange(values[i], values[j])
+        return values
+
+    def drop(self, candidates, rank):
+        """Step 2: (the candidates left, the median's rank among them)."""
+        dropped = True
+        while dropped:
+            dropped = False
+            for x in candidates:
+                below = sum(self.le(y, x) for y in candidates if y != x)
+                above = sum(self.le(x, y) for y in candidates if y != x)
+                if below > rank or above >= len(candidates) - rank:
+                    rank -= below <= rank
+                    candidates = [y for y in candidates if y != x]
+                    dropped = True
+                    break
+        return candidates, rank
+
+    def simplify(self, t, done):
+        """Step 4: term t rewritten."""
+        if t not in done:
+            op, a, b = self.terms[t]
+            if op != "in":
+                a, b = self.simplify(a, done), self.simplify(b, done)
+                again = True
+                while again:
+                    again = False
+                    for x, y in ((a, b), (b, a)):
+                        if self.terms[y][0] == op:  # op(x, op(y1, y2)): y1 goes if it cannot win
+                            for keep, other in ((self.terms[y][2], self.terms[y][1]),
+                                                (self.terms[y][1], self.terms[y][2])):
+                                if self.le(x, other) if op == "min" else self.le(other, x):
+                                    a, b, again = x, keep, True
+                                    break
+                        if again:
+                            break
+                t2 = self.make(op, a, b)
+            else:
+                t2 = t
+            done[t] = t2
+        return done[t]
+
+
+def column_median(k):
+    """(terms, the median's term, the terms it needs in order) of the median of a k x k
+    window of sorted columns (steps 1 to 4)."""
+    terms = Terms(k)
+    rows = [terms.sort([terms.index["in", u, v] for v in range(k)]) for u in range(k)]
+    candidates, rank = [t for row in rows for t in row], (k * k - 1) // 2
+    rng = random.Random(SEED)
+    while True:
+        candidates, rank = terms.drop(candidates, rank)
+        if len(candidates) == 1:
+            break
+        pairs = [(a, b) for i, a in enumerate(candidates) for b in candidates[i + 1:]
+                 if not terms.le(a, b) and not terms.le(b, a)]
+        rng.shuffle(pairs)
+        best = None
+        for a, b in pairs:
+            lo, hi = terms.exchange(a, b)
+            after = [lo if c == a else hi if c == b else c for c in candidates]
+            left, _ = terms.drop(after, rank)
+            score = (len(after) - len(left), sum(terms.le(x, y) for x in left for y in left if x != y))
+            if best is None or score > best[0]:
+                best = score, a, b
+        _, a, b = best
+        lo, hi = terms.exchange(a, b)
+        candidates = [lo if c == a else hi if c == b else c for c in candidates]
+    median = terms.simplify(candidates[0], {})
+    needed, stack = set(), [median]
+    while stack:
+        t = stack.pop()
+        if t not in needed and terms.terms[t][0] != "in":
+            needed.add(t)
+            stack += terms.terms[t][1:]
+    return terms, median, sorted(needed)  # (a term's operands come before it)
+
+
+def _check_columns(k, terms, median, needed):
+    m = (k * k - 1) // 2
+    rng = random.Random(0)
+    for _ in range(20000):
+        window = [rng.choice((rng.random(), rng.randint(0, 3))) for _ in range(k * k)]
+        columns = [_sorted_by(SORTERS[k], window[v::k]) for v in range(k)]
+        value = {terms.index["in", u, v]: columns[v][u] for v in range(k) for u in range(k)}
+        for t in needed:
+            op, a, b = terms.terms[t]
+            value[t] = (min if op == "min" else max)(value[a], value[b])
+        assert value[median] == sorted(window)[m]
+
+
+def _sorted_by(comparators, values):
+    values = list(values)
+    for i, j in comparators:
+        values[i], values[j] = min(values[i], values[j]), max(values[i], values[j])
+    return values
+
+
 def numba_source():
     lines = ['"""Median selection networks for the CPU engine (``imgfilters/cpu/median.py``): 3 x 3 and',
              "5 x 5 windows.",
              "",
              "Generated by ``python scripts/median_networks.py numba``, which says how they are made: do",
-             "not edit. ``medianK(ring, slot, out, n)`` writes to ``out[j]``, j < n, the median of the",
-             "K x K window ``ring[(slot + u) % K][j + v]`` (a ring of K float32 rows), or NaN where the",
+             "not edit. ``medianK(ring, slot, cols, out, n)`` writes to ``out[j]``, j < n, the median of",
+             "the K x K window ``ring[(slot + u) % K][j + v]`` (a ring of K float32 rows), or NaN where the",
              "window holds one; ``medianK_values`` the median of rows of any dtype, in ``out`` of that",
-             "dtype (uint8: 32 values a vector). One loop over the row of straight-line compares and",
-             "selects that LLVM vectorises.",
+             "dtype (uint8: 32 values a vector). Two loops of straight-line compares and selects that",
+             "LLVM vectorises: the first sorts each of the n + K - 1 columns of K values into ``cols``",
+             "(K rows, one a rank; ``medianK``'s row K flags the columns that hold a NaN), the second",
+             "selects each window's median from its K sorted columns.",
              '"""',
              "import numpy as np",
              "",
              "from imgfilters.cpu import core"]
     for k in (3, 5):  # (7 x 7's 590 operations took numba 20 s to compile: the radix select does it)
-        n = k * k
-        ops = median_network(n)
-        _check(ops, n)
+        terms, median, needed = column_median(k)
+        _check_columns(k, terms, median, needed)
+        inputs = sorted({a for t in needed for a in terms.terms[t][1:] if terms.terms[a][0] == "in"})
+        name = {t: f"x{terms.terms[t][1]}{terms.terms[t][2]}" for t in inputs}
+        name.update({t: f"t{i}" for i, t in enumerate(needed)})
         for nan in (True, False):
-            name = f"median{k}" if nan else f"median{k}_values"
-            lines += ["", "", "@core.jit", f"def {name}(ring, slot, out, n):"]
+            lines += ["", "", "@core.jit", f"def median{k}{'' if nan else '_values'}(ring, slot, cols, out, n):",
+                      f'    """{len(SORTERS[k])} compare-exchanges a column, {len(needed)} selects a window."""']
             lines += [f"    r{u} = ring[(slot + {u}) % {k}]" for u in range(k)]
-            lines.append("    for j in range(n):")
-            lines += [f"        v{u * k + v} = r{u}[j + {v}]" for u in range(k) for v in range(k)]
+            lines += [f"    s{u} = cols[{u}]" for u in range(k + nan)]
+            lines.append(f"    for j in range(n + {k - 1}):")
+            lines += [f"        a{u} = r{u}[j]" for u in range(k)]
             if nan:
-                lines.append("        nan = v0 != v0")
-                lines += [f"        nan |= v{i} != v{i}" for i in range(1, n)]
-            for op, i, j in ops:  # (a select, not min/max: numba's min/max did not vectorise, 3-8x slower)
-                low, high = f"(v{i} if v{i} < v{j} else v{j})", f"(v{j} if v{i} < v{j} else v{i})"
-                if op == "cx":
-                    lines.append(f"        v{i}, v{j} = {low}, {high}")
-                elif op == "min":
-                    lines.append(f"        v{i} = {low}")
-                else:
-                    lines.append(f"        v{j} = {high}")
-            m = (n - 1) // 2
-            lines.append(f"        out[j] = np.float32(np.nan) if nan else np.float32(v{m})" if nan else
-                         f"        out[j] = v{m}")
+                lines.append(f"        s{k}[j] = np.float32({' | '.join(f'(a{u} != a{u})' for u in range(k))})")
+            # core.lesser and core.greater: a select each, not numba's min/max (they did not vectorise,
+            # 3-8x slower) nor a conditional expression (blocks in numba's IR: seconds more to compile)
+            for i, j in SORTERS[k]:
+                lines.append(f"        a{i}, a{j} = core.lesser(a{i}, a{j}), core.greater(a{i}, a{j})")
+            lines += [f"        s{u}[j] = a{u}" for u in range(k)]
+            lines.append("    for j in range(n):")
+            lines += [f"        {name[t]} = s{terms.terms[t][1]}[j + {terms.terms[t][2]}]" for t in inputs]
+            for t in needed:
+                op, a, b = terms.terms[t]
+                lines.append(f"        {name[t]} = core.{'lesser' if op == 'min' else 'greater'}({name[a]}, {name[b]})")
+            if nan:
+                flags = " + ".join(f"s{k}[j + {v}]" for v in range(k))
+                lines.append(f"        out[j] = np.float32(np.nan) if {flags} > 0 else {name[median]}")
+            else:
+                lines.append(f"        out[j] = {name[median]}")
     return "\n".join(lines) + "\n"
 
 

@@ -9,11 +9,16 @@ load, and the helpers' wrappers cost a sixth of a cold compile: a cold first cal
 separable kernel took 2.5 s of CPU with them, 2.1 without), releasing the GIL, numpy's
 error model, FMA contraction only (``no_cpython_wrapper`` and ``no_cfunc_wrapper`` are
 numba's target options, undocumented). The helpers a kernel calls (``core.Lazy``) are
-made numba functions when numba first types them.
+made numba functions when numba first types them, compiled into LLVM IR only
+(``_HelperLibrary``): numba links a helper's optimised module into each kernel that calls
+it, and its own machine code, which numba makes for every function, would never run (a
+tenth of a cold compile: 0.3 s of the bilateral kernel's 3.2).
 """
+import types as pytypes
+
 import numba
 from numba import types
-from numba.core import callconv
+from numba.core import callconv, codegen, compiler
 from numba.core.registry import cpu_target
 from numba.extending import intrinsic, typeof_impl
 
@@ -23,12 +28,43 @@ OPTIONS = dict(nogil=True, fastmath=core.FASTMATH, error_model="numpy", _nrt=Fal
                no_cfunc_wrapper=True)
 
 
+class _HelperLibrary(codegen.JITCodeLibrary):
+    """The code library of a helper: its module is optimised as numba's are, then only
+    linked into the kernels that call it, never added to the JIT engine, so LLVM makes no
+    machine code of it (relies on numba internals, as ``abi``: a library's final module
+    goes to the engine in ``_finalize_final_module``, ``get_executable`` asks it for a
+    wrapper's address and sets the function's environment through ``codegen.set_env``)."""
+
+    def _finalize_final_module(self):
+        self._finalize_dynamic_globals()
+        self._verify_declare_only_symbols()
+        self._finalized = True
+
+    def get_pointer_to_function(self, name):
+        self._ensure_finalized()
+        return 0  # (as numba's own library returns for a function without wrappers)
+
+    @property
+    def codegen(self):
+        return pytypes.SimpleNamespace(set_env=lambda name, env: None)  # (no machine code: no environment)
+
+
+class _HelperCompiler(compiler.Compiler):
+    """numba's compiler, its code into a ``_HelperLibrary``."""
+
+    def compile_extra(self, func):
+        if self.state.library is None:
+            self.state.library = _HelperLibrary(self.state.targetctx.codegen(), func.__qualname__)
+        return super().compile_extra(func)
+
+
 @typeof_impl.register(core.Lazy)
 def _typeof_lazy(val, c):
     """A helper as numba sees it: its dispatcher's type, or its intrinsic's (a global
     that numba's typing context knows: ``cpu_target``, an internal), made on first use."""
     if val.compiled is None:
-        val.compiled = numba.njit(**OPTIONS)(val.py_func) if val.how == "jit" else intrinsic(val.py_func)
+        val.compiled = (numba.njit(pipeline_class=_HelperCompiler, **OPTIONS)(val.py_func) if val.how == "jit"
+                        else intrinsic(val.py_func))
     if val.how == "jit":
         return typeof_impl(val.compiled, c)
     cpu_target.typing_context.refresh()  # (installs the intrinsic's typing template)
