@@ -154,6 +154,8 @@ FIRST_CALLS = {
     "median_blur": "imgfilters.median_blur(x, 5)",
     "sobel": "imgfilters.sobel(x, 1, 0)",
     "gradient_magnitude": "imgfilters.gradient_magnitude(x, direction=True)",
+    "morphology": "imgfilters.morphology(x, 'opening', 5, shape='ellipse')",
+    "guided_filter": "imgfilters.guided_filter(x, None, 4, 0.01)",
 }
 
 FIRST_CALL_SCRIPT = """
