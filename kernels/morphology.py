@@ -36,7 +36,7 @@ Loads (``_load``, ``SOURCE``): integer images and buffers without a prologue loa
 float ``2^23 + value`` (one OR: ``neighbourhood.BIASED``, whose order is the values'), the
 bias taken off and the unit scale applied once after the min (``_unit``); the rest in unit
 scale through the prologue. Tiles whose reads all lie inside the image (most of them)
-take plain offsets: no border remapping, one address add a tap (``_index``).
+take plain offsets: no border remapping, one address add a tap.
 
 The finishing (``_finish``): ``SUB`` subtracts the pass's result from, or subtracts from
 it, a second image ``Z`` (the compound operations: gradient, tophat, blackhat), then the
@@ -111,10 +111,19 @@ def _line(x_base, fixed_off, first, n, stride, border_value, c, PRO: tl.constexp
     of an axis of ``n`` pixels, ``stride`` apart; ``fixed_off`` the offsets of the other
     axis) by van Herk's two scans of the tile: ``first`` counts tile positions, LENGTH of
     which make a segment."""
-    i1, in1 = _index(first, n, BORDER, INTERIOR)
-    i2, in2 = _index(first + (LENGTH - 1), n, BORDER, INTERIOR)
-    x1 = _load(x_base + fixed_off + offset(i1, stride, OFF64), in1, border_value, c, PRO, pro_args, SOURCE, BORDER)
-    x2 = _load(x_base + fixed_off + offset(i2, stride, OFF64), in2, border_value, c, PRO, pro_args, SOURCE, BORDER)
+    last = first + (LENGTH - 1)
+    if INTERIOR:  # the indices as they are, no select (a None from a helper fails to compile on Triton 3.6)
+        x1 = _load(x_base + fixed_off + offset(first, stride, OFF64), None, border_value, c, PRO, pro_args, SOURCE,
+                   BORDER)
+        x2 = _load(x_base + fixed_off + offset(last, stride, OFF64), None, border_value, c, PRO, pro_args, SOURCE,
+                   BORDER)
+    else:
+        i1, in1 = _index(first, n, BORDER)
+        i2, in2 = _index(last, n, BORDER)
+        x1 = _load(x_base + fixed_off + offset(i1, stride, OFF64), in1, border_value, c, PRO, pro_args, SOURCE,
+                   BORDER)
+        x2 = _load(x_base + fixed_off + offset(i2, stride, OFF64), in2, border_value, c, PRO, pro_args, SOURCE,
+                   BORDER)
     if AXIS == 1:
         t = tl.arange(0, BW)[None, :]
     else:
@@ -337,12 +346,12 @@ def _table_tap(x_base, ptrs, rows, cols, TAPS, k, H, W, XW, sxd, sxh, border_val
         return _load(ptrs + (offset(du, sxh, OFF64) + offset(dv, SXW, OFF64) + plane), None, border_value, c, PRO,
                      pro_args, SOURCE, BORDER)
     else:
-        r, r_in = _index(rows + du, H, BORDER, False)
+        r, r_in = _index(rows + du, H, BORDER)
         if STACKED:
             q = tl.minimum(cols + dv, XW - 1)
             inside = r_in
         else:
-            q, q_in = _index(cols + dv, W, BORDER, False)
+            q, q_in = _index(cols + dv, W, BORDER)
             inside = r_in & q_in
         return _load(x_base + plane + offset(r, sxh, OFF64) + offset(q, SXW, OFF64), inside, border_value, c, PRO,
                      pro_args, SOURCE, BORDER)

@@ -92,10 +92,6 @@ def _finish_unit(y, y_ptrs, z_ptrs, ok, c, PRO: tl.constexpr, pro_args, EPI: tl.
 
 
 @triton.jit
-def _index(i, n, BORDER: tl.constexpr, INTERIOR: tl.constexpr):
-    """(index into the image, inside) of indices ``i``: as they are (None: no select) where
-    the caller knows them all inside (``INTERIOR``, most tiles), else through the border."""
-    if INTERIOR:
-        return i, None
-    else:
-        return borders.remap(i, n, BORDER), borders.inside(i, n)
+def _index(i, n, BORDER: tl.constexpr):
+    """(index into the image, inside) of indices ``i`` through the border."""
+    return borders.remap(i, n, BORDER), borders.inside(i, n)

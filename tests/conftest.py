@@ -13,6 +13,14 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 # One default tile per kernel variant; tests that cover tuning and every tile say so.
 os.environ.setdefault("IMGFILTERS_AUTOTUNE", "0")
+# pytest-xdist workers share the machine's cores: each takes its share for torch (and so the
+# CPU engine and the float64 reference) and inductor compiles in the worker itself. By
+# default every worker would use every core and inductor would start a pool of that many
+# compile processes in each: 16 workers on 16 cores ran 256 compile processes at once.
+WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if WORKERS > 1:
+    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // WORKERS))
 
 import pytest  # noqa: E402
 

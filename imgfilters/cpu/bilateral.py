@@ -87,8 +87,10 @@ def _forward(w, A, ap, V, qs, ps, G, gq, gp, joint, x0, dx, n, C, CG, s, s2, l1)
 @core.jit
 def _backward(w, A, aq, V, ps, x0, dx, n, C):
     """q's sums from the weights ``w`` of ``_forward``: A[aq, c, x0 + dx + i] +=
-    w[i] V[ps, c, x0 + i] (the values of p), A[aq, C, ...] += w[i]."""
+    w[i] V[ps, c, x0 + i] (the values of p), A[aq, C, ...] += w[i]. Called from two
+    places: not inlined (compile time)."""
     wide_vectors()
+    not_inlined()
     if C == 3:
         for i in range(n):
             a, b = np.uint64(x0 + dx + i), np.uint64(x0 + i)
