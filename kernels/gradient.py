@@ -7,8 +7,9 @@ first use of each pixel) and runs both horizontal passes on them, the smoothing 
 ``TS`` and the derivative taps ``TD``; the vertical pass adds them into
 ``gx = sum_u TS[u] * hd_u`` and ``gy = sum_u TD[u] * hs_u``. The epilogue stores
 ``sqrt(gx^2 + gy^2)`` and, with ``DIRECTION``, ``atan2(gy, gx)`` into a second plane.
-Column indices are remapped through the border once per tile, row indices once per
-window row, so the tap loop is loads and FMAs: ``4 (2R+1)^2`` FMAs and ``(2R+1)^2``
+Tiles whose window lies inside the image (most) read plain offsets, contiguous columns
+that load as vectors; the others remap column indices through the border once per tile,
+row indices once per window row. The tap loop is loads and FMAs: ``4 (2R+1)^2`` FMAs and ``(2R+1)^2``
 loads a pixel, 36 and 9 for 3 x 3 (4K RGB float32: 0.22 G loads, 0.9 G FMAs, and 200 MB
 of one read and one write: about 0.04 ms of memory time on the H200, which bounds it).
 
@@ -49,6 +50,50 @@ def atan2(y, x):
 
 
 @triton.jit
+def _window_sums(x_base, rows, cols, H, W, sxh, TS, TD, bv, c, R: tl.constexpr, SXW: tl.constexpr,
+                 BORDER: tl.constexpr, OFF64: tl.constexpr, INTERIOR: tl.constexpr):
+    """(gx, gy) of the tile before the scale: its window rows and columns as they are when
+    ``INTERIOR``, else through the border (``bv`` the constant border in stored units)."""
+    col_offs = ()
+    col_ins = ()
+    for v in tl.static_range(2 * R + 1):
+        cv = cols + (v - R)
+        if INTERIOR:
+            col_offs = col_offs + (offset(cv, SXW, OFF64),)
+        else:
+            col_offs = col_offs + (offset(borders.remap(cv, W, BORDER), SXW, OFF64),)
+            col_ins = col_ins + (borders.inside(cv, W),)
+    ts = ()
+    td = ()
+    for v in tl.static_range(2 * R + 1):
+        ts = ts + (tl.load(TS + v),)
+        td = td + (tl.load(TD + v),)
+    gx = tl.zeros(rows.shape, dtype=tl.float32) + tl.zeros(cols.shape, dtype=tl.float32)
+    gy = tl.zeros_like(gx)
+    for u in range(2 * R + 1):
+        r = rows + (u - R)
+        hs = tl.zeros_like(gx)
+        hd = tl.zeros_like(gx)
+        if INTERIOR:
+            row_ptr = x_base + offset(r, sxh, OFF64)
+            for v in tl.static_range(2 * R + 1):
+                x = neighbourhood.load(row_ptr + col_offs[v], None, bv, c, (), (), neighbourhood.LINEAR, BORDER)
+                hs += ts[v] * x
+                hd += td[v] * x
+        else:
+            row_ptr = x_base + offset(borders.remap(r, H, BORDER), sxh, OFF64)
+            row_in = borders.inside(r, H)
+            for v in tl.static_range(2 * R + 1):
+                x = neighbourhood.load(row_ptr + col_offs[v], row_in & col_ins[v], bv, c, (), (),
+                                       neighbourhood.LINEAR, BORDER)
+                hs += ts[v] * x
+                hd += td[v] * x
+        gx += tl.load(TS + u) * hd
+        gy += tl.load(TD + u) * hs
+    return gx, gy
+
+
+@triton.jit
 def gradient_kernel(X, Y, TS, TD, C, H, W, sxb, sxc, sxh, syb, syc, syh, syd, border_value,
                     R: tl.constexpr, SXW: tl.constexpr, SYW: tl.constexpr, BORDER: tl.constexpr,
                     OFF64: tl.constexpr, DIRECTION: tl.constexpr, BH: tl.constexpr, BW: tl.constexpr):
@@ -62,32 +107,12 @@ def gradient_kernel(X, Y, TS, TD, C, H, W, sxb, sxc, sxh, syb, syc, syh, syd, bo
     cols = w0 + tl.arange(0, BW)[None, :]
     scale = neighbourhood.linear_scale(X.dtype.element_ty, ())  # applied once, to the sums
     bv = border_value / scale
-    col_offs = ()
-    col_ins = ()
-    for v in tl.static_range(2 * R + 1):
-        cv = cols + (v - R)
-        col_offs = col_offs + (offset(borders.remap(cv, W, BORDER), SXW, OFF64),)
-        col_ins = col_ins + (borders.inside(cv, W),)
-    ts = ()
-    td = ()
-    for v in tl.static_range(2 * R + 1):
-        ts = ts + (tl.load(TS + v),)
-        td = td + (tl.load(TD + v),)
-    gx = tl.zeros((BH, BW), dtype=tl.float32)
-    gy = tl.zeros((BH, BW), dtype=tl.float32)
-    for u in range(2 * R + 1):
-        r = rows + (u - R)
-        row_ptr = x_base + offset(borders.remap(r, H, BORDER), sxh, OFF64)
-        row_in = borders.inside(r, H)
-        hs = tl.zeros((BH, BW), dtype=tl.float32)
-        hd = tl.zeros((BH, BW), dtype=tl.float32)
-        for v in tl.static_range(2 * R + 1):
-            x = neighbourhood.load(row_ptr + col_offs[v], row_in & col_ins[v], bv, c, (), (), neighbourhood.LINEAR,
-                                   BORDER)
-            hs += ts[v] * x
-            hd += td[v] * x
-        gx += tl.load(TS + u) * hd
-        gy += tl.load(TD + u) * hs
+    # tiles whose window lies inside the image (most) read plain offsets: contiguous columns
+    # the compiler loads as vectors; the rest remap every index through the border
+    if (h0 >= R) & (h0 + BH + R <= H) & (w0 >= R) & (w0 + BW + R <= W):
+        gx, gy = _window_sums(x_base, rows, cols, H, W, sxh, TS, TD, bv, c, R, SXW, BORDER, OFF64, True)
+    else:
+        gx, gy = _window_sums(x_base, rows, cols, H, W, sxh, TS, TD, bv, c, R, SXW, BORDER, OFF64, False)
     gx *= scale
     gy *= scale
     mask = (rows < H) & (cols < W)
