@@ -35,8 +35,12 @@ def test_every_dtype_in_colour_and_grey_equals_the_reference(dtype, channels, ge
     q = torch.tensor([23.0, 87.0])
     y = jpeg.round_trip(x, q)
     assert y.dtype == dtype and y.shape == x.shape
-    expected = _image.from_unit(ref.round_trip(_image.to_unit(x), q), dtype)
-    assert torch.equal(y, expected)
+    # float64 as the reference, but a sum in another order (or fused into an FMA where the
+    # CPU has one) may land on the other side of a rounding tie it lies within 1e-9 of
+    expected, ties = ref.round_trip(_image.to_unit(x), q, tie_margin=1e-9)
+    keep = ~ties.expand_as(y)
+    assert torch.equal(y[keep], _image.from_unit(expected, dtype)[keep])
+    assert keep.double().mean() > 0.8  # (colour: a chroma block near a tie covers 16 x 16)
 
 
 @pytest.mark.parametrize("channels", [3, 1])
