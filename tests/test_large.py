@@ -15,6 +15,7 @@ holding them past its slot let other workers' tests run out of memory).
 import contextlib
 import fcntl
 import gc
+import math
 import os
 import tempfile
 import time
@@ -196,6 +197,27 @@ def test_estimate_noise_past_2_31_elements(one_slot):
         x[..., r:r + 4096, :] = noise.round().clamp(0, 255).to(torch.uint8)
     sigma = float(imgfilters.estimate_noise(x)) * 255
     assert abs(sigma - 10) <= 0.2, sigma
+
+
+DERIVATIVES = {
+    "sobel 5x5": lambda x: imgfilters.sobel(x, 1, 1, ksize=5),
+    "laplacian": lambda x: imgfilters.laplacian(x, 3),
+    "gradient_magnitude and direction": lambda x: imgfilters.gradient_magnitude(x, direction=True),
+}
+
+
+@pytest.mark.parametrize("name", DERIVATIVES)
+def test_derivatives_past_2_31_elements(name, gen, all_slots):
+    # float32 results of a uint8 image (8.6 GB each: all the slots)
+    fn = DERIVATIVES[name]
+    x = large_image(gen)
+    got, expected = fn(x), fn(_image.to_unit(corner(x, CROP).cpu()))
+    got, expected = (got, expected) if isinstance(got, tuple) else ((got,), (expected,))
+    assert_matches(corner(got[0]), corner(expected[0]))
+    if len(got) > 1:  # the direction: angles compared around the circle
+        d = (corner(got[1]).double().cpu() - corner(expected[1])).abs()
+        assert float(torch.minimum(d, 2 * math.pi - d).max()) < 1e-4
+    del got
 
 
 GRADIENTS = {
