@@ -37,6 +37,17 @@ def dask_device():
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+def assert_untiled(chunked, whole):
+    """The README's promise for tiles and Dask chunks: the untiled result, exactly on the
+    CPU; on the GPU within float32 rounding (a block's size can pick another kernel
+    variant, whose FMAs contract the same taps in another order)."""
+    whole = whole.cpu().numpy()
+    if dask_device() == "cpu":
+        assert np.array_equal(chunked, whole)
+    else:
+        np.testing.assert_allclose(chunked, whole, rtol=0, atol=2 * np.finfo(np.float32).eps * np.abs(whole).max())
+
+
 def definition(fn, x, **kw):
     """The float64 definition of ``fn(x, **kw)`` (x in unit scale, (B, C, H, W))."""
     kw = dict(kw)
@@ -172,7 +183,7 @@ def test_tiles_and_dask_chunks_equal_the_whole(cpu_engine, gen):
     da = pytest.importorskip("dask.array")
     import imgfilters.dask as idask
     d = idask.sobel(da.from_array(x.numpy(), chunks=(1, 3, 10, 12)), 1, 1, ksize=5).compute()
-    assert np.array_equal(d, imgfilters.sobel(x.to(dask_device()), 1, 1, ksize=5).cpu().numpy())
+    assert_untiled(d, imgfilters.sobel(x.to(dask_device()), 1, 1, ksize=5))
 
 
 # ---- gradient_magnitude ------------------------------------------------------------------------
@@ -269,7 +280,7 @@ def test_gradient_transform_tiles_and_dask(cpu_engine, gen):
     da = pytest.importorskip("dask.array")
     import imgfilters.dask as idask
     d = idask.gradient_magnitude(da.from_array(x.numpy(), chunks=(1, 3, 10, 12)), operator="scharr").compute()
-    assert np.array_equal(d, imgfilters.gradient_magnitude(x.to(dask_device()), operator="scharr").cpu().numpy())
+    assert_untiled(d, imgfilters.gradient_magnitude(x.to(dask_device()), operator="scharr"))
 
 
 @pytest.mark.parametrize("call, message", [
