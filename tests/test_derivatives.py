@@ -94,7 +94,7 @@ SIGNED = [(imgfilters.sobel, dict(dx=1, dy=1)), (imgfilters.scharr, dict(dx=1, d
           (imgfilters.laplacian, dict(ksize=3, border="symmetric"))]
 
 
-@pytest.mark.parametrize("i, dtype", enumerate(KERNEL_DTYPES))
+@pytest.mark.parametrize("i, dtype", list(enumerate(KERNEL_DTYPES)))
 def test_every_dtype_gives_a_signed_result(i, dtype, gen, device):
     fn, kw = SIGNED[i % len(SIGNED)]
     x = random_image((2, 3, 6, 12), dtype, gen, device)
@@ -222,7 +222,7 @@ def test_gradient_definition_equals_kornias_sobel(gen):
     torch.testing.assert_close(ref.gradient_magnitude(x, 3, border="replicate"), expected, rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("i, dtype", enumerate(KERNEL_DTYPES))
+@pytest.mark.parametrize("i, dtype", list(enumerate(KERNEL_DTYPES)))
 def test_gradient_magnitude_and_direction_in_one_call(i, dtype, gen, device):
     # (7 x 7 taps sum to 1280 in magnitude: a float32 result's rounding reaches 1e-5 of it)
     border, ksize = [("reflect", 3), ("constant", 5), ("replicate", 1), ("symmetric", 7), ("reflect", 3)][i % 5]
