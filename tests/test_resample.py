@@ -67,7 +67,12 @@ def test_integer_factors_over_several_segments_and_strips(mode, gen, device, mon
     assert (ours.cpu().double() - theirs).abs().max() <= 1e-5
 
 
-@pytest.mark.parametrize("load_bytes,pre", [(4, False), (8, True), (16, False)])
+# The interpreter takes the wider loads too, which no plan does (STRIPS: 4 bytes) and whose
+# uint8 variants compiled for 90-100 s each on the H200 (the GPU suite's longest tests).
+PHASE_LOADS = [(4, False)] if torch.cuda.is_available() else [(4, False), (8, True), (16, False)]
+
+
+@pytest.mark.parametrize("load_bytes,pre", PHASE_LOADS)
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
 def test_phase_kernel_lanes_per_thread_and_prefetch(load_bytes, pre, dtype, gen, device, monkeypatch):
     # several lanes a thread (as many source pixels as fill load_bytes, one load and one
