@@ -351,16 +351,21 @@ def test_strips_fill_whole_waves():
 
 
 def test_forward_tiles_follow_the_radius_and_the_guide():
-    # radius up to 3: both unrolled tiles are timed; radius 4 takes one without timing (a
-    # new variant's first call compiles each), only the narrow one a candidate with a guide
-    # (its vectors would take the wide one to one program an SM); wider windows the
-    # run-time column loop's tiles (one where a step takes three offsets), and rows where
-    # 2R + 1 slots would not fit
+    # radius up to 2: both unrolled tiles are timed; radius 3 takes one by the image's size,
+    # radius 4 one without timing (a new variant's first call compiles each), only the
+    # narrow one a candidate with a guide (its vectors would take the wide one to one
+    # program an SM); wider windows the run-time column loop's tiles (one where a step
+    # takes three offsets), and rows where 2R + 1 slots would not fit
     from imgfilters.kernels import bilateral as kb
-    tiles = lambda R, joint=False, C=3, CG=3: [  # noqa: E731
+    from imgfilters.kernels.core.tiling import size_class
+    tiles = lambda R, joint=False, C=3, CG=3, hw=(1080, 1920): [  # noqa: E731
         dict(c.kwargs, num_warps=c.num_warps) for c in kb.forward_tiles(dict(
-            R=R, C=C, CG=CG, JOINT=joint, UNROLL_DX=kb.unrolls_columns(R), DX_GROUP=kb.column_group(R)))]
-    assert tiles(2) == tiles(3) == kb.UNROLLED_TILES
+            R=R, C=C, CG=CG, JOINT=joint, UNROLL_DX=kb.unrolls_columns(R), DX_GROUP=kb.column_group(R),
+            SIZE_CLASS=size_class(*hw)))]
+    assert tiles(1) == tiles(2) == kb.UNROLLED_TILES
+    for joint in (False, True):
+        assert tiles(3, joint) == tiles(3, joint, hw=(720, 1280)) == kb.UNROLLED_TILES[1:]
+        assert tiles(3, joint, hw=(2160, 3840)) == tiles(3, joint, hw=(4320, 7680)) == kb.UNROLLED_TILES[:1]
     assert tiles(4) == kb.UNROLLED_TILES and tiles(4, joint=True) == kb.UNROLLED_TILES[1:]
     assert tiles(5) == tiles(6) == kb.SLIDE_TILES and tiles(7) == kb.GROUPED_TILES
     # radius 4 and the grouped column loop: the first candidate, its strips' length to be
