@@ -16,6 +16,7 @@ a cold compile: 0.3 s of the bilateral kernel's 3.2).
 """
 import types as pytypes
 
+import llvmlite.binding as llvm
 import numba
 from numba import types
 from numba.core import callconv, codegen, compiler
@@ -58,13 +59,38 @@ class _HelperLibrary(codegen.JITCodeLibrary):
         return pytypes.SimpleNamespace(set_env=lambda name, env: None)  # (no machine code: no environment)
 
 
-class _HelperCompiler(compiler.Compiler):
-    """numba's compiler, its code into a ``_HelperLibrary``."""
+class _KernelLibrary(codegen.JITCodeLibrary):
+    """The code library of a kernel: numba's, keeping the kernel's module as it is linked
+    with its helpers' and before the module passes (``linked_ir``, what
+    ``scripts/build_cpu_ir.py`` ships: ``native.from_shipped_ir`` runs those passes).
+    Its object code is kept (``abi`` reads it), as numba's compiler enables for its own."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.enable_object_caching()
+
+    def _optimize_final_module(self):
+        self.linked_ir = str(self._final_module)
+        self._final_module = llvm.parse_assembly(self.linked_ir)
+        super()._optimize_final_module()
+
+
+class _Compiler(compiler.Compiler):
+    """numba's compiler, its code into a library of ``library_class``."""
+    library_class = None
 
     def compile_extra(self, func):
         if self.state.library is None:
-            self.state.library = _HelperLibrary(self.state.targetctx.codegen(), func.__qualname__)
+            self.state.library = self.library_class(self.state.targetctx.codegen(), func.__qualname__)
         return super().compile_extra(func)
+
+
+class _HelperCompiler(_Compiler):
+    library_class = _HelperLibrary
+
+
+class _KernelCompiler(_Compiler):
+    library_class = _KernelLibrary
 
 
 @typeof_impl.register(core.Lazy)
@@ -82,17 +108,22 @@ def _typeof_lazy(val, c):
 
 def compile_kernel(kernel):
     """(the cache entry of ``kernel``, numba's dispatcher): numba compiles it for
-    ``kernel.signature``, ``trampoline`` adds the code that calls it."""
-    dispatcher = numba.njit(kernel.signature, **OPTIONS)(kernel.py_func)
+    ``kernel.signature``, ``native.completed`` adds the code that calls it."""
+    dispatcher = numba.njit(kernel.signature, pipeline_class=_KernelCompiler, **OPTIONS)(kernel.py_func)
     entry = abi(dispatcher)
-    entry["undefined"] = native.undefined_symbols(entry["object"])
-    entry["trampoline"], entry["slots"] = trampoline(entry)
-    return entry, dispatcher
+    return native.completed(entry), dispatcher
+
+
+def linked_ir(dispatcher):
+    """The LLVM IR of ``dispatcher``'s one compiled signature, linked with its helpers',
+    before the module passes (``_KernelLibrary``)."""
+    (args,) = dispatcher.signatures
+    return dispatcher.overloads[args].library.linked_ir
 
 
 def abi(dispatcher):
     """The one compiled signature of ``dispatcher`` as ``native`` loads it and
-    ``trampoline`` calls it: a cache entry holding its object code and symbol, the LLVM
+    ``native.trampoline`` calls it: a cache entry holding its object code and symbol, the LLVM
     types of its flattened arguments, how each argument flattens (``layout``), the size of
     its return slot and the status codes of success.
 
@@ -143,67 +174,3 @@ def abi(dispatcher):
 
 def _flatten(t):
     return [u for v in t for u in _flatten(v)] if isinstance(t, (tuple, list)) else [t]
-
-
-TRAMPOLINE = native.TRAMPOLINE
-
-
-def trampoline(entry):
-    """(object code, slot codes): ``i32 imgfilters_cpu_call(i64 *slots)``, which calls the
-    entry's kernel with the arguments read from ``slots``, one 8-byte slot per argument
-    (``native.slot_codes``: an array's object, an integer, a float), each array flattened
-    there into the members that ``layout`` lists, read from numpy's array object
-    (``native.NDArray``), and returns the kernel's status. One ctypes call of one
-    argument: flattening ~200 members into ctypes arguments cost 60 us a call."""
-    import llvmlite.binding as llvm
-    from llvmlite import ir
-    scalar = {"ptr": ir.PointerType(), "i64": ir.IntType(64), "i32": ir.IntType(32), "i16": ir.IntType(16),
-              "i8": ir.IntType(8), "float": ir.FloatType(), "double": ir.DoubleType()}
-    i8, i64, ptr = ir.IntType(8), ir.IntType(64), ir.PointerType()
-    module = ir.Module(name=TRAMPOLINE)
-    kernel = ir.Function(module, ir.FunctionType(ir.IntType(32), [ptr, ptr] + [scalar[t] for t in entry["args"]]),
-                         name=entry["symbol"])
-    fn = ir.Function(module, ir.FunctionType(ir.IntType(32), [ptr]), name=TRAMPOLINE)
-    b = ir.IRBuilder(fn.append_basic_block())
-    ret = b.alloca(ir.ArrayType(i8, entry["ret_size"]))
-    ret.align = 16
-    exc = b.alloca(ptr)
-    args, at = [], 0
-    offset = {f: getattr(native.NDArray, f).offset for f in ("data", "dimensions", "strides")}
-
-    def field(obj, name, typ):
-        return b.load(b.gep(obj, [ir.Constant(i64, offset[name])], source_etype=i8), typ=typ)
-
-    for k, spec in enumerate(entry["layout"]):
-        slot = b.gep(fn.args[0], [ir.Constant(i64, k)], source_etype=i64)
-        if spec[0] == "scalar":
-            args.append(b.load(slot, typ=scalar[spec[1]]))
-            at += 1
-            continue
-        _, dtype, ndim, _, fields = spec
-        obj = b.load(slot, typ=ptr)
-        dims, strides = field(obj, "dimensions", ptr), field(obj, "strides", ptr)
-        shape = [b.load(b.gep(dims, [ir.Constant(i64, d)], source_etype=i64), typ=i64) for d in range(ndim)]
-        for f in fields:
-            if f in ("meminfo", "parent"):
-                args.append(ir.Constant(scalar[entry["args"][at]], None))
-            elif f == "nitems":
-                n = shape[0]
-                for d in shape[1:]:
-                    n = b.mul(n, d)
-                args.append(n)
-            elif f == "itemsize":
-                args.append(ir.Constant(i64, native.np.dtype(dtype).itemsize))
-            elif f == "data":
-                args.append(field(obj, "data", ptr))
-            elif f == "shape":
-                args.extend(shape)
-            else:
-                args.extend(b.load(b.gep(strides, [ir.Constant(i64, d)], source_etype=i64), typ=i64)
-                            for d in range(ndim))
-            at += ndim if f in ("shape", "strides") else 1
-    b.ret(b.call(kernel, [ret, exc] + args))
-    parsed = llvm.parse_assembly(str(module))
-    parsed.verify()
-    machine = llvm.Target.from_triple(llvm.get_process_triple()).create_target_machine(codemodel="jitdefault")
-    return machine.emit_object(parsed), native.slot_codes(entry["layout"])

@@ -17,7 +17,9 @@ object loads (MCJIT aborts the process on an unresolved one).
 """
 import ctypes
 import functools
+import gzip
 import hashlib
+import json
 import os
 import pickle
 import struct
@@ -39,6 +41,9 @@ SCALARS = ("ptr", "i64", "i32", "i16", "i8", "float", "double")
 # parent object, the item count, item size, data pointer, shape and strides
 FIELDS = ("meminfo", "parent", "nitems", "itemsize", "data", "shape", "strides")
 
+# The kernels' LLVM IR shipped with the package (``scripts/build_cpu_ir.py``)
+SHIPPED_IR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ir")
+
 _LOCK = threading.Lock()  # one load or compile at a time (the kernels' own locks: one each)
 
 
@@ -54,12 +59,104 @@ def function(kernel):
                 return _bind(kernel.name, entry, *_load(entry))
             except Exception:  # (any failure to load: compile it anew)
                 pass
-        from imgfilters.cpu import build  # (numba loads here)
-        entry, dispatcher = build.compile_kernel(kernel)
+        entry, dispatcher = from_shipped_ir(kernel), None
+        if entry is None:
+            from imgfilters.cpu import build  # (numba loads here)
+            entry, dispatcher = build.compile_kernel(kernel)
         address, keep = _load(entry)
         if entry["undefined"] is not None:  # (an object whose symbols could be listed)
             _write(path, dict(entry, key=key))
         return _bind(kernel.name, entry, address, (keep, dispatcher))
+
+
+def kernels():
+    """Every kernel of the engine (``core.Kernel``s at the top of its family modules)."""
+    import importlib
+    import pkgutil
+
+    from imgfilters.cpu import core
+    found = []
+    for info in pkgutil.iter_modules([os.path.dirname(os.path.abspath(__file__))]):
+        if info.name in ("build", "native", "core"):
+            continue
+        module = importlib.import_module(f"imgfilters.cpu.{info.name}")
+        found += [v for v in vars(module).values() if isinstance(v, core.Kernel) and v not in found]
+    return found
+
+
+def shipped_ir_path(kernel):
+    """Where the package ships ``kernel``'s LLVM IR (``scripts/build_cpu_ir.py``)."""
+    return os.path.join(SHIPPED_IR, f"{kernel.name}.json.gz")
+
+
+def shipped_ir_applies(record, kernel):
+    """Whether the shipped IR ``record`` (``scripts/build_cpu_ir.py``) is ``kernel``'s on
+    this machine: made from these sources for its signature, for this target triple and
+    LLVM version (which parses it), with the same ``NUMBA_`` settings."""
+    import llvmlite.binding as llvm
+    return (record.get("format") == FORMAT and record.get("sources") == cpu.sources_digest()
+            and record.get("signature") == kernel.signature and record.get("triple") == llvm.get_process_triple()
+            and record.get("llvm") == list(llvm.llvm_version_info) and record.get("settings") == _settings())
+
+
+def from_shipped_ir(kernel):
+    """``kernel``'s cache entry made from the LLVM IR shipped with the package, as numba
+    would make it (numba's module passes and code generation for this CPU, through
+    llvmlite alone: about a second of CPU against three for numba's whole compile of the
+    bilateral kernel), or None where no shipped IR applies or it fails to compile."""
+    try:
+        with gzip.open(shipped_ir_path(kernel), "rt", encoding="utf-8") as f:
+            record = json.load(f)
+        if not shipped_ir_applies(record, kernel):
+            return None
+        return completed(dict(record["abi"], object=machine_code(record["ir"])))
+    except Exception:  # (missing, unreadable, or no longer parsed by this LLVM: numba compiles it)
+        return None
+
+
+def machine_code(ir):
+    """The object code of the LLVM module ``ir`` (a kernel linked with its helpers, before
+    the module passes) as numba's JIT makes it: its two module pass pipelines (a cheap one
+    at -O0 with loop rotation, instruction combining and jump threading, then -O3 with loop
+    vectorisation and no SLP, each with numba's reference-count pruning, which finds
+    nothing: the kernels have no runtime) and its target machine (this CPU, its features,
+    -O3, static relocation, the JIT's code model). Relies on numba's defaults: ``NUMBA_``
+    settings change them, and the shipped IR then does not apply (``shipped_ir_applies``).
+    ``tests/test_cpu_engine.py`` checks that this object equals numba's."""
+    import llvmlite.binding as llvm
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    machine = llvm.Target.from_triple(llvm.get_process_triple()).create_target_machine(
+        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=3, reloc="static",
+        codemodel="jitdefault", jit=True)
+    module = llvm.parse_assembly(ir)
+    for speed, loops, cheap in ((0, False, True), (3, True, False)):
+        options = llvm.create_pipeline_tuning_options()
+        options.speed_level, options.loop_vectorization, options.slp_vectorization = speed, loops, False
+        builder = llvm.create_pass_builder(machine, options)
+        passes = builder.getModulePassManager()
+        if cheap:
+            passes.add_loop_rotate_pass()
+            passes.add_instruction_combine_pass()
+            passes.add_jump_threading_pass()
+        passes.add_refprune_pass(llvm.RefPruneSubpasses.ALL)
+        passes.run(module, builder)
+    module.verify()
+    # numba's lowering leaves pointers to the compiling process's objects in globals of the
+    # IR, which the passes delete as dead in every kernel; one that survived would point
+    # into another process
+    stale = [g.name for g in module.global_variables if g.name.startswith("numba.dynamic.globals")]
+    if stale:
+        raise ValueError(f"the optimised module still reads {stale}")
+    return machine.emit_object(module)
+
+
+def completed(entry):
+    """``entry`` (its kernel's object code and calling convention: ``build.abi``) with what
+    loading and calling it takes: the object's undefined symbols and the trampoline."""
+    entry["undefined"] = undefined_symbols(entry["object"])
+    entry["trampoline"], entry["slots"] = trampoline(entry)
+    return entry
 
 
 @functools.lru_cache(maxsize=1)
@@ -69,10 +166,14 @@ def _host():
 
     import llvmlite
     import llvmlite.binding as llvm
-    settings = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("NUMBA_") and k != "NUMBA_CACHE_DIR"))
     numpy = tuple(getattr(NDArray, f).offset for f in ("data", "nd", "dimensions", "strides"))
     return (sys.platform, llvm.get_process_triple(), llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten(),
-            metadata.version("numba"), llvmlite.__version__, settings, numpy)
+            metadata.version("numba"), llvmlite.__version__, _settings(), numpy)
+
+
+def _settings():
+    """The environment's ``NUMBA_`` settings that can change a compile, as a sorted list."""
+    return sorted([k, v] for k, v in os.environ.items() if k.startswith("NUMBA_") and k != "NUMBA_CACHE_DIR")
 
 
 def _key(name, signature):
@@ -232,3 +333,64 @@ def undefined_symbols(obj):
             if st_shndx == 0 and st_name:  # SHN_UNDEF
                 names.append(strings[st_name:strings.index(b"\0", st_name)].decode())
     return sorted(names)
+
+
+def trampoline(entry):
+    """(object code, slot codes): ``i32 imgfilters_cpu_call(i64 *slots)``, which calls the
+    entry's kernel with the arguments read from ``slots``, one 8-byte slot per argument
+    (``slot_codes``: an array's object, an integer, a float), each array flattened
+    there into the members that ``layout`` lists, read from numpy's array object
+    (``NDArray``), and returns the kernel's status. One ctypes call of one
+    argument: flattening ~200 members into ctypes arguments cost 60 us a call."""
+    import llvmlite.binding as llvm
+    from llvmlite import ir
+    scalar = {"ptr": ir.PointerType(), "i64": ir.IntType(64), "i32": ir.IntType(32), "i16": ir.IntType(16),
+              "i8": ir.IntType(8), "float": ir.FloatType(), "double": ir.DoubleType()}
+    i8, i64, ptr = ir.IntType(8), ir.IntType(64), ir.PointerType()
+    module = ir.Module(name=TRAMPOLINE)
+    kernel = ir.Function(module, ir.FunctionType(ir.IntType(32), [ptr, ptr] + [scalar[t] for t in entry["args"]]),
+                         name=entry["symbol"])
+    fn = ir.Function(module, ir.FunctionType(ir.IntType(32), [ptr]), name=TRAMPOLINE)
+    b = ir.IRBuilder(fn.append_basic_block())
+    ret = b.alloca(ir.ArrayType(i8, entry["ret_size"]))
+    ret.align = 16
+    exc = b.alloca(ptr)
+    args, at = [], 0
+    offset = {f: getattr(NDArray, f).offset for f in ("data", "dimensions", "strides")}
+
+    def field(obj, name, typ):
+        return b.load(b.gep(obj, [ir.Constant(i64, offset[name])], source_etype=i8), typ=typ)
+
+    for k, spec in enumerate(entry["layout"]):
+        slot = b.gep(fn.args[0], [ir.Constant(i64, k)], source_etype=i64)
+        if spec[0] == "scalar":
+            args.append(b.load(slot, typ=scalar[spec[1]]))
+            at += 1
+            continue
+        _, dtype, ndim, _, fields = spec
+        obj = b.load(slot, typ=ptr)
+        dims, strides = field(obj, "dimensions", ptr), field(obj, "strides", ptr)
+        shape = [b.load(b.gep(dims, [ir.Constant(i64, d)], source_etype=i64), typ=i64) for d in range(ndim)]
+        for f in fields:
+            if f in ("meminfo", "parent"):
+                args.append(ir.Constant(scalar[entry["args"][at]], None))
+            elif f == "nitems":
+                n = shape[0]
+                for d in shape[1:]:
+                    n = b.mul(n, d)
+                args.append(n)
+            elif f == "itemsize":
+                args.append(ir.Constant(i64, np.dtype(dtype).itemsize))
+            elif f == "data":
+                args.append(field(obj, "data", ptr))
+            elif f == "shape":
+                args.extend(shape)
+            else:
+                args.extend(b.load(b.gep(strides, [ir.Constant(i64, d)], source_etype=i64), typ=i64)
+                            for d in range(ndim))
+            at += ndim if f in ("shape", "strides") else 1
+    b.ret(b.call(kernel, [ret, exc] + args))
+    parsed = llvm.parse_assembly(str(module))
+    parsed.verify()
+    machine = llvm.Target.from_triple(llvm.get_process_triple()).create_target_machine(codemodel="jitdefault")
+    return machine.emit_object(parsed), slot_codes(entry["layout"])
