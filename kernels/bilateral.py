@@ -1213,11 +1213,13 @@ def _strip_rows(H, R, lanes, resident):
     return min((cdiv(lanes * cdiv(H, k), resident) * (k + 2 * R + 1), k) for k in candidates)
 
 
-# Joint upsampling tiles: K output rows x BW columns of CV channels, each row keeping
+# The joint upsampling's tile: K output rows x BW columns of CV channels, each row keeping
 # CV + 2 sums and CG guide values live: K shrinks as channels grow (ROW_VECTORS). The best
-# two of a sweep on the H200 (x4 to 4K, radius 2, PERFORMANCE.md): 6 x 256 (two columns a
-# thread) 0.388 ms, 8 x 128 0.415; 12 rows and more or 4 rows take 0.43-0.56.
-UPSAMPLE_TILES = [dict(K=6, BW=256, num_warps=4), dict(K=8, BW=128, num_warps=4)]
+# of a sweep on the H200 (x4 to 4K, radius 2, PERFORMANCE.md): 6 x 256 (two columns a
+# thread) 0.388 ms; 8 x 128 0.415, 12 rows and more or 4 rows 0.43-0.56. (Tuned against
+# 8 x 128 until the two compiles took a cold first call over its 5 s: 5.2 s of CPU on the
+# H200's host.)
+UPSAMPLE_TILE = dict(K=6, BW=256, num_warps=4)
 UPSAMPLE_CHANNELS = 4  # value channels a program: more are split over programs
 
 
@@ -1231,14 +1233,13 @@ def _rows_within(tiles, vectors_per_row):
     return [tile_config(**t) for t in kept.values()]
 
 
-def upsample_tiles(meta):
-    """The joint upsampling's candidate tiles for a launch's ``meta``."""
-    return _rows_within(UPSAMPLE_TILES, meta["CV"] + 2 + meta["CG"])
+def upsample_tile(meta):
+    """The joint upsampling's tile for a launch's ``meta``."""
+    return _rows_within([UPSAMPLE_TILE], meta["CV"] + 2 + meta["CG"])[0]
 
 
 forward_tuning = Tuning(forward_tiles, key=["C", "CG", "R", "DISK", "L1", "JOINT", "BORDER", "NEAR", "PRO", "EPI",
                                             "EXPANDED", "SIZE_CLASS"])
-upsample_tuning = Tuning(upsample_tiles, key=["CV", "CG", "R", "DISK", "L1", "BORDER", "NEAR", "WIDE", "SIZE_CLASS"])
 
 
 def _guide_batch_stride(guide, batch):
@@ -1358,8 +1359,8 @@ def launch_upsample(low, guide, y, color, space, radius, disk, l1, border=0, bor
     groups = cdiv(C, meta["CV"])
     if tile is None and interpreting():  # few programs: the interpreter's cost is per operation
         tile = tile_config(K=min(H, 16), BW=pow2_at_least(W, 16, 128))
-    launch_kernel(upsample_kernel, lambda m: (programs(B * groups, H, W, m["K"], m["BW"]),), args, meta, low, tile,
-                  upsample_tuning)
+    launch_kernel(upsample_kernel, lambda m: (programs(B * groups, H, W, m["K"], m["BW"]),), args, meta, low,
+                  tile or upsample_tile(meta))
 
 
 def launch_upsample_backward(low, guide, grad, d_low, d_guide_low, d_guide, color, space, radius, disk, l1,

@@ -685,7 +685,7 @@ def test_upsample_positions_stay_exact_on_wide_images(gen, device):
 
 def _upsample_tiles():
     from imgfilters.kernels import bilateral as kb
-    return kb.UPSAMPLE_TILES
+    return [kb.UPSAMPLE_TILE]
 
 
 @gpu
