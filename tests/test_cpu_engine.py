@@ -144,6 +144,9 @@ def test_the_shipped_ir_is_current_and_compiles_to_numbas_machine_code():
         record = shipped_ir(kernel)
         assert record["sources"] == cpu.sources_digest() and record["signature"] == kernel.signature, \
             f"{kernel.name}: the shipped IR is stale: run python scripts/build_cpu_ir.py"
+        # the host's CPU enters only in the module passes and codegen that run where it is
+        # used: no vectors, target intrinsics or CPU attributes in the shipped IR
+        assert not re.search(r"<\d+ x |@llvm\.x86\.|\"target-(cpu|features)\"", record["ir"]), kernel.name
         made_for_here = (record["triple"], record["llvm"]) == (llvm.get_process_triple(), list(llvm.llvm_version_info))
         assert native.shipped_ir_applies(record, kernel) == (made_for_here and not native._settings()), kernel.name
         entry, dispatcher = build.compile_kernel(kernel)
