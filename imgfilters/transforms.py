@@ -10,9 +10,10 @@ bounding boxes, masks and other tv_tensors through unchanged.
 enough; ``Resize`` and ``Upsample`` hand boxes and masks to torchvision, so they move
 with the image. The other transforms take the
 arguments of their functional op; a float parameter may also be a ``(low, high)`` range,
-sampled uniformly with torch's RNG on every call, and with ``per_sample=True`` the
-bilateral transform draws one value per image of a batch and filters the batch in one
-launch (so does ``NonLocalMeans`` for ``h`` and ``sigma``).
+sampled uniformly on every call, from torch's global RNG or, with ``seed=`` (an integer
+or a ``torch.Generator``), reproducibly from the transform's own; with ``per_sample=True``
+the bilateral, guided-filter and non-local-means transforms draw one value per image of a
+batch and filter the batch in one launch.
 
 The transforms that ``imgfilters.fuse`` fuses (``fusion.FILTERS``) also say which op call
 their ``transform`` makes for an image tensor (``_op_call``), so that a fused pipeline
@@ -113,12 +114,34 @@ def _range(value, name, low=None):
     return (lo, hi)
 
 
-def _sample(bounds, count=None):
-    """A float from the range, or ``count`` of them as a tensor (torch's RNG)."""
+def _generator(seed):
+    """Where a transform's ``seed`` says to draw from: None (torch's global CPU generator,
+    which ``torch.manual_seed`` and DataLoader workers seed), an integer (the transform's
+    own CPU generator, seeded with it: the same draws in every run, and in every copy of
+    the transform, a DataLoader worker's included), or a ``torch.Generator`` (the caller's)."""
+    if seed is None or isinstance(seed, torch.Generator):
+        return seed
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise TypeError(f"seed must be None, an integer or a torch.Generator, got {type(seed).__name__}")
+    if not -2 ** 63 <= int(seed) < 2 ** 64:
+        raise ValueError(f"seed must be an integer from -2**63 to 2**64 - 1, got {seed}")
+    return torch.Generator().manual_seed(int(seed))
+
+
+def _sample(bounds, count=None, generator=None):
+    """A float from the range, or ``count`` of them as a CPU tensor, from ``generator``
+    (None: torch's global one)."""
     lo, hi = bounds
+    device = "cpu" if generator is None else generator.device
     if count is None:
-        return lo if lo == hi else torch.empty(1).uniform_(lo, hi).item()
-    return torch.empty(count, dtype=torch.float64).uniform_(lo, hi)
+        return lo if lo == hi else torch.empty(1, device=device).uniform_(lo, hi, generator=generator).item()
+    return torch.empty(count, dtype=torch.float64, device=device).uniform_(lo, hi, generator=generator).cpu()
+
+
+def _sample_int(n, generator=None):
+    """An integer from 0 to n - 1, from ``generator`` (None: torch's global one)."""
+    device = "cpu" if generator is None else generator.device
+    return int(torch.randint(n, (), generator=generator, device=device).item())
 
 
 def _batch_size(flat_inputs):
@@ -131,7 +154,18 @@ def _batch_size(flat_inputs):
 
 class GaussianBlur(v2.GaussianBlur):
     """``v2.GaussianBlur`` computed by ``imgfilters.gaussian_blur``: the same arguments,
-    sigma sampling, repr and results (float32 within 1e-5, uint8 within 1)."""
+    sigma sampling, repr and results (float32 within 1e-5, uint8 within 1); ``seed``
+    draws sigma from a generator of its own (an integer) or the caller's."""
+
+    def __init__(self, kernel_size, sigma=(0.1, 2.0), *, seed=None):
+        super().__init__(kernel_size, sigma)
+        self.generator = _generator(seed)
+
+    def make_params(self, flat_inputs):
+        if self.generator is None:  # (torchvision's draw, as v2.GaussianBlur)
+            return super().make_params(flat_inputs)
+        sigma = _sample(tuple(self.sigma), generator=self.generator)
+        return dict(sigma=[sigma, sigma])
 
     def transform(self, inpt, params):
         return _filter_images(inpt, lambda t: _separable.gaussian_blur(t, self.kernel_size, params["sigma"]))
@@ -200,10 +234,11 @@ class Filter2D(v2.Transform):
 class MedianBlur(v2.Transform):
     """``imgfilters.median_blur`` as a transform. ``kernel_size`` may be a ``(low, high)``
     range of odd sizes: one of the odd sizes from low to high, drawn uniformly on every
-    call."""
+    call (``seed`` as ``GaussianBlur``)."""
 
-    def __init__(self, kernel_size, *, border="reflect", border_value=0.0):
+    def __init__(self, kernel_size, *, border="reflect", border_value=0.0, seed=None):
         super().__init__()
+        self.generator = _generator(seed)
         if isinstance(kernel_size, (tuple, list)):
             if len(kernel_size) != 2:
                 raise ValueError(f"kernel_size must be an odd integer or a (low, high) range, got {kernel_size!r}")
@@ -221,7 +256,7 @@ class MedianBlur(v2.Transform):
         lo, hi = self.kernel_size
         if lo == hi:
             return dict(kernel_size=lo)
-        return dict(kernel_size=lo + 2 * int(torch.randint((hi - lo) // 2 + 1, ()).item()))
+        return dict(kernel_size=lo + 2 * _sample_int((hi - lo) // 2 + 1, self.generator))
 
     def transform(self, inpt, params):
         return _filter_images(inpt, lambda t: _median.median_blur(t, params["kernel_size"], border=self.border,
@@ -236,10 +271,13 @@ class Morphology(v2.Transform):
     "closing", "gradient", "tophat", "blackhat") by a ``kernel_size`` square of ``shape``
     ("rect", "cross", "ellipse"), or by a boolean ``mask`` (then no ``kernel_size`` or
     ``shape``). ``kernel_size`` may be a ``(low, high)`` range of odd sizes and
-    ``iterations`` a ``(low, high)`` range of counts, drawn uniformly on every call."""
+    ``iterations`` a ``(low, high)`` range of counts, drawn uniformly on every call
+    (``seed`` as ``GaussianBlur``)."""
 
-    def __init__(self, op, kernel_size=3, *, shape="rect", mask=None, iterations=1, border=None, border_value=0.0):
+    def __init__(self, op, kernel_size=3, *, shape="rect", mask=None, iterations=1, border=None, border_value=0.0,
+                 seed=None):
         super().__init__()
+        self.generator = _generator(seed)
         self.op = _morphology.check_op(op)
         if mask is not None:
             if kernel_size != 3 or shape != "rect":
@@ -280,9 +318,9 @@ class Morphology(v2.Transform):
         params = {}
         if self.kernel_size is not None:
             lo, hi = self.kernel_size
-            params["kernel_size"] = lo if lo == hi else lo + 2 * int(torch.randint((hi - lo) // 2 + 1, ()).item())
+            params["kernel_size"] = lo if lo == hi else lo + 2 * _sample_int((hi - lo) // 2 + 1, self.generator)
         lo, hi = self.iterations
-        params["iterations"] = lo if lo == hi else lo + int(torch.randint(hi - lo + 1, ()).item())
+        params["iterations"] = lo if lo == hi else lo + _sample_int(hi - lo + 1, self.generator)
         return params
 
     def _kernel(self, params):
@@ -361,16 +399,18 @@ class GradientMagnitude(_Derivative):
 
 class UnsharpMask(v2.Transform):
     """``imgfilters.unsharp_mask`` as a transform; ``sigma`` and ``amount`` may be
-    ``(low, high)`` ranges."""
+    ``(low, high)`` ranges (``seed`` as ``GaussianBlur``)."""
 
-    def __init__(self, sigma=1.0, amount=1.0, threshold=0.0, *, border="reflect", border_value=0.0):
+    def __init__(self, sigma=1.0, amount=1.0, threshold=0.0, *, border="reflect", border_value=0.0, seed=None):
         super().__init__()
+        self.generator = _generator(seed)
         self.sigma = _range(sigma, "sigma", low=0.0)
         self.amount = _range(amount, "amount")
         self.threshold, self.border, self.border_value = threshold, border, border_value
 
     def make_params(self, flat_inputs):
-        return dict(sigma=_sample(self.sigma), amount=_sample(self.amount))
+        return dict(sigma=_sample(self.sigma, generator=self.generator),
+                    amount=_sample(self.amount, generator=self.generator))
 
     def transform(self, inpt, params):
         return _filter_images(inpt, lambda t: _separable.unsharp_mask(
@@ -384,11 +424,12 @@ class UnsharpMask(v2.Transform):
 class Bilateral(v2.Transform):
     """``imgfilters.bilateral`` as a transform. ``sigma_color`` and ``sigma_space`` may be
     ``(low, high)`` ranges; with ``per_sample=True`` each image of a batch gets its own
-    draw (one launch: the op takes per-image sigmas)."""
+    draw (one launch: the op takes per-image sigmas); ``seed`` as ``GaussianBlur``."""
 
     def __init__(self, sigma_color=0.1, sigma_space=1.5, *, radius=None, window="square", color_distance="l2",
-                 border="reflect", border_value=0.0, per_sample=False):
+                 border="reflect", border_value=0.0, per_sample=False, seed=None):
         super().__init__()
+        self.generator = _generator(seed)
         self.sigma_color = _range(sigma_color, "sigma_color", low=0.0)
         self.sigma_space = _range(sigma_space, "sigma_space", low=0.0)
         _bilateral.check_options(radius, window, color_distance, border, border_value)  # now, not at the first call
@@ -397,7 +438,8 @@ class Bilateral(v2.Transform):
 
     def make_params(self, flat_inputs):
         count = _batch_size(flat_inputs) if self.per_sample else None
-        return dict(sigma_color=_sample(self.sigma_color, count), sigma_space=_sample(self.sigma_space, count))
+        return dict(sigma_color=_sample(self.sigma_color, count, self.generator),
+                    sigma_space=_sample(self.sigma_space, count, self.generator))
 
     def transform(self, inpt, params):
         if (self.per_sample and isinstance(inpt, torch.Tensor) and inpt.ndim >= 3
@@ -440,16 +482,18 @@ class JointBilateral(Bilateral):
 class GuidedFilter(v2.Transform):
     """``imgfilters.guided_filter`` as a transform, the image guiding itself (1 or 3
     channels). ``eps`` may be a ``(low, high)`` range; with ``per_sample=True`` each image of
-    a batch gets its own draw (the function takes one eps per image)."""
+    a batch gets its own draw (the function takes one eps per image); ``seed`` as
+    ``GaussianBlur``."""
 
-    def __init__(self, radius=4, eps=1e-2, *, subsample=1, border="reflect", per_sample=False):
+    def __init__(self, radius=4, eps=1e-2, *, subsample=1, border="reflect", per_sample=False, seed=None):
         super().__init__()
+        self.generator = _generator(seed)
         self.eps = _range(eps, "eps", low=0.0)
         _guided.check_options(radius, subsample, border)  # now, not at the first image
         self.radius, self.subsample, self.border, self.per_sample = radius, subsample, border, per_sample
 
     def make_params(self, flat_inputs):
-        return dict(eps=_sample(self.eps, _batch_size(flat_inputs) if self.per_sample else None))
+        return dict(eps=_sample(self.eps, _batch_size(flat_inputs) if self.per_sample else None, self.generator))
 
     def transform(self, inpt, params):
         return _filter_images(inpt, lambda t: _guided.guided_filter(t, None, self.radius, params["eps"],
@@ -459,11 +503,13 @@ class GuidedFilter(v2.Transform):
 class NonLocalMeans(v2.Transform):
     """``imgfilters.nl_means`` as a transform. ``h`` and ``sigma`` are ``None`` (automatic:
     sigma estimated per image, h from IPOL's table), numbers, or ``(low, high)`` ranges;
-    with ``per_sample=True`` each image of a batch gets its own draw, in one launch."""
+    with ``per_sample=True`` each image of a batch gets its own draw, in one launch;
+    ``seed`` as ``GaussianBlur``."""
 
     def __init__(self, h=None, *, sigma=None, patch_size=None, search_radius=None, border="reflect",
-                 border_value=0.0, per_sample=False):
+                 border_value=0.0, per_sample=False, seed=None):
         super().__init__()
+        self.generator = _generator(seed)
         self.h = None if h is None else _range(h, "h", low=0.0)
         self.sigma = None if sigma is None else _range(sigma, "sigma")
         if self.sigma is not None and self.sigma[0] < 0:
@@ -473,7 +519,7 @@ class NonLocalMeans(v2.Transform):
 
     def make_params(self, flat_inputs):
         count = _batch_size(flat_inputs) if self.per_sample else None
-        draw = lambda bounds: None if bounds is None else _sample(bounds, count)
+        draw = lambda bounds: None if bounds is None else _sample(bounds, count, self.generator)
         return dict(h=draw(self.h), sigma=draw(self.sigma))
 
     def transform(self, inpt, params):

@@ -95,6 +95,55 @@ def test_ranges_are_sampled_and_per_sample_draws_one_value_per_image(gen, device
     assert (y - expected).abs().max() <= 1e-5
 
 
+SEEDED = [  # (a transform with random parameters, made with a seed)
+    lambda seed: T.GaussianBlur(5, (0.1, 2.0), seed=seed),
+    lambda seed: T.UnsharpMask((0.5, 2.0), (0.5, 1.5), seed=seed),
+    lambda seed: T.MedianBlur((3, 7), seed=seed),
+    lambda seed: T.Morphology("dilate", (3, 7), iterations=(1, 3), seed=seed),
+    lambda seed: T.Bilateral((0.05, 0.5), (0.5, 2.0), radius=2, per_sample=True, seed=seed),
+    lambda seed: T.GuidedFilter(2, (1e-3, 1e-1), per_sample=True, seed=seed),
+    lambda seed: T.NonLocalMeans((0.05, 0.3), sigma=(0.0, 0.05), patch_size=3, search_radius=1, per_sample=True,
+                                 seed=seed),
+]
+
+
+def _draws(t, x, n=4):
+    """``n`` successive draws of ``t``'s parameters, as lists."""
+    return [{k: v.tolist() if isinstance(v, torch.Tensor) else v for k, v in t.make_params([x]).items()}
+            for _ in range(n)]
+
+
+@pytest.mark.parametrize("make", range(len(SEEDED)))
+def test_a_seed_makes_the_draws_reproducible(make, gen, device):
+    # an integer: the transform's own generator, whatever torch's global one does (copies
+    # included); a torch.Generator: the caller's, advanced by the draws
+    make = SEEDED[make]
+    x = random_image((3, 1, 10, 11), torch.float32, gen, device)
+    torch.manual_seed(1)
+    first = _draws(make(7), x)
+    torch.manual_seed(2)
+    again, other = _draws(make(7), x), _draws(make(8), x)
+    assert first == again and first != other
+    assert len({str(d) for d in first}) > 1  # (successive calls draw anew)
+    caller = torch.Generator().manual_seed(7)
+    from_caller = make(caller)
+    assert _draws(from_caller, x) == first and _draws(from_caller, x) == _draws(make(7), x, 8)[4:]
+    seeded = make(11)
+    torch.manual_seed(0)
+    expected = make(11)(x)
+    torch.manual_seed(5)
+    assert torch.equal(seeded(x), expected)
+
+
+def test_seed_must_be_an_integer_or_a_generator():
+    for bad, error in (("a", TypeError), (1.5, TypeError), (True, TypeError), (2 ** 64, ValueError),
+                       (-2 ** 63 - 1, ValueError)):
+        for make in SEEDED:
+            with pytest.raises(error, match="seed"):
+                make(bad)
+    assert T.MedianBlur(3, seed=np.int64(4)).generator.initial_seed() == 4
+
+
 def test_non_local_means_per_sample_and_automatic(gen, device):
     x = random_image((3, 1, 14, 15), torch.float32, gen, device)
     t = T.NonLocalMeans(h=(0.05, 0.3), sigma=(0.0, 0.05), patch_size=3, search_radius=2, per_sample=True)
