@@ -14,7 +14,8 @@ and decoder), and everything stays on the images' device.
 Images are ``(B, C, H, W)`` (or ``(C, H, W)``) tensors in unit scale: float32, float16,
 bfloat16, or uint8/uint16 (the steps run in float32; the result comes back in the input's
 dtype). Every transform is a ``torchvision.transforms.v2``
-transform; with ``seed=`` its draws are reproducible (its own generators), else it uses
+transform; with ``seed=`` (an integer, or a ``torch.Generator`` that one is drawn from
+when the transform is made) its draws are reproducible (its own generators), else it uses
 torch's global generators. Defaults are Real-ESRGAN's published training options
 (``options/train_realesrgan_x4plus.yml``). A transform refuses at the call an image that
 one of its draws could not take: the JPEG steps (``RandomJPEG``, ``RealESRGANDegradation``)
@@ -414,7 +415,8 @@ def _on_gpu_or_cpu(codec, images, **kwargs):
 # ---- transforms ----------------------------------------------------------------------------
 
 class _Degradation(v2.Transform):
-    """Shared: reproducible draws (``seed``: None or an integer), the batch as float (B, C,
+    """Shared: reproducible draws (``seed``: None, an integer, or a ``torch.Generator``
+    that an integer seed is drawn from once, here), the batch as float (B, C,
     H, W), the image checked before any work (``check``).
 
     Per-image draws come from torch generators on the images' device; batch-level choices
@@ -427,6 +429,8 @@ class _Degradation(v2.Transform):
 
     def __init__(self, seed=None):
         super().__init__()
+        if isinstance(seed, torch.Generator):  # (its state picks the seed: the same state, the same draws)
+            seed = int(torch.randint(2 ** 62, (), generator=seed, device=seed.device).item())
         # (torch's generators take seeds from -2**63 to 2**64 - 1; RealESRGANDegradation adds up to 9)
         self.seed = None if seed is None else _integer(seed, "seed", -2 ** 63, 2 ** 63 - 1)
         self._generators = {}
