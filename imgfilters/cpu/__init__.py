@@ -51,7 +51,7 @@ Conventions (every family follows them):
   that the package ships (``ir/``, written by ``scripts/build_cpu_ir.py``: the kernel
   linked with its helpers as numba lowers them), by numba's module passes and code
   generation through llvmlite alone (``native.machine_code``, the same machine code as
-  numba's, without numba: a cold first call 0.4-1.1 s of CPU against 2.3-3.6); where that
+  numba's, without numba: a cold first call 0.25-0.9 s of CPU against 2.3-3.6); where that
   IR does not apply (changed sources, another LLVM or target), numba compiles it
   (``build.py``, the one module that imports numba). Either way the object goes to the
   cache, written atomically; a damaged or stale file never runs. So ``core.py`` and the

@@ -106,12 +106,20 @@ def _typeof_lazy(val, c):
     return cpu_target.typing_context.resolve_value_type(val.compiled)
 
 
-def compile_kernel(kernel):
+def compile_kernel(kernel, keep_ir=False):
     """(the cache entry of ``kernel``, numba's dispatcher): numba compiles it for
-    ``kernel.signature``, ``native.completed`` adds the code that calls it."""
+    ``kernel.signature``, ``native.completed`` adds the code that calls it; an object that
+    still reads an address of this process (``native.process_globals``) is not cached.
+    With ``keep_ir`` its library keeps the linked IR (``linked_ir``)."""
     dispatcher = numba.njit(kernel.signature, pipeline_class=_KernelCompiler, **OPTIONS)(kernel.py_func)
-    entry = abi(dispatcher)
-    return native.completed(entry), dispatcher
+    entry = native.completed(abi(dispatcher))
+    (args,) = dispatcher.signatures
+    library = dispatcher.overloads[args].library
+    if native.process_globals(library._final_module):
+        entry["undefined"] = None  # (not cached: ``native.function``)
+    if not keep_ir:
+        del library.linked_ir
+    return entry, dispatcher
 
 
 def linked_ir(dispatcher):

@@ -51,8 +51,9 @@ def intrinsic(fn):
 
 class Kernel:
     """A kernel ``fn(lo, hi, *args)`` compiled for one signature (``cpu.run`` calls it): on
-    its first call its machine code is loaded from the disk cache, or compiled by numba
-    and cached (``native.function``), once whatever the threads that call it."""
+    its first call its machine code is loaded from the disk cache, or made (from the
+    shipped IR, or by numba) and cached (``native.function``), once whatever the threads
+    that call it."""
 
     def __init__(self, py_func, arg_types):
         self.py_func = py_func

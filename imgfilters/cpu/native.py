@@ -1,17 +1,19 @@
 """The CPU engine's kernels as machine code on disk, loaded without numba (conventions:
 ``imgfilters.cpu``, "First calls").
 
-On a cache miss numba compiles a kernel (``build``): its object code (what numba's own
-cache would store), its symbol and how its arguments flatten into numba's native calling
-convention (read from numba's data model at compile time) go into a file under
-``cpu.cache_dir()``, with a trampoline compiled from them (``build.trampoline``). A warm
+On a cache miss a kernel's object code (what numba's own cache would store) is made from
+the LLVM IR the package ships (``from_shipped_ir``: numba's module passes and codegen
+through llvmlite, no numba), or where that IR does not apply numba compiles it
+(``build``); the object, its symbol and how its arguments flatten into numba's native
+calling convention (read from numba's data model when the IR was made) go into a file
+under ``cpu.cache_dir()``, with a trampoline compiled from them (``trampoline``). A warm
 process loads both objects with llvmlite's MCJIT and calls the trampoline through ctypes
 (which releases the GIL for the call, as ``run``'s threads need): no numba import, no
 typing, no target setup. The file's name and contents are keyed on the kernel, its
 signature, the host CPU and its features, the numba and llvmlite versions and the
 ``NUMBA_`` settings and numpy's array struct (the folder already on the engine's
 sources), its payload checked by a digest: a stale or damaged file is never run, and any
-failure to load falls back to compiling. The object's undefined symbols (libm's, such as
+failure to load falls back to making the object anew. The object's undefined symbols (libm's, such as
 ``powf``) are listed at compile time and each must resolve in this process before the
 object loads (MCJIT aborts the process on an unresolved one).
 """
@@ -33,11 +35,11 @@ from imgfilters import cpu
 
 FORMAT = 1  # of the files below
 MAGIC = b"imgfilters-cpu-kernel\n"
-TRAMPOLINE = "imgfilters_cpu_call"  # (``build.trampoline``)
+TRAMPOLINE = "imgfilters_cpu_call"  # (``trampoline``)
 # the LLVM types of the kernels' flattened arguments that the trampoline passes on
 SCALARS = ("ptr", "i64", "i32", "i16", "i8", "float", "double")
 # the members of numba's array data model, in the order of ``build.abi``'s layout: what the
-# trampoline passes (``build.trampoline``): no meminfo (no runtime: ``_nrt=False``) nor
+# trampoline passes (``trampoline``): no meminfo (no runtime: ``_nrt=False``) nor
 # parent object, the item count, item size, data pointer, shape and strides
 FIELDS = ("meminfo", "parent", "nitems", "itemsize", "data", "shape", "strides")
 
@@ -49,7 +51,7 @@ _LOCK = threading.Lock()  # one load or compile at a time (the kernels' own lock
 
 def function(kernel):
     """``kernel`` (a ``core.Kernel``) compiled: a function of its arguments' tuple, loaded
-    from the disk cache or compiled by numba and cached."""
+    from the disk cache, else made from the shipped IR or compiled by numba, and cached."""
     key = _key(kernel.name, kernel.signature)
     path = os.path.join(cpu.cache_dir(), f"{kernel.name}-{hashlib.sha1(repr(key).encode()).hexdigest()[:16]}.kernel")
     with _LOCK:
@@ -59,12 +61,18 @@ def function(kernel):
                 return _bind(kernel.name, entry, *_load(entry))
             except Exception:  # (any failure to load: compile it anew)
                 pass
-        entry, dispatcher = from_shipped_ir(kernel), None
+        entry, dispatcher, loaded = from_shipped_ir(kernel), None, None
+        if entry is not None:
+            try:
+                loaded = _load(entry)
+            except Exception:  # (a symbol this process lacks, say: numba compiles it)
+                entry = None
         if entry is None:
             from imgfilters.cpu import build  # (numba loads here)
             entry, dispatcher = build.compile_kernel(kernel)
-        address, keep = _load(entry)
-        if entry["undefined"] is not None:  # (an object whose symbols could be listed)
+            loaded = _load(entry)
+        address, keep = loaded
+        if entry["undefined"] is not None:  # (an object that may be cached: ``completed``)
             _write(path, dict(entry, key=key))
         return _bind(kernel.name, entry, address, (keep, dispatcher))
 
@@ -127,8 +135,7 @@ def machine_code(ir):
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     machine = llvm.Target.from_triple(llvm.get_process_triple()).create_target_machine(
-        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=3, reloc="static",
-        codemodel="jitdefault", jit=True)
+        cpu=llvm.get_host_cpu_name(), features=cpu_features(), opt=3, reloc="static", codemodel="jitdefault", jit=True)
     module = llvm.parse_assembly(ir)
     for speed, loops, cheap in ((0, False, True), (3, True, False)):
         options = llvm.create_pipeline_tuning_options()
@@ -142,13 +149,47 @@ def machine_code(ir):
         passes.add_refprune_pass(llvm.RefPruneSubpasses.ALL)
         passes.run(module, builder)
     module.verify()
-    # numba's lowering leaves pointers to the compiling process's objects in globals of the
-    # IR, which the passes delete as dead in every kernel; one that survived would point
-    # into another process
-    stale = [g.name for g in module.global_variables if g.name.startswith("numba.dynamic.globals")]
-    if stale:
-        raise ValueError(f"the optimised module still reads {stale}")
+    if process_globals(module):
+        raise ValueError(f"the optimised module still reads {process_globals(module)}")
     return machine.emit_object(module)
+
+
+def process_globals(module):
+    """The globals of the LLVM ``module`` that hold addresses in the process that lowered
+    it: numba's lowering leaves them, and its passes delete them as dead in every kernel
+    so far; one that survived would point into another process, so such an object is
+    neither made from shipped IR nor cached."""
+    return [g.name for g in module.global_variables if g.name.startswith("numba.dynamic.globals")]
+
+
+def cpu_features():
+    """The host CPU's features as numba's JIT targets them (``numba.core.codegen``'s
+    ``get_host_cpu_features``): without AVX where numba turns it off by default, on CPUs
+    whose AVX code LLVM slows down, baseline names that virtual machines report, and
+    kernels without AVX support (``numba.core.config.ENABLE_AVX``; ``NUMBA_ENABLE_AVX``
+    is a ``NUMBA_`` setting: the shipped IR does not apply then)."""
+    import llvmlite.binding as llvm
+    features = llvm.get_host_cpu_features()
+    if llvm.get_host_cpu_name() in ("corei7-avx", "core-avx-i", "sandybridge", "ivybridge", "nocona") \
+            or not _os_supports_avx():
+        for name in features:
+            if name.startswith("avx"):
+                features[name] = False
+    return features.flatten()
+
+
+def _os_supports_avx():
+    """Whether the kernel lets programs use AVX: on x86 Linux, /proc/cpuinfo's flags say
+    (as numba reads them); elsewhere assumed."""
+    import platform
+    if not sys.platform.startswith("linux") or platform.machine() not in ("i386", "i586", "i686", "x86_64"):
+        return True
+    try:
+        with open("/proc/cpuinfo") as f:
+            return any(head.strip() == "flags" and "avx" in body.split()
+                       for head, _, body in (line.partition(":") for line in f))
+    except OSError:
+        return True
 
 
 def completed(entry):
@@ -167,13 +208,23 @@ def _host():
     import llvmlite
     import llvmlite.binding as llvm
     numpy = tuple(getattr(NDArray, f).offset for f in ("data", "nd", "dimensions", "strides"))
-    return (sys.platform, llvm.get_process_triple(), llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten(),
+    return (sys.platform, llvm.get_process_triple(), llvm.get_host_cpu_name(), cpu_features(),
             metadata.version("numba"), llvmlite.__version__, _settings(), numpy)
 
 
+# NUMBA_ settings that change no compile of the engine's kernels (which take no numba threads)
+NEUTRAL_SETTINGS = ("NUMBA_CACHE_DIR", "NUMBA_NUM_THREADS", "NUMBA_THREADING_LAYER", "NUMBA_THREADING_LAYER_PRIORITY")
+
+
 def _settings():
-    """The environment's ``NUMBA_`` settings that can change a compile, as a sorted list."""
-    return sorted([k, v] for k, v in os.environ.items() if k.startswith("NUMBA_") and k != "NUMBA_CACHE_DIR")
+    """The numba settings that can change a compile, as a sorted list: the environment's
+    ``NUMBA_`` variables (but NEUTRAL_SETTINGS) and a ``.numba_config.yaml`` in the working
+    folder, which numba reads too."""
+    found = sorted([k, v] for k, v in os.environ.items() if k.startswith("NUMBA_") and k not in NEUTRAL_SETTINGS)
+    if os.path.isfile(".numba_config.yaml"):
+        with open(".numba_config.yaml", "rb") as f:
+            found.append([".numba_config.yaml", hashlib.sha1(f.read()).hexdigest()])
+    return found
 
 
 def _key(name, signature):
@@ -258,7 +309,7 @@ class NDArray(ctypes.Structure):
     """The head of numpy's array object, after Python's object header: the fields of
     ``PyArrayObject_fields`` (numpy's ``ndarraytypes.h``) that numpy's C API macros
     ``PyArray_DATA``, ``PyArray_NDIM``, ``PyArray_DIMS`` and ``PyArray_STRIDES`` read, and
-    the trampoline reads (``build.trampoline``); ``_check_numpy`` checks them."""
+    the trampoline reads (``trampoline``); ``_check_numpy`` checks them."""
     _fields_ = [("head", ctypes.c_char * object.__basicsize__), ("data", ctypes.c_void_p), ("nd", ctypes.c_int),
                 ("dimensions", ctypes.c_void_p), ("strides", ctypes.c_void_p)]
 
