@@ -1030,7 +1030,7 @@ ROW_VECTORS = 96
 # SLIDE unrolls its column offsets up to this many taps (9 x 9): compile-time taps (-20 %
 # instructions at 9 x 9, -38 % for a disk), but a body 2R + 1 times longer to compile
 # (about 2 s at radius 4 on the H200's host). Two tiles, tuned up to radius
-# UNROLLED_TUNED_RADIUS (4K 5 x 5, PREFETCH: 128 x 256 0.150 ms, 72 x 128 0.159); beyond
+# UNROLLED_TUNED_RADIUS but SIZED_TILE_RADIUS (4K 5 x 5, PREFETCH: 128 x 256 0.150 ms, 72 x 128 0.159); beyond
 # it one (``_single_tile``), so that a new variant's first call stays under 5 s: the first
 # (with the columns read INSIDE, ``reads_inside``), its strips' length chosen at launch
 # (``_filling_waves``), and with a guide the second, since the
@@ -1047,13 +1047,13 @@ PREFETCH_RADIUS = 2
 COLUMN_GROUP = 3
 UNROLLED_TILES = [dict(SLIDE=True, K=128, BW=256, num_warps=8), dict(SLIDE=True, K=72, BW=128, num_warps=4)]
 UNROLLED_TUNED_RADIUS = 3
-# Radius 3 (the default window of sigma_space 1.5) compiles one of the two (both took its
-# cold first call, 720p float32, to 5.8-6.0 s of CPU on the H200's host, over the 5 s
-# bound): the first on planes of this size class (4K) and more, where it won by 0.5-6 %
+# SIZED_TILE_RADIUS (3, the default window of sigma_space 1.5) compiles one of the two
+# (both took its cold first call, 720p float32, to 5.8-6.0 s of CPU on the H200's host,
+# over the 5 s bound): the first on planes of WIDE_TILE_SIZE_CLASS (4K) and more, where it won by 0.5-6 %
 # (H100, ms: float32 0.2518 against 0.2533, uint8 0.2703 / 0.2863, disk l1 uint8 0.2016 /
 # 0.2039, joint with a grey guide 0.2093 / 0.2227, a colour one 0.2855 / 0.2937), the second
 # below (720p float32 0.0835 against 0.1521, 16 x 1080p 0.9356 / 1.0257).
-WIDE_TILE_SIZE_CLASS = 23
+SIZED_TILE_RADIUS, WIDE_TILE_SIZE_CLASS = 3, 23
 
 
 def unrolls_columns(radius):
@@ -1119,9 +1119,12 @@ def forward_tiles(meta):
         if not meta["UNROLL_DX"]:
             return [tile_config(**t) for t in (SLIDE_TILES if meta["DX_GROUP"] == 1 else GROUPED_TILES)]
         # (beyond UNROLLED_TUNED_RADIUS ``launch`` picks one by ``_single_tile`` instead of timing them)
-        tiles = UNROLLED_TILES[1:] if meta["JOINT"] and meta["R"] > UNROLLED_TUNED_RADIUS else UNROLLED_TILES
-        if meta["R"] == 3:
+        if meta["R"] == SIZED_TILE_RADIUS:
             tiles = UNROLLED_TILES[:1] if meta["SIZE_CLASS"] >= WIDE_TILE_SIZE_CLASS else UNROLLED_TILES[1:]
+        elif meta["JOINT"] and meta["R"] > UNROLLED_TUNED_RADIUS:
+            tiles = UNROLLED_TILES[1:]
+        else:
+            tiles = UNROLLED_TILES
         return [tile_config(**t) for t in tiles]
     return _rows_within(ROW_TILES, meta["C"] + 1 + meta["CG"])
 

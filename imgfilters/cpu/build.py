@@ -113,8 +113,7 @@ def compile_kernel(kernel, keep_ir=False):
     With ``keep_ir`` its library keeps the linked IR (``linked_ir``)."""
     dispatcher = numba.njit(kernel.signature, pipeline_class=_KernelCompiler, **OPTIONS)(kernel.py_func)
     entry = native.completed(abi(dispatcher))
-    (args,) = dispatcher.signatures
-    library = dispatcher.overloads[args].library
+    library = _compiled(dispatcher).library
     if native.process_globals(library._final_module):
         entry["undefined"] = None  # (not cached: ``native.function``)
     if not keep_ir:
@@ -125,8 +124,13 @@ def compile_kernel(kernel, keep_ir=False):
 def linked_ir(dispatcher):
     """The LLVM IR of ``dispatcher``'s one compiled signature, linked with its helpers',
     before the module passes (``_KernelLibrary``)."""
+    return _compiled(dispatcher).library.linked_ir
+
+
+def _compiled(dispatcher):
+    """numba's compile result of ``dispatcher``'s one signature."""
     (args,) = dispatcher.signatures
-    return dispatcher.overloads[args].library.linked_ir
+    return dispatcher.overloads[args]
 
 
 def abi(dispatcher):
@@ -143,8 +147,7 @@ def abi(dispatcher):
     ``RETCODE_NONE``; an array argument flattened into the members of its data model
     (``_fields``: the names ``native.FIELDS`` knows) in their order, each member into its
     own data model's argument types."""
-    (args,) = dispatcher.signatures
-    cres = dispatcher.overloads[args]
+    cres = _compiled(dispatcher)
     sig = cres.signature
     context, symbol, library = cres.target_context, cres.fndesc.mangled_name, cres.library
     _, kind, (obj, _) = library.serialize_using_object_code()

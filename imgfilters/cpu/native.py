@@ -149,8 +149,9 @@ def machine_code(ir):
         passes.add_refprune_pass(llvm.RefPruneSubpasses.ALL)
         passes.run(module, builder)
     module.verify()
-    if process_globals(module):
-        raise ValueError(f"the optimised module still reads {process_globals(module)}")
+    stale = process_globals(module)
+    if stale:
+        raise ValueError(f"the optimised module still reads {stale}")
     return machine.emit_object(module)
 
 
