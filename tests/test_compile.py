@@ -7,7 +7,7 @@ import imgfilters
 from imgfilters.ops import pointwise as pw
 from imgfilters.reference import bilateral as bilateral_reference
 
-from helpers import gpu, random_image
+from helpers import GRADIENT, gpu, random_image
 
 OPS = torch.ops.imgfilters
 STEPS = [pw.normalize([0.4, 0.5, 0.6], [0.2, 0.25, 0.3]), pw.clamp(-1.0, 1.0)]
@@ -85,6 +85,10 @@ def test_layout_dtype_and_changing_python_numbers(gen, device):
         assert y.is_contiguous(memory_format=torch.channels_last)
 
 
+# Ops whose backward kernel accumulates with atomics (their order varies from run to run).
+ATOMIC_BACKWARD = {"joint_bilateral_upsample"}
+
+
 @pytest.mark.parametrize("name", DIFFERENTIABLE)
 def test_compiled_gradients_equal_eager(name, gen, device):
     fn, wrt = CALLS[name]
@@ -97,7 +101,11 @@ def test_compiled_gradients_equal_eager(name, gen, device):
     (y, grads), (y_c, grads_c) = results
     assert torch.equal(y, y_c)
     for a, b in zip(grads, grads_c):
-        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)
+        # (the upsampling's gradient adds its low-resolution samples' terms with atomics, in
+        # no fixed order on a GPU: float32 sums of many terms, each rounded, relative to the
+        # largest gradient as GRADIENT says)
+        atol = GRADIENT * a.abs().max().item() if name in ATOMIC_BACKWARD and a.is_cuda else 1e-7
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=atol)
 
 
 def test_compiled_gradient_of_the_float64_reference(gen):
