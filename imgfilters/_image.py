@@ -188,13 +188,15 @@ def check_integer(value, name, low, high, odd=False):
 
 
 def per_image(value, name, batch, *, positive=True):
-    """A per-image parameter as the ops take it: a float64 tensor, 0-d for a number
-    (checked here: finite, > 0, or >= 0 unless ``positive``), or a tensor of one value or
-    of ``batch`` values along one dimension (its values are checked inside the op, by
-    ``per_image_values``: reading them here would break a ``torch.compile`` graph).
-    Values are parameters, not differentiable inputs: a tensor's graph is not followed."""
+    """A per-image parameter as the ops take it: a Python float for a number (checked
+    here: finite, > 0, or >= 0 unless ``positive``; the custom op's path makes it a 0-d
+    float64 tensor, ``library.op``: a tensor made on every call costs microseconds of host
+    time), or a tensor of one value or of ``batch`` values along one dimension (its values
+    are checked inside the op, by ``per_image_values``: reading them here would break a
+    ``torch.compile`` graph). Values are parameters, not differentiable inputs: a
+    tensor's graph is not followed."""
     if not isinstance(value, torch.Tensor):
-        return torch.scalar_tensor(check_number(value, name, low=0.0, low_open=positive), dtype=torch.float64)
+        return float(check_number(value, name, low=0.0, low_open=positive))
     if value.is_complex() or value.dtype == torch.bool:
         raise TypeError(f"{name} must hold real numbers, got dtype {value.dtype}")
     if value.numel() != 1 and (value.ndim != 1 or value.numel() != batch):
@@ -212,7 +214,7 @@ def per_image_values(values, name, batch, *, positive=True):
 def per_image_floats(values, name, batch, *, positive=True):
     """``per_image_values`` as a tuple of Python floats (what the kernels' host code reads:
     tensor operations cost microseconds of host time each)."""
-    if values.numel() == 1:  # checked as a Python number
+    if isinstance(values, float) or values.numel() == 1:  # checked as a Python number
         v = float(values)
         if not (math.isfinite(v) and (v > 0 if positive else v >= 0)):
             raise ValueError(f"{name} must be finite and {'>' if positive else '>='} 0, got {v:g}")

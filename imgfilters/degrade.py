@@ -303,7 +303,8 @@ def _noise_args(x, amount, name, gray):
     if x.ndim != 4:
         raise ValueError(f"x must be a (B, C, H, W) batch, got shape {tuple(x.shape)}")
     b = x.shape[0]
-    amount = _image.per_image(amount, name, b, positive=False).to(x.device, x.dtype).reshape(-1, 1, 1, 1)
+    amount = torch.as_tensor(_image.per_image(amount, name, b, positive=False), dtype=torch.float64)
+    amount = amount.to(x.device, x.dtype).reshape(-1, 1, 1, 1)
     if isinstance(gray, bool):
         gray = torch.tensor(gray)
     if not isinstance(gray, torch.Tensor) or gray.dtype != torch.bool:

@@ -23,7 +23,7 @@ gradients, on the kernels or the CPU engine: ``op.can_fuse(img)``). The other op
 """
 import functools
 import inspect
-from typing import Tuple
+from typing import Optional, Tuple
 
 import torch
 
@@ -80,14 +80,15 @@ def op(name, fake, *, grads=(), backward=None, linear=False, cpu_engine=False):
         custom.register_fake(fake)
         eager = _register_autograd(custom, impl, signature, name, grads, backward, linear) if grads else None
         overload = getattr(torch.ops.imgfilters, name).default
+        numbers = _tensor_slots(signature)
 
         def call(*args):
             recording = _plain_eager(args)
             if not grads:
                 with torch.no_grad():
-                    return overload(*args) if recording is None else impl(*args)
+                    return overload(*as_tensors(args, numbers)) if recording is None else impl(*args)
             if recording is None:
-                return overload(*args)
+                return overload(*as_tensors(args, numbers))
             return eager.apply(*args) if recording and torch.is_grad_enabled() else impl(*args)
 
         if fusable:
@@ -106,6 +107,19 @@ def op(name, fake, *, grads=(), backward=None, linear=False, cpu_engine=False):
             call.fused, call.can_fuse = fused, can_fuse
         return call
     return register
+
+
+def _tensor_slots(signature):
+    """The positions of the parameters that the op's schema types as tensors."""
+    tensor = (torch.Tensor, Optional[torch.Tensor])
+    return frozenset(i for i, p in enumerate(signature.parameters.values()) if p.annotation in tensor)
+
+
+def as_tensors(args, slots):
+    """``args`` as the custom op takes them: a number at a tensor parameter (a per-image
+    parameter, ``_image.per_image``) as a 0-d float64 tensor."""
+    return tuple(torch.scalar_tensor(a, dtype=torch.float64) if i in slots and isinstance(a, float) else a
+                 for i, a in enumerate(args))
 
 
 def _plain_eager(args):
@@ -134,6 +148,7 @@ def _plain_eager(args):
 
 def _register_autograd(custom, impl, signature, name, grads, backward, linear):
     params = list(signature.parameters)
+    numbers = _tensor_slots(signature)
     slots = [params.index(g) for g in grads]
 
     def backward_impl(grad, *args):
@@ -176,7 +191,10 @@ def _register_autograd(custom, impl, signature, name, grads, backward, linear):
         args = list(ctx.others)
         for i, t in zip(ctx.tensors, ctx.saved_tensors):
             args[i] = t
-        out = overload(grad, *args) if _plain_eager((grad, *args)) is None else backward_impl(grad, *args)
+        if _plain_eager((grad, *args)) is None:
+            out = overload(grad, *as_tensors(args, numbers))
+        else:
+            out = backward_impl(grad, *args)
         out = (out,) if isinstance(out, torch.Tensor) else out
         result = [None] * len(args)
         for i, g in zip(slots, out):
