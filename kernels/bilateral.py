@@ -16,14 +16,16 @@ masked) of all channels at once, one exponential per tap, the window's rows and 
 as run-time loops: unrolled columns made Triton 3.6 keep every tap's shifted block live
 (255 registers and spills, 74 s to compile the upsample gradient at radius 8).
 """
+import dataclasses
 import functools
+from typing import Optional
 
 import torch
 import triton
 import triton.language as tl
 
 from .core import borders, neighbourhood, pixels, pointwise
-from .core.launch import Kept, Tuning, launch as launch_kernel, layout_key, tile_config
+from .core.launch import Meta, Tuning, launch as launch_kernel, tile_config
 from .core.tiling import (cdiv, interpreting, needs_int64, next_pow2, offset, pow2_at_least, programs, size_class,
                           sm_count, tile_origin)
 
@@ -1091,24 +1093,24 @@ def _slides(meta, extra=0):
 EXPANDED_TERMS = 4096.0
 
 
-def expands(guide_dtype, meta, pro, color_peak, border_value):
-    """Whether the forward with ``meta`` and the prologue chain ``pro`` computes its
-    distances EXPANDED: l2, SLIDE with a column loop of several offsets a step
-    (``column_group``) and slots that fit with EXPANDED's extra vector, a uint8 guide read
-    as stored (no prologue when the image is its own guide), a constant border's value in
-    [0, 1], and CG * ``color_peak`` (the largest -COLOR of the batch) within
-    EXPANDED_TERMS; never for the backward's ADJOINT pass.
+def expands(guide_dtype, meta, prologue, peak_fits, value_in_unit):
+    """Whether the forward with ``meta`` computes its distances EXPANDED: l2, SLIDE with a
+    column loop of several offsets a step (``column_group``) and slots that fit with
+    EXPANDED's extra vector, a uint8 guide read as stored (no ``prologue`` when the image
+    is its own guide), a constant border's value in [0, 1] (``value_in_unit``), and CG
+    times the largest -COLOR of the batch within EXPANDED_TERMS (``peak_fits``); never for
+    the backward's ADJOINT pass.
     (Where the offsets are unrolled, a loaded row serves too few taps to repay its |g|^2;
     with one offset a step the saved instructions did not show, and at radius 8 the
     slots' extra registers cost a program an SM: PERFORMANCE.md.)"""
-    return (_peak_fits(meta["CG"], color_peak) and guide_dtype == torch.uint8 and not meta["L1"]
-            and not meta["ADJOINT"] and column_group(meta["R"]) > 1 and (meta["JOINT"] or len(pro) == 0)
-            and _slides(meta, extra=1)
-            and (meta["BORDER"] != borders.CONSTANT.value or 0.0 <= border_value <= 1.0))
+    return (peak_fits and guide_dtype == torch.uint8 and not meta["L1"] and not meta["ADJOINT"]
+            and column_group(meta["R"]) > 1 and (meta["JOINT"] or not prologue) and _slides(meta, extra=1)
+            and (meta["BORDER"] != borders.CONSTANT.value or value_in_unit))
 
 
-def _peak_fits(guide_channels, color_peak):
-    """``expands``'s bound on the exponent's terms: ``color_peak`` known and within it."""
+def peak_fits(guide_channels, color_peak):
+    """``expands``'s bound on the exponent's terms: ``color_peak``, the largest -COLOR of
+    the batch, known and within it for ``guide_channels`` channels."""
     return color_peak is not None and guide_channels * color_peak <= EXPANDED_TERMS
 
 
@@ -1250,6 +1252,45 @@ def _guide_batch_stride(guide, batch):
     return guide.stride(0) if guide.shape[0] == batch else 0
 
 
+@dataclasses.dataclass(frozen=True)
+class ForwardPlan:
+    """A forward launch as ``forward_plan`` chose it: the constexprs, the tile (None:
+    ``forward_tuning`` times the candidates on the first launch) and the grid (a function
+    of the tile's meta-parameters where the tile is tuned)."""
+    meta: Meta
+    tile: Optional[triton.Config]
+    grid: object
+
+
+@functools.lru_cache(maxsize=4096)
+def forward_plan(B, C, CG, H, W, guide_dtype, radius, disk, l1, joint, border, value_in_unit, adjoint, off64,
+                 peak_fits, prologue, sms, tile=None):
+    """The forward launch for B images of C channels and H x W pixels, guided by CG
+    channels of ``guide_dtype`` (the image itself unless ``joint``), on a device of ``sms``
+    SMs (0: Triton's interpreter, where each image takes one strip of every column: its
+    cost is per operation). ``value_in_unit``: the border is not constant or its value is
+    in [0, 1]; ``peak_fits`` and ``prologue`` as ``expands`` takes them. ``tile``, a
+    ``triton.Config`` of SLIDE, K, BW and num_warps, bypasses the tile choice."""
+    meta = dict(C=C, CG=CG, R=radius, DISK=disk, L1=l1, JOINT=joint, BORDER=border, NEAR=2 * radius < min(H, W),
+                OFF64=off64, ADJOINT=adjoint, UNROLL_DX=unrolls_columns(radius), DX_GROUP=column_group(radius),
+                PREFETCH=prefetches(radius), SIZE_CLASS=size_class(H, W))
+    meta["EXPANDED"] = expands(guide_dtype, meta, prologue, peak_fits, value_in_unit)
+    if tile is None and not sms:
+        slide = forward_tiles(meta)[0].kwargs["SLIDE"]
+        tile = triton.Config(dict(SLIDE=slide, K=H if slide else min(H, 16), BW=pow2_at_least(W, 16, 128)))
+    elif tile is None:
+        tile = _single_tile(meta)
+        if tile is not None:
+            tile = _filling_waves(tile, meta, B, H, W, sms)
+        if tile is None and adjoint:  # it rewrites y in place, so it cannot be timed over and over: the default
+            tile = forward_tiles(meta)[0]
+    meta["INSIDE"] = tile is not None and tile.kwargs["SLIDE"] and reads_inside(meta)
+    edges = _edge_programs(tile, B, H, W, radius, sms and _resident(tile, meta, sms)) if meta["INSIDE"] else 0
+    meta["EDGES"] = edges
+    grid = lambda m: (B * cdiv(H, m["K"]) * cdiv(W, m["BW"]) + edges,)
+    return ForwardPlan(Meta(meta), tile, grid if tile is None else grid(tile.kwargs))
+
+
 def launch(x, guide, y, color, space, radius, disk, l1, joint, border=0, border_value=0.0,
            pro=((), ()), epi=((), ()), adjoint=False, tile=None, color_peak=None):
     """Filter 4-D ``x`` (B, C, H, W) into ``y`` with the guide ``guide`` (batch B or 1;
@@ -1260,48 +1301,14 @@ def launch(x, guide, y, color, space, radius, disk, l1, joint, border=0, border_
     num_warps, bypasses the tile choice. ``color_peak``, the largest -COLOR of the batch
     as a number, allows the EXPANDED distances (``expands``)."""
     B, C, H, W = x.shape
-    kept = tile is None and not (pro[0] or epi[0])
-    if kept:  # a repeated unfused call of one shape launches what the first derived
-        key = (layout_key(x, guide, y, color, space), x.device, radius, disk, l1, joint, border, border_value, adjoint,
-               _peak_fits(guide.shape[1] if joint else C, color_peak))
-        relaunch = _relaunches.get(key)
-        if relaunch is not None:
-            return relaunch(x, guide, y, color, space)
-    meta = dict(C=C, CG=guide.shape[1] if joint else C, R=radius, DISK=disk, L1=l1, JOINT=joint, BORDER=border,
-                NEAR=2 * radius < min(H, W), OFF64=needs_int64(x, guide, y), ADJOINT=adjoint,
-                UNROLL_DX=unrolls_columns(radius), DX_GROUP=column_group(radius), PREFETCH=prefetches(radius),
-                SIZE_CLASS=size_class(H, W))
-    meta["EXPANDED"] = expands((guide if joint else x).dtype, meta, pro[0], color_peak, border_value)
-    meta["INSIDE"] = False
-    if tile is None and interpreting():  # one column strip per image: the interpreter's cost is per operation
-        slide = forward_tiles(meta)[0].kwargs["SLIDE"]
-        tile = triton.Config(dict(SLIDE=slide, K=H if slide else min(H, 16), BW=pow2_at_least(W, 16, 128)))
-    elif tile is None:
-        tile = _single_tile(meta)
-        if tile is not None:
-            tile = _filling_waves(tile, meta, B, H, W, sm_count(x.device))
-        if tile is None and adjoint:  # it rewrites y in place, so it cannot be timed over and over: the default
-            tile = forward_tiles(meta)[0]
-    edges = 0
-    if tile is not None and tile.kwargs["SLIDE"] and reads_inside(meta):
-        meta["INSIDE"] = True
-        resident = 0 if interpreting() else _resident(tile, meta, sm_count(x.device))
-        edges = _edge_programs(tile, B, H, W, radius, resident)
-    meta["EDGES"] = edges
+    CG = guide.shape[1] if joint else C
+    plan = forward_plan(B, C, CG, H, W, (guide if joint else x).dtype, radius, disk, l1, joint, border,
+                        border != borders.CONSTANT.value or 0.0 <= border_value <= 1.0, adjoint,
+                        needs_int64(x, guide, y), peak_fits(CG, color_peak), bool(pro[0]),
+                        sm_count(x.device) if x.is_cuda else 0, tile)
     args = (x, guide, y, color, space, H, W, *x.stride(), _guide_batch_stride(guide, B), *guide.stride()[1:],
             *y.stride(), float(border_value), pro[0], pro[1], epi[0], epi[1])
-    grid = lambda m: (B * cdiv(H, m["K"]) * cdiv(W, m["BW"]) + edges,)
-    relaunch = launch_kernel(bilateral_kernel, grid, args, meta, x, tile, forward_tuning, reusable=kept)
-    if kept:
-        _relaunches.keep(key, relaunch)
-
-
-# The forward's unfused launches whose tile is chosen here, kept as ``launch.Relaunch``es by
-# the shapes, strides, dtypes, alignment and options they derive everything from: a
-# repeated call skips the derivation and the launch's own key (36 -> 24 us a 5 x 5 call on
-# the development machine's CPU, so that on the H200's host the kernel no longer waits
-# for its launch after do_bench's cache flush).
-_relaunches = Kept()
+    launch_kernel(bilateral_kernel, plan.grid, args, plan.meta, x, plan.tile, forward_tuning)
 
 
 # Backward tiles, fixed: the backward runs once per training step, and tuning would compile

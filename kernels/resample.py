@@ -46,8 +46,8 @@ Modes (``MODE`` constexpr), as defined in ``imgfilters/reference/resample.py``:
 
 ``scale`` is the source step per output pixel (``in / out``, or torch's ``1 / scale_factor``).
 """
+import dataclasses
 import functools
-from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -55,7 +55,7 @@ import triton
 import triton.language as tl
 
 from .core import borders, pixels, pointwise, products
-from .core.launch import Kept, Meta, launch as launch_kernel, layout_key, tile_config
+from .core.launch import Meta, launch as launch_kernel, tile_config
 from .core.tiling import interpreting, needs_int64, next_pow2, offset, pow2_at_least, programs, tile_origin
 
 # Mode codes: constexpr for the kernels (compiled kernels read only constexpr globals);
@@ -961,39 +961,26 @@ def _strip(x, steps, lanes, strip):
     return strip
 
 
-def _lanes_per_thread(x, px, n_lanes, load_bytes):
+def _lanes_per_thread(itemsize, px, n_lanes, load_bytes):
     """S, the lanes a thread of ``phases_kernel`` takes: as many single source pixels (DX
-    = 1) as fill ``load_bytes`` of ``x``'s, halved until S divides the lane count (a
-    thread's lanes are then all inside or all past the end); else 1."""
-    s = max(1, load_bytes // x.element_size()) if px.D == 1 else 1
+    = 1) of ``itemsize`` bytes as fill ``load_bytes``, halved until S divides the lane
+    count (a thread's lanes are then all inside or all past the end); else 1."""
+    s = max(1, load_bytes // itemsize) if px.D == 1 else 1
     while n_lanes % s:
         s //= 2
     return s
 
 
-# The launches' constexprs per kernel, pair of ``PhasePlan`` and flags, so that a call
-# neither rebuilds nor rehashes the plans' weight tables (``launch.Meta``).
-_plan_metas = {}
-
-
-def _plan_meta(kernel, py, px, flags, make):
-    """``make()``, the ``Meta`` of ``kernel`` for the plans ``py``, ``px`` and the hashable
-    ``flags``, made once. The plans are keyed by identity (hashing them is what this
-    avoids) and kept with their entry, so that their ids stay theirs."""
-    key = (kernel, id(py), id(px), flags)
-    hit = _plan_metas.get(key)
-    if hit is None:
-        hit = _plan_metas[key] = (make(), py, px)
-    return hit[0]
-
-
-class PhasePlan(NamedTuple):
+@dataclasses.dataclass(frozen=True)
+class PhasePlan:
     """One axis of ``phases_kernel``: F outputs per source pixel or one per D; blocks of D
     source pixels a lane reads on each side (M); lanes or steps at each edge with their own
     weights (E); the weight table (rows: the F interior phases, then F per edge lane from
     the first, then F per edge lane from the last; entries over the 2 M + 1 blocks of D);
     for the columns, per phase and block, whether any weight is nonzero and whether some
-    are zero (``phase_tables`` in ``imgfilters/ops/resample.py`` builds them)."""
+    are zero (``phase_tables`` in ``imgfilters/ops/resample.py`` builds them). Hashed
+    once: the launches' constexprs are memoised by it (``phases_meta``), and its tables
+    take microseconds to hash."""
     F: int
     D: int
     M: int
@@ -1002,59 +989,67 @@ class PhasePlan(NamedTuple):
     nonzero: tuple
     mixed: tuple
 
+    def __post_init__(self):
+        object.__setattr__(self, "_hash", hash((self.F, self.D, self.M, self.E, self.table, self.nonzero,
+                                                self.mixed)))
 
-# The phase kernels' unfused launches, kept as ``launch.Relaunch``es by the shapes, strides,
-# dtypes, alignment and device of their two tensors, their flags and their plans (by
-# identity, kept in the entry so that the ids stay theirs): a repeated call of one shape
-# then skips its launch's derivations and keys (about 7 of 9 us on the development
-# machine's CPU, twice for a forward and backward).
-_relaunches = Kept()
+    def __hash__(self):
+        return self._hash
 
 
-def _relaunch_key(kernel, x, y, plans, *flags):
-    return kernel, layout_key(x, y), x.device, id(plans), *flags
+@functools.lru_cache(maxsize=4096)
+def phases_meta(py, px, clamp, off64):
+    """The constexprs of ``phases_kernel`` for the ``PhasePlan``s ``py`` (rows) and ``px``
+    (columns): a ``Meta``, whose launch-key part is hashed once."""
+    return Meta(TY=py.table, TX=px.table, NZX=px.nonzero, MIXX=px.mixed, FY=py.F, FX=px.F, DY=py.D, DX=px.D,
+                DXP=next_pow2(px.D), MY=py.M, MX=px.M, EY=py.E, EX=px.E, CLAMP_ROWS=clamp, OFF64=off64)
+
+
+@functools.lru_cache(maxsize=4096)
+def adjoint_meta(py, px, vec, off64):
+    """The constexprs of ``upsample_phases_adjoint_kernel`` for the forward's ``PhasePlan``s."""
+    return Meta(WY=adjoint_weights(py), WX=adjoint_weights(px), FY=py.F, FX=px.F, MX=px.M, VEC=vec, OFF64=off64)
+
+
+@dataclasses.dataclass(frozen=True)
+class Launch:
+    """A launch's constexprs, tile and grid, as a family's plan function chose them."""
+    meta: Meta
+    tile: triton.Config
+    grid: tuple
+
+
+@functools.lru_cache(maxsize=4096)
+def phases_plan(py, px, planes, HO, WO, itemsize, strip, clamp, off64):
+    """The launch of ``phases_kernel`` for ``planes`` planes resampled to HO x WO by the
+    ``PhasePlan``s ``py`` (rows) and ``px`` (columns), source pixels of ``itemsize``
+    bytes, in the strip ``strip`` (``_strip``)."""
+    n_steps, n_lanes = HO // py.F, WO // px.F
+    bw, seg, warps, load_bytes, pre = strip
+    s = _lanes_per_thread(itemsize, px, n_lanes, load_bytes)
+    return Launch(phases_meta(py, px, clamp, off64), tile_config(BW=bw, SEG=seg, S=s, PRE=pre, num_warps=warps),
+                  (programs(planes, n_steps, n_lanes, seg, s * bw),))
 
 
 def _launch_phases(x, y, phases, clamp_rows, pro, epi):
     """``launch`` for integer factors (``PhasePlan`` rows, columns)."""
-    unfused = not (pro[0] or epi[0])
-    if unfused:
-        key = _relaunch_key(phases_kernel, x, y, phases, clamp_rows)
-        relaunch = _relaunches.get(key)
-        if relaunch is not None:
-            return relaunch(x, y)
     B, C, H, W = x.shape
     HO, WO = y.shape[-2:]
     py, px = phases
-    n_steps, n_lanes = HO // py.F, WO // px.F
-    bw, seg, warps, load_bytes, pre = _strip(x, n_steps, n_lanes, STRIPS[py.D])
-    s = _lanes_per_thread(x, px, n_lanes, load_bytes)
+    plan = phases_plan(py, px, B * C, HO, WO, x.element_size(), _strip(x, HO // py.F, WO // px.F, STRIPS[py.D]),
+                       bool(clamp_rows), needs_int64(x, y))
     args = (x, y, C, H, W, HO, WO, *x.stride(), *y.stride(), pro[0], pro[1], epi[0], epi[1])
-    clamp, off64 = bool(clamp_rows), needs_int64(x, y)
-    meta = _plan_meta(phases_kernel, py, px, (clamp, off64), lambda: Meta(
-        TY=py.table, TX=px.table, NZX=px.nonzero, MIXX=px.mixed, FY=py.F, FX=px.F, DY=py.D, DX=px.D,
-        DXP=next_pow2(px.D), MY=py.M, MX=px.M, EY=py.E, EX=px.E, CLAMP_ROWS=clamp, OFF64=off64))
-    relaunch = launch_kernel(phases_kernel, lambda m: (programs(B * C, n_steps, n_lanes, seg, s * bw),), args, meta,
-                             x, tile_config(BW=bw, SEG=seg, S=s, PRE=pre, num_warps=warps), reusable=unfused)
-    if unfused:
-        _relaunches.keep(key, relaunch, phases)
+    launch_kernel(phases_kernel, plan.grid, args, plan.meta, x, plan.tile)
 
 
 def launch_adjoint(g, y, phases):
     """The gradient ``y`` (B, C, H, W) of ``phases_kernel`` upsampling from ``g`` (B, C, fy H,
     fx W) by the ``PhasePlan`` pair ``phases`` (rows, columns): D = 1, factors in
     ADJOINT_FACTORS, torch's clamping modes (ADJOINT_MODES), H and W at least 2."""
-    key = _relaunch_key(upsample_phases_adjoint_kernel, g, y, phases)
-    relaunch = _relaunches.get(key)
-    if relaunch is not None:
-        return relaunch(g, y)
     B, C, H, W = y.shape
     py, px = phases
     threads, seg, warps, s = _strip(g, H, -(-W // ADJOINT_STRIP[3]), ADJOINT_STRIP)
-    off64, vec = needs_int64(g, y), max(1, 16 // g.element_size())
-    meta = _plan_meta(upsample_phases_adjoint_kernel, py, px, (off64, vec), lambda: Meta(
-        WY=adjoint_weights(py), WX=adjoint_weights(px), FY=py.F, FX=px.F, MX=px.M, VEC=vec, OFF64=off64))
-    relaunch = launch_kernel(upsample_phases_adjoint_kernel, lambda m: (programs(B * C, H, W, seg, s * threads),),
-                             (g, y, C, H, W, *g.shape[-2:], *g.stride(), *y.stride()), meta, g,
-                             tile_config(BW=threads, SEG=seg, S=s, num_warps=warps), reusable=True)
-    _relaunches.keep(key, relaunch, phases)
+    meta = adjoint_meta(py, px, max(1, 16 // g.element_size()), needs_int64(g, y))
+    launch_kernel(upsample_phases_adjoint_kernel, lambda m: (programs(B * C, H, W, seg, s * threads),),
+                  (g, y, C, H, W, *g.shape[-2:], *g.stride(), *y.stride()), meta, g,
+                  tile_config(BW=threads, SEG=seg, S=s, num_warps=warps))

@@ -22,6 +22,7 @@ shifted by whole rows. The pending rows of a 127-tap filter would not fit in reg
 The output grid may be larger than the input and start before it (``OY``, ``OX``): the
 adjoint used by autograd evaluates the transposed filter on the zero-extended gradient.
 """
+import dataclasses
 import functools
 
 import torch
@@ -29,7 +30,7 @@ import triton
 import triton.language as tl
 
 from .core import borders, neighbourhood, pixels, pointwise, products
-from .core.launch import Tuning, launch as launch_kernel, tile_config
+from .core.launch import Meta, Tuning, launch as launch_kernel, tile_config
 from .core.tiling import (cdiv, interpreting, needs_int64, next_pow2, offset, pow2_at_least, programs, size_class,
                           sm_count, tile_origin)
 
@@ -558,16 +559,29 @@ def strip_config(rx, ry):
 
 @functools.lru_cache(maxsize=64)
 def _tile(items):
-    """The launch tile of a strip configuration (its items): made once, not per call."""
+    """The launch tile of a product configuration (its items): made once, not per call."""
     return tile_config(**dict(items))
 
 
-def _launch_strip(x, y, tx, ty, oy, ox, border, border_value, pro, epi, cfg, fold=-1):
-    B, C, H, W = x.shape
-    rx, ry = (tx.numel() - 1) // 2, (ty.numel() - 1) // 2
-    HO, WO = y.shape[-2:] if fold < 0 else (H + 2 * ry, W + 2 * rx)
+@dataclasses.dataclass(frozen=True)
+class StripPlan:
+    """A launch of ``strip_kernel`` as ``strip_plan`` chose it."""
+    meta: Meta
+    tile: triton.Config
+    grid: tuple
+    oxa: int  # the output's first column rounded down to a multiple of S (the rest is OXR)
+
+
+@functools.lru_cache(maxsize=4096)
+def strip_plan(planes, HO, WO, rx, ry, ox, sxw, syw, border, fold, off64, interpreter, cfg=None):
+    """The launch of ``strip_kernel`` over ``planes`` planes of HO x WO outputs (the
+    border-extended grid with ``fold`` >= 0, ``launch_adjoint``) for a filter of radii
+    (rx, ry) whose first output reads column ``ox``, from the columns' strides ``sxw`` and
+    ``syw``: in ``strip_config``'s tile, or ``cfg``'s items; in the interpreter one strip
+    and one segment per plane."""
+    cfg = dict(cfg) if cfg is not None else strip_config(rx, ry)
     S = cfg["S"]
-    if interpreting():  # one strip and one segment per plane
+    if interpreter:
         cfg = dict(cfg, T=pow2_at_least(cdiv(WO, S), 1, 1024), SEG=pow2_at_least(HO, 1, 1 << 20))
     oxa, oxr = ox // S * S, ox % S
     if cfg["HREG"]:
@@ -575,13 +589,20 @@ def _launch_strip(x, y, tx, ty, oy, ox, border, border_value, pro, epi, cfg, fol
         nb = (oxr + S - 1 + rx) // S - kb0 + 1
     else:
         kb0, nb = 0, 0
-    grid = (programs(B * C, HO, WO, cfg["SEG"], cfg["T"] * S),)
+    meta = Meta(RX=rx, RY=ry, OXR=oxr, SXW=sxw, SYW=syw, BORDER=border, FOLD=fold, OFF64=off64, KB0=kb0, NB=nb)
+    return StripPlan(meta, tile_config(**cfg), (programs(planes, HO, WO, cfg["SEG"], cfg["T"] * S),), oxa)
+
+
+def _launch_strip(x, y, tx, ty, oy, ox, border, border_value, pro, epi, cfg=None, fold=-1):
+    B, C, H, W = x.shape
+    rx, ry = (tx.numel() - 1) // 2, (ty.numel() - 1) // 2
+    HO, WO = y.shape[-2:] if fold < 0 else (H + 2 * ry, W + 2 * rx)
     sx, sy = x.stride(), y.stride()
-    args = (x, y, tx, ty, C, H, W, HO, WO, oy, oxa, sx[0], sx[1], sx[2], sy[0], sy[1], sy[2], float(border_value),
-            pro[0], pro[1], epi[0], epi[1])
-    meta = dict(RX=rx, RY=ry, OXR=oxr, SXW=sx[3], SYW=sy[3], BORDER=border, FOLD=fold,
-                OFF64=needs_int64(x, y), KB0=kb0, NB=nb)
-    launch_kernel(strip_kernel, lambda m: grid, args, meta, x, _tile(tuple(cfg.items())))
+    plan = strip_plan(B * C, HO, WO, rx, ry, ox, sx[3], sy[3], border, fold, needs_int64(x, y), not x.is_cuda,
+                      None if cfg is None else tuple(cfg.items()))
+    args = (x, y, tx, ty, C, H, W, HO, WO, oy, plan.oxa, sx[0], sx[1], sx[2], sy[0], sy[1], sy[2],
+            float(border_value), pro[0], pro[1], epi[0], epi[1])
+    launch_kernel(strip_kernel, plan.grid, args, plan.meta, x, plan.tile)
 
 
 def launch(x, y, tx, ty, oy=0, ox=0, border=0, border_value=0.0, pro=((), ()), epi=((), ()),
@@ -595,25 +616,22 @@ def launch(x, y, tx, ty, oy=0, ox=0, border=0, border_value=0.0, pro=((), ()), e
     ``PRODUCT_TILE``-like dict, a ``strip_config`` dict or one of ``TILES``.
     """
     rx, ry = (tx.numel() - 1) // 2, (ty.numel() - 1) // 2
-    if tile is None:
-        if max(rx, ry) in PRODUCT_RADII:
-            tile = PRODUCT_TILE
-        elif strip_fits(ry):
-            tile = strip_config(rx, ry)
+    if tile is None and max(rx, ry) in PRODUCT_RADII:
+        tile = PRODUCT_TILE
     if tile is not None and "B" in tile:
         _launch_product(x, y, tx, ty, oy, ox, border, border_value, pro, epi, tile)
-    elif tile is not None and "SEG" in tile:
+    elif (tile is None and strip_fits(ry, x.is_cuda)) or (tile is not None and "SEG" in tile):
         _launch_strip(x, y, tx, ty, oy, ox, border, border_value, pro, epi, tile)
     else:
         _launch_scratch(x, y, tx, ty, oy, ox, border, border_value, pro, epi, tile)
 
 
-def strip_fits(ry):
+def strip_fits(ry, on_gpu):
     """True when ``launch`` runs the strip kernel for a vertical radius ``ry`` (which
-    ``launch_adjoint`` needs). The interpreter's cost is per operation: the strip's
-    per-row steps cost it seconds a row for tall filters, which the scratch kernel does
-    in whole-tile steps."""
-    return ry <= (INTERPRETER_RING_MAX if interpreting() else RING_MAX)
+    ``launch_adjoint`` needs), on the GPU or (``on_gpu`` False) in Triton's interpreter,
+    whose cost is per operation: the strip's per-row steps cost it seconds a row for tall
+    filters, which the scratch kernel does in whole-tile steps."""
+    return ry <= (RING_MAX if on_gpu else INTERPRETER_RING_MAX)
 
 
 def launch_adjoint(g, y, fx, fy, fold):
@@ -623,8 +641,7 @@ def launch_adjoint(g, y, fx, fy, fold):
     border-extended grid and adds each value into the pixel the border read it from. One
     launch; needs ``strip_fits`` of the vertical radius."""
     rx, ry = (fx.numel() - 1) // 2, (fy.numel() - 1) // 2
-    _launch_strip(g, y, fx, fy, -ry, -rx, borders.CONSTANT.value, 0.0, ((), ()), ((), ()), strip_config(rx, ry),
-                  fold)
+    _launch_strip(g, y, fx, fy, -ry, -rx, borders.CONSTANT.value, 0.0, ((), ()), ((), ()), fold=fold)
 
 
 def _launch_scratch(x, y, tx, ty, oy, ox, border, border_value, pro, epi, tile):

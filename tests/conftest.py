@@ -33,14 +33,6 @@ import imgfilters.ops  # noqa: E402,F401
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
-@pytest.fixture(autouse=True)
-def launches_derived_anew():
-    """Each test's first calls derive their launches (the families' kept relaunches would
-    let a test that patches a family's tiles or plans run a launch an earlier test made)."""
-    from imgfilters.kernels.core.launch import forget_relaunches
-    forget_relaunches()
-
-
 # The suite's timed steps (cold first calls, helpers.cold_first_call) measure compile time,
 # which 15 other workers compiling at once would stretch. So on a GPU every test holds a
 # shared lock while it runs, and a timed step takes it exclusively: it waits until no test

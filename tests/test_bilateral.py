@@ -327,6 +327,15 @@ def launch_tile(x, tile, sigma_color, sigma_space, radius, window, dist, border=
     return y
 
 
+def record_plans(monkeypatch):
+    """The forward plans of the launches from here on, each derived anew rather than
+    memoised (a test may patch the constants that plans are derived from)."""
+    from imgfilters.kernels import bilateral as kb
+    plans, derive = [], kb.forward_plan.__wrapped__
+    monkeypatch.setattr(kb, "forward_plan", lambda *a: plans.append(derive(*a)) or plans[-1])
+    return plans
+
+
 def test_strips_fill_whole_waves():
     # the strip length of the launches whose tile is not timed: their programs run in
     # waves of what the device holds at once, each about as long as its strip's rows and
@@ -409,8 +418,8 @@ def test_inside_columns_over_several_strips_and_blocks(gen, device, monkeypatch)
     assert kb._edge_programs(triton.Config(tile), 2, 11, 17, 4, 0) == 2
     monkeypatch.setattr(kb, "UNROLLED_TUNED_RADIUS", 0)
     monkeypatch.setattr(kb, "EDGE_BLOCKS", 1)
-    inside, edge_programs = [], kb._edge_programs  # (counted where a launch reads INSIDE)
-    monkeypatch.setattr(kb, "_edge_programs", lambda *a: inside.append(edge_programs(*a)) or inside[-1])
+    plans = record_plans(monkeypatch)
+    inside = lambda: sum(p.meta["INSIDE"] for p in plans)  # noqa: E731
     x = random_image((2, 1, 6, 9), torch.float32, gen, device)
     for image, radius, ahead, window, dist, border in [(x, 1, True, "square", "l2", "reflect"),
                                                        (x, 2, False, "disk", "l1", "constant"),
@@ -420,7 +429,7 @@ def test_inside_columns_over_several_strips_and_blocks(gen, device, monkeypatch)
         assert kb.prefetches(radius) == ahead
         y = launch_tile(image, tile, 0.2, 1.5, radius, window, dist, border, 0.3)
         assert_matches(y, reference(image, None, 0.2, 1.5, radius, window, dist, border, 0.3))
-    assert len(inside) == 4
+    assert inside() == 4
     # ... and the backward's first pass (ADJOINT), whose terms the edge programs store too
     xg = x.clone().requires_grad_()
     sc = torch.tensor([0.2, 0.5])
@@ -431,7 +440,7 @@ def test_inside_columns_over_several_strips_and_blocks(gen, device, monkeypatch)
     (gr,) = torch.autograd.grad(ref.bilateral(xd, xd, sc.double(), 1.5, 2, "square", "l2", "symmetric"), xd,
                                 g.cpu().double())
     assert_gradient_matches(gx, gr)
-    assert len(inside) == 6  # (the forward, then the backward's first pass)
+    assert inside() == 6  # (the forward, then the backward's first pass)
 
 
 def test_expanded_distances_only_where_they_stay_exact():
@@ -445,7 +454,7 @@ def test_expanded_distances_only_where_they_stay_exact():
     def expands(dtype=torch.uint8, R=7, L1=False, C=3, CG=3, JOINT=False, ADJOINT=False, BORDER=0, pro=(),
                 sigma=0.1, value=0.0):
         meta = dict(R=R, L1=L1, C=C, CG=CG, JOINT=JOINT, ADJOINT=ADJOINT, BORDER=BORDER)
-        return kb.expands(dtype, meta, pro, peak(sigma), value)
+        return kb.expands(dtype, meta, bool(pro), kb.peak_fits(CG, peak(sigma)), 0.0 <= value <= 1.0)
 
     assert expands() and expands(JOINT=True, CG=1) and expands(BORDER=3, value=1.0)
     assert expands(JOINT=True, pro=("a step",))  # (a joint filter's prologue is the image's, not the guide's)
@@ -457,27 +466,24 @@ def test_expanded_distances_only_where_they_stay_exact():
     assert not expands(BORDER=3, value=1.5)
     assert expands(sigma=0.03) and not expands(sigma=0.02)
     assert expands(JOINT=True, CG=2, sigma=0.019) and not expands(JOINT=True, CG=2, sigma=0.018)  # (CG * -COLOR)
-    assert not kb.expands(torch.uint8, dict(R=7, L1=False, C=3, CG=3, JOINT=False, ADJOINT=False, BORDER=0), (),
-                          None, 0.0)
+    assert not kb.peak_fits(3, None)  # (no peak given: not known to fit)
 
 
 def test_expanded_distances_match_the_reference(gen, device, monkeypatch):
     # a float image under a uint8 guide shows the weights' error before any rounding to levels;
     # 3 rows (a radius-7 window meets both borders from any row short of 15; the interpreter's
     # time grows with the rows), 24 columns (the middle ones' windows meet neither border)
-    from imgfilters.kernels import bilateral as kb
-    taken = []
-    expands = kb.expands
-    monkeypatch.setattr(kb, "expands", lambda *a: taken.append(expands(*a)) or taken[-1])
+    plans = record_plans(monkeypatch)
+    taken = lambda: [p.meta["EXPANDED"] for p in plans]  # noqa: E731
     x = random_image((2, 2, 3, 24), torch.float32, gen, device)
     guide = random_image((2, 3, 3, 24), torch.uint8, gen, device)
     sc = torch.tensor([0.05, 0.2])
     y = imgfilters.joint_bilateral(x, guide, sc, 1.5, radius=7, border="constant", border_value=0.6)
-    assert taken == [True]
+    assert taken() == [True]
     assert_matches(y, reference(x, guide, sc, 1.5, 7, "square", "l2", "constant", 0.6))
     x = random_image((1, 3, 3, 24), torch.uint8, gen, device)
     y = imgfilters.bilateral(x, 0.1, 2.0, radius=7, window="disk")
-    assert taken == [True, True]
+    assert taken() == [True, True]
     assert_matches(y, reference(x, None, 0.1, 2.0, 7, "disk"))
 
 
@@ -490,6 +496,7 @@ def test_both_variants_over_several_strips_and_segments(gen, device, monkeypatch
     # meets neither border (the interpreter's time grows with the programs and their rows)
     from imgfilters.kernels import bilateral as kb
     x = random_image((2, 2, 8, 11), torch.float32, gen, device)
+    record_plans(monkeypatch)
     for tile, unrolled_taps, image, radius, window, dist, border in [
             (dict(SLIDE=True, K=5, BW=8, num_warps=1), kb.UNROLLED_TAPS, x, 2, "square", "l2", "reflect"),
             (dict(SLIDE=True, K=5, BW=8, num_warps=1), 0, x[1:, :1], 2, "disk", "l1", "reflect"),

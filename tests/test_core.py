@@ -238,12 +238,12 @@ def test_cached_launches_follow_alignment_and_shape_changes(gen):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_kept_relaunches_equal_launches_derived_anew(gen):
-    """A repeated call of one shape relaunches what its first call derived (the families'
-    ``launch.Relaunch`` memos): over batch sizes, crops, layouts, misaligned views, dtypes
-    and options, each result equals the same call with the memos cleared, so that no key
-    lets one view's launch serve another's."""
-    from imgfilters.kernels.core.launch import forget_relaunches
+def test_cached_launches_equal_launches_compiled_anew(gen):
+    """A repeated call launches the kernel its first call compiled (the launcher's cache):
+    over batch sizes, crops, layouts, misaligned views, dtypes and options, each result
+    equals the same call with the cache emptied, so that no key lets one view's compiled
+    kernel serve another's."""
+    from imgfilters.kernels.core import launch
     x = random_image((4, 3, 67, 131), torch.float32, gen, "cuda")
     flat = torch.empty(x.numel() + 1, device="cuda")
     views = [x, x[:1], x[:2], x[..., 1:], x[..., :130], x.contiguous(memory_format=torch.channels_last),
@@ -263,9 +263,9 @@ def test_kept_relaunches_equal_launches_derived_anew(gen):
              lambda t: imgfilters.upsample(t, scale_factor=2, mode="bicubic"),
              lambda t: imgfilters.upsample(u8(t), scale_factor=2, mode="bilinear"), backward]
     for call in calls:
-        for v in views + views:  # the second round relaunches its own entries
+        for v in views + views:  # the second round launches from the cache
             got = call(v)
-            forget_relaunches()
+            launch._launches.clear()
             assert torch.equal(got, call(v))
 
 

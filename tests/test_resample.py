@@ -83,8 +83,8 @@ def test_phase_kernel_lanes_per_thread_and_prefetch(load_bytes, pre, dtype, gen,
     monkeypatch.setattr(kernels, "_strip", lambda x, steps, lanes, strip: (4, 5, 1, load_bytes, pre))
     launched, launch_phases = [], kernels._launch_phases
     monkeypatch.setattr(kernels, "_launch_phases", lambda *a: launched.append(launch_phases(*a)))
-    threads, lanes_per_thread = [], kernels._lanes_per_thread
-    monkeypatch.setattr(kernels, "_lanes_per_thread", lambda *a: threads.append(lanes_per_thread(*a)) or threads[-1])
+    plans, plan = [], kernels.phases_plan.__wrapped__  # (derived anew: the strip is patched)
+    monkeypatch.setattr(kernels, "phases_plan", lambda *a: plans.append(plan(*a)) or plans[-1])
     # One plane, and per S the fewest lanes (source columns) that S divides (uint8's 16 do
     # not), that fill more than one strip of 4 S threads (uint8's 16: one partial strip, S = 8
     # with PRE takes several) and that Lanczos' plan allows (14): the interpreter's cost is
@@ -105,7 +105,7 @@ def test_phase_kernel_lanes_per_thread_and_prefetch(load_bytes, pre, dtype, gen,
     for size, call, expect, lanes_a_thread in cases:
         x = random_image((1, 1, *size), dtype, gen, device)
         y = call(x)
-        assert threads[-1] == lanes_a_thread, threads
+        assert plans[-1].tile.kwargs["S"] == lanes_a_thread, plans[-1]
         assert_matches(y, expect(unit(x)).reshape(y.shape))
         if not clamp:
             bad = x.clone()

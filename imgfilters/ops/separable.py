@@ -202,9 +202,17 @@ def _check(img, border, border_value):
     _image.check_border(border, border_value)
 
 
+# Taps made from plain values are kept as tuples of floats: the kernels take them as a
+# device vector from the constant cache (``_image.on``), which a tensor would first have to
+# be read back into (2 us of host time a call).
 @functools.lru_cache(maxsize=256)
 def _gaussian(size, sigma):
-    return reference.gaussian_taps(size, sigma)
+    return tuple(reference.gaussian_taps(size, sigma).tolist())
+
+
+def _as_tensor(taps):
+    """Taps as a float64 CPU tensor (the reference's and the CPU engine's)."""
+    return taps if isinstance(taps, torch.Tensor) else torch.tensor(taps, dtype=torch.float64)
 
 
 def _filter(img, tx, ty, border, border_value, fusion=None):
@@ -212,9 +220,10 @@ def _filter(img, tx, ty, border, border_value, fusion=None):
     prologue and epilogue, a ``pointwise.Fusion``)."""
     if _image.uses_cpu_engine(img):
         from imgfilters.cpu import separable as engine
-        return engine.separable_filter(img, tx, ty, _image.check_border(border), border_value, fusion)
+        return engine.separable_filter(img, _as_tensor(tx), _as_tensor(ty), _image.check_border(border),
+                                       border_value, fusion)
     if not _image.uses_kernels(img):
-        y = reference.separable_filter(_image.to_unit(img), tx, ty, border, border_value)
+        y = reference.separable_filter(_image.to_unit(img), _as_tensor(tx), _as_tensor(ty), border, border_value)
         return _image.in_layout(img, _image.from_unit(y, img.dtype))
     return _run(img, tx, ty, _image.check_border(border), border_value, fusion=fusion)
 
@@ -241,9 +250,9 @@ def _adjoint(grad, tx, ty, border, shape):
     rx, ry = (len(tx) - 1) // 2, (len(ty) - 1) // 2
     g4 = _image.as_planes(grad)
     B, C, H, W = g4.shape
-    fx, fy = _image.on(tx.flip(0), grad.device), _image.on(ty.flip(0), grad.device)
+    fx, fy = (_image.on(_as_tensor(t).flip(0), grad.device) for t in (tx, ty))
     zero = _image.check_border("constant")
-    if border != "constant" and kernels.strip_fits(ry):
+    if border != "constant" and kernels.strip_fits(ry, grad.is_cuda):
         gx = torch.zeros(B, C, H, W, dtype=torch.float32, device=grad.device)
         kernels.launch_adjoint(g4, gx, fx, fy, _image.check_border(border))
         return gx.reshape(shape)
@@ -289,7 +298,7 @@ def _gaussian_taps(kernel_size, sigma):
 
 @functools.lru_cache(maxsize=256)
 def _box(size):
-    return reference.box_taps(size)
+    return tuple(reference.box_taps(size).tolist())
 
 
 def _box_taps(kernel_size):
@@ -337,7 +346,7 @@ def _unsharp_op(img: Tensor, sigma: float, amount: float, threshold: float, bord
                 border_value: float, *, fusion=None) -> Tensor:
     if _image.uses_cpu_engine(img):
         from imgfilters.cpu import separable as engine
-        taps = _unsharp_taps(sigma)
+        taps = _as_tensor(_unsharp_taps(sigma))
         return engine.separable_filter(img, taps, taps, _image.check_border(border), border_value, fusion,
                                        unsharp=(amount, threshold))
     if not _image.uses_kernels(img):

@@ -1,19 +1,15 @@
-"""The one way every family launches a kernel: ``launch(kernel, grid, args, meta, x, ...)``,
+"""The one way every family launches a kernel: ``launch(kernel, grid, args, meta, x, tile)``,
 with a fixed tile or one tuned by ``Tuning``.
 
-Host time. Triton's own launch binds and specialises every argument on every call (and its
-autotuner adds a key and a dictionary walk): 20 to 60 us of host time on the H200's host,
-as long as a small image's whole kernel. So the kernel Triton compiles for a launch is
-kept here under a key that fixes everything its specialisation can depend on (every
-integer argument exactly, tensors' dtypes and 16-byte alignment, floats by type, the
-constexpr meta-parameters, the tile, the device), and the next launch with that key
-calls the compiled kernel directly.
-
-Relaunches. ``launch(..., reusable=True)`` returns a ``Relaunch`` of the compiled kernel
-on its grid with everything but the leading tensors fixed: a family that keeps it under a
-key of its own (the shapes, strides, dtypes, alignment and options it derives the launch
-from) launches a repeated call with that, skipping its own derivations and the key above
-(about 7 us of a 9 us launch on the development machine's CPU).
+Host time. Triton's own launch (``kernel[grid](...)``) binds and specialises every
+argument on every call (and its autotuner adds a key and a dictionary walk): 20 to 60 us
+of host time on the H200's host, as long as a small image's whole kernel. So the
+``CompiledKernel`` that Triton returns for a launch is kept here under a key that fixes
+everything its specialisation can depend on (every integer argument exactly, tensors'
+dtypes and 16-byte alignment, floats by type, the constexpr meta-parameters, the tile, the
+device), and the next launch with that key goes through the compiled kernel's own public
+launcher, ``compiled[grid](*args)``. This is the one cache on the launch path, with the
+families' plan memos (pure functions of plain values) and ``Tuning``'s choices.
 
 Tuning. ``Tuning`` times a kernel's candidate tiles on the first launch of each tuning
 key (a coarser key: a size class, not the exact shape) and device, under a lock: Triton's
@@ -25,19 +21,16 @@ import threading
 
 import torch
 import triton
-from triton import knobs
-from triton.knobs import HookChain
 
 from .tiling import interpreting
 
-__all__ = ["launch", "Meta", "Kept", "Relaunch", "Tuning", "autotuning", "forget_relaunches", "tile_config",
-           "aligned", "layout_key"]
+__all__ = ["launch", "Meta", "Tuning", "autotuning", "tile_config", "aligned"]
 
 # The tuning candidates are timed briefly: a new variant's first call waits for them.
 _TUNE_WARMUP_MS, _TUNE_REP_MS = 5, 20
 _MAX_LAUNCHES = 4096  # compiled launches kept; the cache is cleared when it fills
 
-_launches = {}  # launch key -> (compiled kernel, constexpr tail, meta-parameters for the grid)
+_launches = {}  # launch key -> (compiled kernel, its constexpr arguments, meta-parameters for the grid)
 _lock = threading.Lock()
 
 
@@ -71,8 +64,11 @@ class _Hashed(tuple):
 
 
 def tile_config(num_warps=4, num_stages=1, **meta):
-    """A tile: the kernel's tile meta-parameters and its launch options."""
-    return triton.Config(meta, num_warps=num_warps, num_stages=num_stages)
+    """A tile: the kernel's tile meta-parameters and its launch options (with its part of
+    the launch key, hashed once)."""
+    config = triton.Config(meta, num_warps=num_warps, num_stages=num_stages)
+    config.key = _Hashed((tuple(meta.items()), num_warps, num_stages))
+    return config
 
 
 class Tuning:
@@ -97,134 +93,58 @@ class Tuning:
         config = self.chosen.get(key)
         if config is None:
             def run(c):
-                return lambda: kernel[grid({**meta, **c.kwargs})](*args, **meta, **_options(c))
+                return lambda: kernel[_grid(grid, {**meta, **c.kwargs})](*args, **meta, **_options(c))
             times = [triton.testing.do_bench(run(c), warmup=_TUNE_WARMUP_MS, rep=_TUNE_REP_MS) for c in configs]
             config = self.chosen[key] = configs[times.index(min(times))]
         return config
 
 
-def launch(kernel, grid, args, meta, x, config=None, tuning=None, reusable=False):
+def launch(kernel, grid, args, meta, x, config=None, tuning=None):
     """Launch ``kernel`` on ``x``'s device with positional ``args`` and constexpr ``meta``,
     in the tile ``config`` (a ``triton.Config``) or, when that is None, the one ``tuning``
-    picks. ``grid(params)`` -> the launch grid, from the meta-parameters and the tile's.
-    With ``reusable``, returns the launch's ``Relaunch`` (None in the interpreter)."""
+    picks. ``grid``: the launch grid (1 to 3 sizes), or ``grid(params)`` -> it, from the
+    meta-parameters and the tile's."""
     if not x.is_cuda and interpreting():  # the interpreter runs each launch; nothing to cache or tune
         config = config or tuning.candidates(meta)[0]
-        kernel[grid({**meta, **config.kwargs})](*args, **meta, **_options(config))
-        return None
+        kernel[_grid(grid, {**meta, **config.kwargs})](*args, **meta, **_options(config))
+        return
     device = x.get_device()
-    if device != torch._C._cuda_getDevice():
+    if device != torch.cuda.current_device():
         with torch.cuda.device(device):
-            return launch(kernel, grid, args, meta, x, config, tuning, reusable)
+            return launch(kernel, grid, args, meta, x, config, tuning)
     key = _launch_key(kernel, args, meta, config, device)
     try:
         hit = _launches.get(key)
     except TypeError:  # an unhashable argument: launched without the cache
         hit = key = None
     if hit is not None:
-        compiled, tail, params = hit
-        if reusable:
-            relaunch = Relaunch(compiled, grid(params), args, tail, device)
-            relaunch(*args[:relaunch.tensors])
-            return relaunch
-        _run(compiled, grid(params), device, (*args, *tail))
-        return None
+        compiled, constexprs, params = hit
+        compiled[_grid(grid, params)](*args, *constexprs)
+        return
     with _lock:
         if config is None:
             config = tuning.tile(kernel, grid, args, meta, device)
         if tuning is not None:  # (a family may pick a launch's tile itself: the report shows it too)
             tuning.last = config
         params = {**meta, **config.kwargs}
-        compiled = kernel[grid(params)](*args, **meta, **_options(config))
+        compiled = kernel[_grid(grid, params)](*args, **meta, **_options(config))
         names = kernel.arg_names[len(args):]
-        if not all(n in params for n in names):
-            return None
-        tail = tuple(params[n] for n in names)
-        if key is not None:
+        if key is not None and all(n in params for n in names):
             if len(_launches) >= _MAX_LAUNCHES:
                 _launches.clear()
-            _launches[key] = (compiled, tail, params)
-    return Relaunch(compiled, grid(params), args, tail, device) if reusable else None
+            _launches[key] = (compiled, tuple(params[n] for n in names), params)
 
 
-class Relaunch:
-    """A compiled kernel on its grid and device with every argument fixed but the leading
-    tensors, which it does not keep (an image is never held alive here).
-    ``relaunch(*tensors)`` launches it on the current stream with those as its first
-    ``relaunch.tensors`` arguments: they must have the shapes, strides, dtypes and 16-byte
-    alignment (``aligned``) of the ones it was made with, and the grid must not depend on
-    anything else that changed (a family keeps it under a key of the shapes it derives
-    the launch from)."""
-
-    __slots__ = ("compiled", "grid", "tensors", "rest", "device")
-
-    def __init__(self, compiled, grid, args, tail, device):
-        self.tensors = next((i for i, a in enumerate(args) if not isinstance(a, torch.Tensor)), len(args))
-        self.compiled, self.grid, self.device = compiled, tuple(grid), device
-        self.rest = (*args[self.tensors:], *tail)
-
-    def __call__(self, *tensors):
-        if self.device != torch._C._cuda_getDevice():
-            with torch.cuda.device(self.device):
-                return self(*tensors)
-        _run(self.compiled, self.grid, self.device, (*tensors, *self.rest))
-
-
-class Kept:
-    """A family's ``Relaunch``es under keys of its own, each with what must stay alive while
-    it is kept (plans whose ids are in its key); emptied when it reaches _MAX_LAUNCHES."""
-
-    def __init__(self):
-        self.entries = {}
-        _kept.append(self)
-
-    def get(self, key):
-        hit = self.entries.get(key)
-        return None if hit is None else hit[0]
-
-    def keep(self, key, relaunch, *pinned):
-        if relaunch is not None:
-            if len(self.entries) >= _MAX_LAUNCHES:
-                self.entries.clear()
-            self.entries[key] = (relaunch, pinned)
-
-
-_kept = []  # every family's Kept
-
-
-def forget_relaunches():
-    """Empty every family's ``Kept`` relaunches, so that the next calls derive their
-    launches anew (tests that patch a family's tiles or plans)."""
-    for kept in _kept:
-        kept.entries.clear()
-
-
-def _run(compiled, grid, device, args):
-    """Launch ``compiled`` on ``grid`` (1 to 3 sizes) with all of its arguments on the
-    current stream of ``device``, the current device."""
-    g = grid + (1, 1)
-    stream = triton.runtime.driver.active.get_current_stream(device)
-    if _idle(knobs.runtime.launch_enter_hook) and _idle(knobs.runtime.launch_exit_hook):
-        # what Triton's own runner does, without its per-call closure
-        compiled.run(g[0], g[1], g[2], stream, compiled.function, compiled.packed_metadata, None, None, None, *args)
-    else:  # launch hooks (profilers) get their metadata from Triton's runner
-        compiled[g[:3]](*args, stream=stream)
-
-
-def layout_key(*tensors):
-    """What a ``Kept`` key holds of each of its launch's tensors: all that the launch may
-    derive from them but their data (shape, strides, dtype, 16-byte alignment)."""
-    return tuple([(t.shape, t.stride(), t.dtype, aligned(t)) for t in tensors])
+def _grid(grid, params):
+    """``launch``'s ``grid`` as the 3 sizes a compiled kernel's launcher takes."""
+    if callable(grid):
+        grid = grid(params)
+    return (*grid, 1, 1)[:3]
 
 
 def aligned(t):
     """Whether tensor ``t``'s data is 16-byte aligned, as Triton specialises a pointer."""
     return t.data_ptr() % 16 == 0
-
-
-def _idle(hook):
-    """No launch hook installed (Triton keeps them in a HookChain, or None)."""
-    return hook is None or (isinstance(hook, HookChain) and not hook.calls)
 
 
 def _options(config):
@@ -234,10 +154,18 @@ def _options(config):
 def _launch_key(kernel, args, meta, config, device):
     """Everything Triton's specialisation and the tile depend on (hashable unless an
     argument is not)."""
-    tile = None if config is None else (tuple(config.kwargs.items()), config.num_warps, config.num_stages)
-    # (most arguments are sizes and strides: ints are their own key, without a call)
+    tile = None if config is None else getattr(config, "key", None) or _tile_key(config)
     fixed = meta.key if type(meta) is Meta else tuple(meta.items())
-    return kernel, device, tile, fixed, tuple([a if type(a) is int else _spec(a) for a in args])
+    # (most arguments are sizes and strides, ints their own key, and plain tensors: both
+    # without a call; this runs on every launch)
+    return kernel, device, tile, fixed, tuple([
+        a if type(a) is int else (a.dtype, a.data_ptr() % 16 == 0) if type(a) is torch.Tensor else _spec(a)
+        for a in args])
+
+
+def _tile_key(config):
+    """A ``triton.Config`` made elsewhere than ``tile_config``: its part of the launch key."""
+    return tuple(config.kwargs.items()), config.num_warps, config.num_stages
 
 
 def _spec(a):
@@ -245,10 +173,12 @@ def _spec(a):
     ``== 1``, divisibility by 16 and the range), tensors by dtype and 16-byte alignment,
     floats by type only (never specialised), tuples element by element."""
     t = type(a)
+    if t is int:
+        return a
     if t is torch.Tensor or isinstance(a, torch.Tensor):  # (subclasses too: Parameter, tv_tensors)
         return a.dtype, aligned(a)
     if t is float:
         return float
     if t is tuple:
-        return tuple(map(_spec, a))
+        return tuple(map(_spec, a)) if a else a
     return t, a
