@@ -1005,12 +1005,6 @@ def phases_meta(py, px, clamp, off64):
                 DXP=next_pow2(px.D), MY=py.M, MX=px.M, EY=py.E, EX=px.E, CLAMP_ROWS=clamp, OFF64=off64)
 
 
-@functools.lru_cache(maxsize=4096)
-def adjoint_meta(py, px, vec, off64):
-    """The constexprs of ``upsample_phases_adjoint_kernel`` for the forward's ``PhasePlan``s."""
-    return Meta(WY=adjoint_weights(py), WX=adjoint_weights(px), FY=py.F, FX=px.F, MX=px.M, VEC=vec, OFF64=off64)
-
-
 @dataclasses.dataclass(frozen=True)
 class Launch:
     """A launch's constexprs, tile and grid, as a family's plan function chose them."""
@@ -1042,14 +1036,25 @@ def _launch_phases(x, y, phases, clamp_rows, pro, epi):
     launch_kernel(phases_kernel, plan.grid, args, plan.meta, x, plan.tile)
 
 
+@functools.lru_cache(maxsize=4096)
+def adjoint_plan(py, px, planes, H, W, itemsize, strip, off64):
+    """The launch of ``upsample_phases_adjoint_kernel`` for the forward's ``PhasePlan``s
+    ``py`` (rows) and ``px`` (columns): the gradient of ``planes`` H x W source planes, read
+    in vectors of 16 bytes of ``itemsize``, in the strip ``strip`` (``_strip``)."""
+    threads, seg, warps, s = strip
+    meta = Meta(WY=adjoint_weights(py), WX=adjoint_weights(px), FY=py.F, FX=px.F, MX=px.M,
+                VEC=max(1, 16 // itemsize), OFF64=off64)
+    return Launch(meta, tile_config(BW=threads, SEG=seg, S=s, num_warps=warps),
+                  (programs(planes, H, W, seg, s * threads),))
+
+
 def launch_adjoint(g, y, phases):
     """The gradient ``y`` (B, C, H, W) of ``phases_kernel`` upsampling from ``g`` (B, C, fy H,
     fx W) by the ``PhasePlan`` pair ``phases`` (rows, columns): D = 1, factors in
     ADJOINT_FACTORS, torch's clamping modes (ADJOINT_MODES), H and W at least 2."""
     B, C, H, W = y.shape
     py, px = phases
-    threads, seg, warps, s = _strip(g, H, -(-W // ADJOINT_STRIP[3]), ADJOINT_STRIP)
-    meta = adjoint_meta(py, px, max(1, 16 // g.element_size()), needs_int64(g, y))
-    launch_kernel(upsample_phases_adjoint_kernel, lambda m: (programs(B * C, H, W, seg, s * threads),),
-                  (g, y, C, H, W, *g.shape[-2:], *g.stride(), *y.stride()), meta, g,
-                  tile_config(BW=threads, SEG=seg, S=s, num_warps=warps))
+    plan = adjoint_plan(py, px, B * C, H, W, g.element_size(),
+                        _strip(g, H, -(-W // ADJOINT_STRIP[3]), ADJOINT_STRIP), needs_int64(g, y))
+    launch_kernel(upsample_phases_adjoint_kernel, plan.grid, (g, y, C, H, W, *g.shape[-2:], *g.stride(), *y.stride()),
+                  plan.meta, g, plan.tile)

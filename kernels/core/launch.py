@@ -158,7 +158,7 @@ def _launch_key(kernel, args, meta, config, device):
     fixed = meta.key if type(meta) is Meta else tuple(meta.items())
     # (most arguments are sizes and strides, ints their own key, and plain tensors: both
     # without a call; this runs on every launch)
-    return kernel, device, tile, fixed, tuple([
+    return kernel.fn, device, tile, fixed, tuple([
         a if type(a) is int else (a.dtype, a.data_ptr() % 16 == 0) if type(a) is torch.Tensor else _spec(a)
         for a in args])
 
