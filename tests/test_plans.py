@@ -1,0 +1,146 @@
+"""The launch plans, asked for the GPU's sizes without a GPU: each family's plan function
+is a pure function of plain values (sizes, dtypes, radius, options, the SM count), so CI
+checks the plans an H200 would run (132 SMs) on 4K and batched 1080p images, every
+branch of the choice, and that the programs they launch cover every output."""
+import itertools
+
+import pytest
+import torch
+
+from imgfilters.kernels import bilateral as kb
+from imgfilters.kernels import resample as kr
+from imgfilters.kernels import separable as ks
+from imgfilters.kernels.core.tiling import cdiv, programs
+from imgfilters.ops.resample import phase_tables
+
+H200_SMS = 132
+SHAPES = [(1, 3, 2160, 3840), (16, 3, 1080, 1920), (1, 1, 46400, 46400), (2, 3, 37, 50)]
+
+
+def bilateral_plan(shape, radius, *, dtype=torch.float32, disk=False, joint=False, adjoint=False, sms=H200_SMS,
+                   off64=False, peak_fits=False):
+    B, C, H, W = shape
+    return kb.forward_plan(B, C, C, H, W, dtype, radius, disk, False, joint, 0, True, adjoint, off64, peak_fits,
+                           False, sms)
+
+
+def strips(tile, B, H, W):
+    return B * cdiv(H, tile.kwargs["K"]) * cdiv(W, tile.kwargs["BW"])
+
+
+@pytest.mark.parametrize("shape,radius,joint,disk", itertools.product(SHAPES, range(1, 8), (False, True),
+                                                                        (False, True)))
+def test_bilateral_forward_plans_cover_the_image(shape, radius, joint, disk):
+    B, C, H, W = shape
+    plan = bilateral_plan(shape, radius, joint=joint, disk=disk)
+    meta = plan.meta
+    assert (meta["R"], meta["JOINT"], meta["DISK"]) == (radius, joint, disk)
+    if plan.tile is None:  # tuned on the first launch: every candidate's grid covers the image
+        # (row tiles; the unrolled offsets' tuned radii; the one-offset column loop)
+        assert (not kb._slides(meta) or (meta["UNROLL_DX"] and radius <= kb.UNROLLED_TUNED_RADIUS)
+                or (not meta["UNROLL_DX"] and meta["DX_GROUP"] == 1))
+        assert not meta["INSIDE"] and meta["EDGES"] == 0
+        for tile in kb.forward_tiles(meta):
+            assert plan.grid(tile.kwargs) == (strips(tile, B, H, W),)
+    else:
+        assert plan.grid == (strips(plan.tile, B, H, W) + meta["EDGES"],)
+        assert plan.tile.kwargs["K"] % kb.STRIP_QUANTUM == 0 and plan.tile.kwargs["K"] <= kb.STRIP_ROWS_MAX
+    if meta["INSIDE"]:  # edge columns stored by programs of their own, none over EDGE_BLOCKS blocks
+        assert plan.tile.kwargs["SLIDE"] and not joint and radius > kb.UNROLLED_TUNED_RADIUS
+        assert meta["EDGES"] * plan.tile.kwargs["BW"] * kb.EDGE_BLOCKS >= B * H * 2 * radius
+    else:
+        assert meta["EDGES"] == 0
+    assert bilateral_plan(shape, radius, joint=joint, disk=disk) is plan  # memoised by its arguments
+
+
+def test_bilateral_radius_3_takes_one_tile_by_the_image_size():
+    """SIZED_TILE_RADIUS: a single candidate, the wide tile on 4K planes, the other below."""
+    big = bilateral_plan((1, 3, 2160, 3840), kb.SIZED_TILE_RADIUS).meta
+    small = bilateral_plan((1, 3, 720, 1280), kb.SIZED_TILE_RADIUS).meta
+    assert [t.kwargs for t in kb.forward_tiles(big)] == [
+        {k: v for k, v in kb.UNROLLED_TILES[0].items() if k != "num_warps"}]
+    assert [t.kwargs for t in kb.forward_tiles(small)] == [
+        {k: v for k, v in kb.UNROLLED_TILES[1].items() if k != "num_warps"}]
+
+
+def test_bilateral_strips_fill_the_waves_of_the_device():
+    """Beyond the tuned radii the strip length comes from the SM count: fewer SMs, fewer
+    programs at once, and the strips it picks cost no more waves x rows than any other."""
+    plans = {sms: bilateral_plan((1, 3, 2160, 3840), 4, sms=sms) for sms in (H200_SMS, 66)}
+    for sms, plan in plans.items():
+        tile = plan.tile
+        resident = kb._resident(tile, plan.meta, sms)
+        lanes = cdiv(3840, tile.kwargs["BW"])
+        costs = {k: cdiv(lanes * cdiv(2160, k), resident) * (k + 2 * 4 + 1) for k in range(8, 257, 8)}
+        assert costs[tile.kwargs["K"]] == min(costs.values())
+    assert plans[H200_SMS].meta["INSIDE"] and plans[H200_SMS].meta["EDGES"] > 0
+
+
+def test_bilateral_adjoint_and_interpreter_plans():
+    """The backward's forward pass never tunes (it rewrites its buffer in place); the
+    interpreter (0 SMs) takes one strip of every column of an image."""
+    for radius in range(1, 8):
+        assert bilateral_plan((1, 3, 2160, 3840), radius, adjoint=True).tile is not None
+    plan = bilateral_plan((2, 3, 37, 50), 2, sms=0)
+    assert plan.tile.kwargs["BW"] >= 50 and plan.tile.kwargs["K"] == 37
+    assert plan.grid == (2,)
+
+
+def test_bilateral_plan_options_reach_the_constexprs():
+    plan = bilateral_plan((1, 1, 46400, 46400), 2, dtype=torch.uint8, off64=True, peak_fits=True)
+    assert plan.meta["OFF64"] and not bilateral_plan((1, 3, 2160, 3840), 2).meta["OFF64"]
+    # EXPANDED: a uint8 guide whose exponent terms fit, at radii whose columns are grouped
+    grouped = [r for r in range(1, 8) if kb.column_group(r) > 1]
+    assert grouped and all(bilateral_plan((1, 3, 2160, 3840), r, dtype=torch.uint8, peak_fits=True).meta["EXPANDED"]
+                           for r in grouped if kb._slides(bilateral_plan((1, 3, 2160, 3840), r).meta, extra=1))
+    assert not any(bilateral_plan((1, 3, 2160, 3840), r, peak_fits=True).meta["EXPANDED"] for r in range(1, 8))
+
+
+@pytest.mark.parametrize("mode,f,d", [("bicubic", 2, 1), ("bilinear", 2, 1), ("lanczos", 2, 1), ("bicubic", 1, 2),
+                                      ("bicubic", 4, 1), ("bicubic", 1, 4)])
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
+@pytest.mark.parametrize("shape", [(1, 3, 1080, 1920), (16, 3, 1080, 1920)])
+def test_resampling_phase_plans_cover_the_output(mode, f, d, dtype, shape):
+    B, C, H, W = shape
+    phases = phase_tables(mode, d > 1 or mode == "lanczos", f, d)
+    HO, WO = H * f // d, W * f // d
+    itemsize = torch.tensor([], dtype=dtype).element_size()
+    strip = kr.STRIPS[phases.D]
+    plan = kr.phases_plan(phases, phases, B * C, HO, WO, itemsize, strip, False, False)
+    bw, seg, warps, load_bytes, pre = strip
+    s = plan.tile.kwargs["S"]
+    lanes = WO // phases.F
+    assert lanes % s == 0 and s * itemsize <= max(load_bytes, itemsize)
+    assert s == 1 or phases.D == 1
+    assert plan.tile.num_warps == warps and (plan.tile.kwargs["BW"], plan.tile.kwargs["SEG"]) == (bw, seg)
+    assert plan.grid == (programs(B * C, HO // phases.F, lanes, seg, s * bw),)
+    assert plan.meta["FY"] == plan.meta["FX"] == phases.F and plan.meta["DX"] == phases.D
+    assert kr.phases_plan(phases, phases, B * C, HO, WO, itemsize, strip, False, False) is plan
+
+
+@pytest.mark.parametrize("f", sorted(kr.ADJOINT_FACTORS))
+def test_resampling_adjoint_plans_cover_the_gradient(f):
+    phases = phase_tables("bicubic", False, f, 1)
+    threads, seg, warps, s = kr.ADJOINT_STRIP
+    plan = kr.adjoint_plan(phases, phases, 3, 1080, 1920, 4, kr.ADJOINT_STRIP, False)
+    assert plan.grid == (programs(3, 1080, 1920, seg, s * threads),)
+    assert plan.meta["VEC"] == 4 and plan.meta["FX"] == f
+
+
+@pytest.mark.parametrize("rx,ry", [(1, 1), (2, 2), (7, 7), (9, 9), (15, 15), (19, 19), (2, 12), (16, 3)])
+@pytest.mark.parametrize("ox", [0, 3])
+def test_strip_plans_cover_the_output(rx, ry, ox):
+    HO, WO, planes = 2160, 3840, 3
+    plan = ks.strip_plan(planes, HO, WO, rx, ry, ox, 1, 1, 0, -1, False, False)
+    cfg = ks.strip_config(rx, ry)
+    S, T, SEG = (plan.tile.kwargs[k] for k in ("S", "T", "SEG"))
+    assert (S, T, SEG) == (cfg["S"], cfg["T"], cfg["SEG"])
+    assert plan.grid == (programs(planes, HO, WO, SEG, T * S),)
+    assert plan.oxa % S == 0 and plan.oxa + plan.meta["OXR"] == ox
+    if cfg["HREG"]:  # the blocks of S columns a lane's horizontal taps reach
+        assert plan.meta["KB0"] * S <= plan.meta["OXR"] - rx
+        assert (plan.meta["KB0"] + plan.meta["NB"]) * S > plan.meta["OXR"] + S - 1 + rx
+    else:
+        assert plan.meta["NB"] == 0
+    interpreted = ks.strip_plan(planes, 37, 50, rx, ry, ox, 1, 1, 0, -1, False, True)
+    assert interpreted.grid == (planes,)  # one strip and one segment a plane
