@@ -26,6 +26,7 @@ import inspect
 from typing import Optional, Tuple
 
 import torch
+from torch.overrides import has_torch_function
 
 from imgfilters import _image
 
@@ -131,18 +132,20 @@ def _plain_eager(args):
     path through a custom op costs tens of microseconds a call (its autograd about 150 us
     a forward and as much a backward on the H200's host), more than the kernel of a
     small image."""
-    if torch.compiler.is_compiling() or torch._C._len_torch_dispatch_stack() > 0:
+    if torch.compiler.is_compiling() or torch.jit.is_tracing():  # (a trace records ops, not Triton launches)
         return None
-    if torch._C._is_torch_function_mode_enabled() or torch._C._functorch.peek_interpreter_stack() is not None:
+    # (torch has no public query of these two: a dispatch mode such as FakeTensorMode, and
+    # a functorch transform, vmap or grad, whose wrapped tensors look plain from Python)
+    if torch._C._len_torch_dispatch_stack() > 0 or torch._C._functorch.peek_interpreter_stack() is not None:
         return None
-    if torch._C._get_tracing_state() is not None:  # torch.jit.trace records ops, not Triton launches
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    if has_torch_function(tensors):  # a torch-function mode, or a subclass that overrides it
         return None
     recording = False
-    for a in args:
-        if isinstance(a, torch.Tensor):
-            if type(a) is not torch.Tensor or a.is_meta:
-                return None
-            recording = recording or a.requires_grad
+    for a in tensors:
+        if type(a) is not torch.Tensor or a.is_meta:
+            return None
+        recording = recording or a.requires_grad
     return recording
 
 
