@@ -28,8 +28,9 @@ CASES = [  # (name, shape, dtype, radius, window, distance)
     ("9x9 disk l1 u8", K4, torch.uint8, 4, "disk", "l1"),
     ("9x9 16x1080p", (16, 3, 1080, 1920), torch.float32, 4, "square", "l2"),
 ]
-TILES = kb.SLIDE_TILES + [dict(SLIDE=True, K=128, BW=256, num_warps=8), dict(SLIDE=True, K=32, BW=128, num_warps=4),
-                          dict(SLIDE=True, K=128, BW=64, num_warps=2)] + kb.ROW_TILES
+TILES = kb.tiles.SLIDE_TILES + [dict(SLIDE=True, K=128, BW=256, num_warps=8),
+                                dict(SLIDE=True, K=32, BW=128, num_warps=4),
+                                dict(SLIDE=True, K=128, BW=64, num_warps=2)] + kb.tiles.ROW_TILES
 
 
 def coefficients(sigma, batch):
@@ -79,7 +80,7 @@ def main():
         row = []
         for cfg in TILES:
             slots = (2 * radius + 1) * 7
-            if cfg["SLIDE"] and slots > kb.SLIDE_VECTORS:
+            if cfg["SLIDE"] and slots > kb.tiles.SLIDE_VECTORS:
                 continue
             t0 = time.time()
             check(x, radius, window, dist, cfg)

@@ -261,7 +261,7 @@ def test_backward_tiles_match_the_reference_on_photos(case, monkeypatch):
     name = SAMPLE_NAMES[case % len(SAMPLE_NAMES)]
     x = _image.to_unit(sample(name)[None].cuda()[..., :96, :150]).float()  # partial strips and tiles
     g = x.mean(1, keepdim=True) if joint else None
-    tile = kb.backward_tile(3, 1 if joint else 3, radius, joint)
+    tile = kb.plan.backward_tile(3, 1 if joint else 3, radius, joint)
     ours, expected = gradients_with_tile(monkeypatch, tile, x.clone(), None if g is None else g.clone(), 0.1,
                                          radius, window, dist, "reflect")
     for got, want in zip(ours, expected):
@@ -332,7 +332,7 @@ def record_plans(monkeypatch):
     memoised (a test may patch the constants that plans are derived from)."""
     from imgfilters.kernels import bilateral as kb
     plans, derive = [], kb.forward_plan.__wrapped__
-    monkeypatch.setattr(kb, "forward_plan", lambda *a: plans.append(derive(*a)) or plans[-1])
+    monkeypatch.setattr(kb.plan, "forward_plan", lambda *a: plans.append(derive(*a)) or plans[-1])
     return plans
 
 
@@ -343,20 +343,20 @@ def test_strips_fill_whole_waves():
     # STRIP_ROWS_MAX
     from imgfilters.kernels import bilateral as kb
     from imgfilters.kernels.core.tiling import cdiv
-    q = kb.STRIP_QUANTUM
+    q = kb.tiles.STRIP_QUANTUM
     cost = lambda H, R, lanes, resident, k: cdiv(lanes * cdiv(H, k), resident) * (k + 2 * R + 1)  # noqa: E731
     rng = random.Random(0)
     cases = [(2160, 7, 30, 396), (1080, 4, 240, 528), (64, 2, 1, 396), (10, 3, 1, 1), (1080, 0, 15000, 528)] + [
         (rng.randint(1, 3000), rng.randint(0, 12), rng.randint(1, 400), rng.randint(1, 600)) for _ in range(100)]
     for H, R, lanes, resident in cases:
-        best, k = kb._strip_rows(H, R, lanes, resident)
-        top = min(kb.STRIP_ROWS_MAX, cdiv(H, q) * q)
+        best, k = kb.plan._strip_rows(H, R, lanes, resident)
+        top = min(kb.tiles.STRIP_ROWS_MAX, cdiv(H, q) * q)
         assert k % q == 0 and q <= k <= top and best == cost(H, R, lanes, resident, k)
         assert all(best <= cost(H, R, lanes, resident, j) for j in range(q, top + 1, q))
     # 4K at 15 x 15 uint8 (three programs an SM on 132 SMs, 30 column strips): one wave of
     # 13 strips of 168 rows, not 1.3 waves of 17 strips of 128; where the device holds
     # one program at a time, the whole image in one strip
-    assert kb._strip_rows(2160, 7, 30, 396)[1] == 168 and kb._strip_rows(100, 3, 4, 1)[1] == 104
+    assert kb.plan._strip_rows(2160, 7, 30, 396)[1] == 168 and kb.plan._strip_rows(100, 3, 4, 1)[1] == 104
 
 
 def test_forward_tiles_follow_the_radius_and_the_guide():
@@ -371,32 +371,33 @@ def test_forward_tiles_follow_the_radius_and_the_guide():
         dict(c.kwargs, num_warps=c.num_warps) for c in kb.forward_tiles(dict(
             R=R, C=C, CG=CG, JOINT=joint, UNROLL_DX=kb.unrolls_columns(R), DX_GROUP=kb.column_group(R),
             SIZE_CLASS=size_class(*hw)))]
-    assert tiles(1) == tiles(2) == kb.UNROLLED_TILES
+    assert tiles(1) == tiles(2) == kb.tiles.UNROLLED_TILES
     for joint in (False, True):
-        assert tiles(3, joint) == tiles(3, joint, hw=(720, 1280)) == kb.UNROLLED_TILES[1:]
-        assert tiles(3, joint, hw=(2160, 3840)) == tiles(3, joint, hw=(4320, 7680)) == kb.UNROLLED_TILES[:1]
-    assert tiles(4) == kb.UNROLLED_TILES and tiles(4, joint=True) == kb.UNROLLED_TILES[1:]
-    assert tiles(5) == tiles(6) == kb.SLIDE_TILES and tiles(7) == kb.GROUPED_TILES
+        assert tiles(3, joint) == tiles(3, joint, hw=(720, 1280)) == kb.tiles.UNROLLED_TILES[1:]
+        assert tiles(3, joint, hw=(2160, 3840)) == tiles(3, joint, hw=(4320, 7680)) == kb.tiles.UNROLLED_TILES[:1]
+    assert tiles(4) == kb.tiles.UNROLLED_TILES and tiles(4, joint=True) == kb.tiles.UNROLLED_TILES[1:]
+    assert tiles(5) == tiles(6) == kb.tiles.SLIDE_TILES and tiles(7) == kb.tiles.GROUPED_TILES
     # radius 4 and the grouped column loop: the first candidate, its strips' length to be
     # chosen (radius 4 without a guide reads its columns INSIDE, where the 4-warp tile
     # stalled)
-    single = lambda R=4, joint=False: kb._single_tile(dict(  # noqa: E731
+    single = lambda R=4, joint=False: kb.plan._single_tile(dict(  # noqa: E731
         R=R, C=3, CG=3, JOINT=joint, UNROLL_DX=kb.unrolls_columns(R), DX_GROUP=kb.column_group(R)))
     as_dict = lambda c: dict(c.kwargs, num_warps=c.num_warps)  # noqa: E731
-    assert as_dict(single()) == kb.UNROLLED_TILES[0] and as_dict(single(joint=True)) == kb.UNROLLED_TILES[1]
-    assert as_dict(single(R=7)) == kb.GROUPED_TILES[0] and single(R=3) is None and single(R=5) is None
+    assert as_dict(single()) == kb.tiles.UNROLLED_TILES[0] and as_dict(single(joint=True)) == kb.tiles.UNROLLED_TILES[1]
+    assert as_dict(single(R=7)) == kb.tiles.GROUPED_TILES[0] and single(R=3) is None and single(R=5) is None
     # ... filling the device's waves: 4K on an H200 (132 SMs) in one wave of 168-row
     # strips at 15 x 15 and at 9 x 9 with a guide (three programs an SM), of 128 at 9 x 9
     # (two of 8 warps); 16 x 1080p at 9 x 9 in three waves of 184 (6 strips of 8 columns)
     meta = lambda R, joint=False: dict(R=R, JOINT=joint, UNROLL_DX=kb.unrolls_columns(R))  # noqa: E731
-    wave = lambda B, H, W, R, joint=False: kb._filling_waves(  # noqa: E731
+    wave = lambda B, H, W, R, joint=False: kb.plan._filling_waves(  # noqa: E731
         single(R, joint), meta(R, joint), B, H, W, 132).kwargs["K"]
     assert wave(1, 2160, 3840, 7) == 168 and wave(1, 2160, 3840, 4, joint=True) == 168
     assert wave(1, 2160, 3840, 4) == 128 and wave(16, 1080, 1920, 4) == 184
     # ... and the edge columns' programs: the last wave's idle slots (9 of 264 on 4K), at
     # least enough for EDGE_BLOCKS blocks of lanes each (34 for 16 x 1080p, 24 idle)
-    edges = lambda B, H, W, R=4: kb._edge_programs(  # noqa: E731
-        kb._filling_waves(single(R), meta(R), B, H, W, 132), B, H, W, R, kb._resident(single(R), meta(R), 132))
+    edges = lambda B, H, W, R=4: kb.plan._edge_programs(  # noqa: E731
+        kb.plan._filling_waves(single(R), meta(R), B, H, W, 132), B, H, W, R,
+        kb.plan._resident(single(R), meta(R), 132))
     assert edges(1, 2160, 3840) == 9 and edges(16, 1080, 1920) == 34
     assert all(not t["SLIDE"] for t in tiles(12))
 
@@ -415,9 +416,9 @@ def test_inside_columns_over_several_strips_and_blocks(gen, device, monkeypatch)
     assert kb.reads_inside(meta) and not kb.reads_inside(dict(meta, NEAR=False))
     assert not kb.reads_inside(dict(meta, JOINT=True)) and not kb.reads_inside(dict(meta, R=3))
     tile = dict(SLIDE=True, K=4, BW=8, num_warps=1)
-    assert kb._edge_programs(triton.Config(tile), 2, 11, 17, 4, 0) == 2
-    monkeypatch.setattr(kb, "UNROLLED_TUNED_RADIUS", 0)
-    monkeypatch.setattr(kb, "EDGE_BLOCKS", 1)
+    assert kb.plan._edge_programs(triton.Config(tile), 2, 11, 17, 4, 0) == 2
+    monkeypatch.setattr(kb.tiles, "UNROLLED_TUNED_RADIUS", 0)
+    monkeypatch.setattr(kb.tiles, "EDGE_BLOCKS", 1)
     plans = record_plans(monkeypatch)
     inside = lambda: sum(p.meta["INSIDE"] for p in plans)  # noqa: E731
     x = random_image((2, 1, 6, 9), torch.float32, gen, device)
@@ -425,7 +426,7 @@ def test_inside_columns_over_several_strips_and_blocks(gen, device, monkeypatch)
                                                        (x, 2, False, "disk", "l1", "constant"),
                                                        (x[1:], 2, True, "square", "l2", "symmetric"),
                                                        (x[:1], 1, False, "square", "l1", "replicate")]:
-        monkeypatch.setattr(kb, "PREFETCH_RADIUS", 2 if ahead else 0)
+        monkeypatch.setattr(kb.tiles, "PREFETCH_RADIUS", 2 if ahead else 0)
         assert kb.prefetches(radius) == ahead
         y = launch_tile(image, tile, 0.2, 1.5, radius, window, dist, border, 0.3)
         assert_matches(y, reference(image, None, 0.2, 1.5, radius, window, dist, border, 0.3))
@@ -498,11 +499,11 @@ def test_both_variants_over_several_strips_and_segments(gen, device, monkeypatch
     x = random_image((2, 2, 8, 11), torch.float32, gen, device)
     record_plans(monkeypatch)
     for tile, unrolled_taps, image, radius, window, dist, border in [
-            (dict(SLIDE=True, K=5, BW=8, num_warps=1), kb.UNROLLED_TAPS, x, 2, "square", "l2", "reflect"),
+            (dict(SLIDE=True, K=5, BW=8, num_warps=1), kb.tiles.UNROLLED_TAPS, x, 2, "square", "l2", "reflect"),
             (dict(SLIDE=True, K=5, BW=8, num_warps=1), 0, x[1:, :1], 2, "disk", "l1", "reflect"),
             (dict(SLIDE=True, K=5, BW=8, num_warps=1), 0, x, 1, "square", "l2", "constant"),
-            (dict(SLIDE=False, K=3, BW=8, num_warps=1), kb.UNROLLED_TAPS, x, 2, "disk", "l1", "constant")]:
-        monkeypatch.setattr(kb, "UNROLLED_TAPS", unrolled_taps)
+            (dict(SLIDE=False, K=3, BW=8, num_warps=1), kb.tiles.UNROLLED_TAPS, x, 2, "disk", "l1", "constant")]:
+        monkeypatch.setattr(kb.tiles, "UNROLLED_TAPS", unrolled_taps)
         assert kb.column_group(radius) == (3 if radius == 1 and unrolled_taps == 0 else 1)
         y = launch_tile(image, tile, 0.2, 1.5, radius, window, dist, border, 0.3)
         assert_matches(y, reference(image, None, 0.2, 1.5, radius, window, dist, border, 0.3))
@@ -510,7 +511,7 @@ def test_both_variants_over_several_strips_and_segments(gen, device, monkeypatch
 
 def _forward_tiles():
     from imgfilters.kernels import bilateral as kb
-    return kb.SLIDE_TILES + kb.UNROLLED_TILES + kb.ROW_TILES
+    return kb.tiles.SLIDE_TILES + kb.tiles.UNROLLED_TILES + kb.tiles.ROW_TILES
 
 
 @gpu
@@ -692,7 +693,7 @@ def test_upsample_positions_stay_exact_on_wide_images(gen, device):
 
 def _upsample_tiles():
     from imgfilters.kernels import bilateral as kb
-    return [kb.UPSAMPLE_TILE]
+    return [kb.tiles.UPSAMPLE_TILE]
 
 
 @gpu

@@ -14,7 +14,7 @@ from imgfilters.kernels.core.tiling import cdiv, programs
 from imgfilters.ops.resample import phase_tables
 
 H200_SMS = 132
-SHAPES = [(1, 3, 2160, 3840), (16, 3, 1080, 1920), (1, 1, 46400, 46400), (2, 3, 37, 50)]
+SHAPES = [(1, 3, 2160, 3840), (16, 3, 1080, 1920), (1, 1, 46400, 46400), (2, 3, 37, 50), (2, 8, 300, 500)]
 
 
 def bilateral_plan(shape, radius, *, dtype=torch.float32, disk=False, joint=False, adjoint=False, sms=H200_SMS,
@@ -37,17 +37,17 @@ def test_bilateral_forward_plans_cover_the_image(shape, radius, joint, disk):
     assert (meta["R"], meta["JOINT"], meta["DISK"]) == (radius, joint, disk)
     if plan.tile is None:  # tuned on the first launch: every candidate's grid covers the image
         # (row tiles; the unrolled offsets' tuned radii; the one-offset column loop)
-        assert (not kb._slides(meta) or (meta["UNROLL_DX"] and radius <= kb.UNROLLED_TUNED_RADIUS)
+        assert (not kb.plan._slides(meta) or (meta["UNROLL_DX"] and radius <= kb.tiles.UNROLLED_TUNED_RADIUS)
                 or (not meta["UNROLL_DX"] and meta["DX_GROUP"] == 1))
         assert not meta["INSIDE"] and meta["EDGES"] == 0
         for tile in kb.forward_tiles(meta):
             assert plan.grid(tile.kwargs) == (strips(tile, B, H, W),)
     else:
         assert plan.grid == (strips(plan.tile, B, H, W) + meta["EDGES"],)
-        assert plan.tile.kwargs["K"] % kb.STRIP_QUANTUM == 0 and plan.tile.kwargs["K"] <= kb.STRIP_ROWS_MAX
+        assert plan.tile.kwargs["K"] % kb.tiles.STRIP_QUANTUM == 0 and plan.tile.kwargs["K"] <= kb.tiles.STRIP_ROWS_MAX
     if meta["INSIDE"]:  # edge columns stored by programs of their own, none over EDGE_BLOCKS blocks
-        assert plan.tile.kwargs["SLIDE"] and not joint and radius > kb.UNROLLED_TUNED_RADIUS
-        assert meta["EDGES"] * plan.tile.kwargs["BW"] * kb.EDGE_BLOCKS >= B * H * 2 * radius
+        assert plan.tile.kwargs["SLIDE"] and not joint and radius > kb.tiles.UNROLLED_TUNED_RADIUS
+        assert meta["EDGES"] * plan.tile.kwargs["BW"] * kb.tiles.EDGE_BLOCKS >= B * H * 2 * radius
     else:
         assert meta["EDGES"] == 0
     assert bilateral_plan(shape, radius, joint=joint, disk=disk) is plan  # memoised by its arguments
@@ -55,12 +55,12 @@ def test_bilateral_forward_plans_cover_the_image(shape, radius, joint, disk):
 
 def test_bilateral_radius_3_takes_one_tile_by_the_image_size():
     """SIZED_TILE_RADIUS: a single candidate, the wide tile on 4K planes, the other below."""
-    big = bilateral_plan((1, 3, 2160, 3840), kb.SIZED_TILE_RADIUS).meta
-    small = bilateral_plan((1, 3, 720, 1280), kb.SIZED_TILE_RADIUS).meta
+    big = bilateral_plan((1, 3, 2160, 3840), kb.tiles.SIZED_TILE_RADIUS).meta
+    small = bilateral_plan((1, 3, 720, 1280), kb.tiles.SIZED_TILE_RADIUS).meta
     assert [t.kwargs for t in kb.forward_tiles(big)] == [
-        {k: v for k, v in kb.UNROLLED_TILES[0].items() if k != "num_warps"}]
+        {k: v for k, v in kb.tiles.UNROLLED_TILES[0].items() if k != "num_warps"}]
     assert [t.kwargs for t in kb.forward_tiles(small)] == [
-        {k: v for k, v in kb.UNROLLED_TILES[1].items() if k != "num_warps"}]
+        {k: v for k, v in kb.tiles.UNROLLED_TILES[1].items() if k != "num_warps"}]
 
 
 def test_bilateral_strips_fill_the_waves_of_the_device():
@@ -69,7 +69,7 @@ def test_bilateral_strips_fill_the_waves_of_the_device():
     plans = {sms: bilateral_plan((1, 3, 2160, 3840), 4, sms=sms) for sms in (H200_SMS, 66)}
     for sms, plan in plans.items():
         tile = plan.tile
-        resident = kb._resident(tile, plan.meta, sms)
+        resident = kb.plan._resident(tile, plan.meta, sms)
         lanes = cdiv(3840, tile.kwargs["BW"])
         costs = {k: cdiv(lanes * cdiv(2160, k), resident) * (k + 2 * 4 + 1) for k in range(8, 257, 8)}
         assert costs[tile.kwargs["K"]] == min(costs.values())
@@ -92,7 +92,7 @@ def test_bilateral_plan_options_reach_the_constexprs():
     # EXPANDED: a uint8 guide whose exponent terms fit, at radii whose columns are grouped
     grouped = [r for r in range(1, 8) if kb.column_group(r) > 1]
     assert grouped and all(bilateral_plan((1, 3, 2160, 3840), r, dtype=torch.uint8, peak_fits=True).meta["EXPANDED"]
-                           for r in grouped if kb._slides(bilateral_plan((1, 3, 2160, 3840), r).meta, extra=1))
+                           for r in grouped if kb.plan._slides(bilateral_plan((1, 3, 2160, 3840), r).meta, extra=1))
     assert not any(bilateral_plan((1, 3, 2160, 3840), r, peak_fits=True).meta["EXPANDED"] for r in range(1, 8))
 
 
