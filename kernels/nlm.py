@@ -2,11 +2,15 @@
 
 Each program is one warp and owns a strip of one image: LANES = 32 patch-pixel columns
 (one per lane) by TH output rows; its outputs are the LANES - P + 1 columns whose whole
-patch lies in the strip. Every value is one image row with all its channels, a
-(1, LANES, CP) block: a column per lane, the channels (padded to a power of two) in the
-thread, so the channel sum needs no shuffle. For every search offset ``d = (dy, dx)`` the
-strip marches down its TH + P - 1 patch rows; for each it loads the shifted row
-I(y + dy, x + dx) (one load) and forms
+patch lies in the strip. Every value is one image row of one channel, a (1, LANES)
+vector with a column per lane, and a row of an image is a tuple of C of them: the channel
+sum is C - 1 adds in the thread, with no shuffle and no padded channel. (A (1, LANES, C)
+block would hold the same registers only where the compiler puts the channels in the
+thread, which it no longer does: Triton 3.8 breaks ties between equally contiguous
+dimensions from the right, spreads the channels over 4 lanes, and every row's D then
+costs shuffles and a layout conversion through shared memory, 3.5x slower on 4K RGB.)
+For every search offset ``d = (dy, dx)`` the strip marches down its TH + P - 1 patch
+rows; for each it loads the shifted row I(y + dy, x + dx) (one load a channel) and forms
 
     D(y, x) = sum_c (I_c(y, x) - I_c(y + dy, x + dx))^2
 
@@ -41,18 +45,44 @@ BIAS = neighbourhood.BIAS  # 2^23: RAW values are the floats 2^23 + value
 
 
 @triton.jit
-def _row(planes, ch_ok, chan, row, row_ok, col_ok, border_value, BORDER: tl.constexpr, PRO: tl.constexpr, pro_args,
-         RAW: tl.constexpr):
-    """The (S, LANES, CP) channel planes at in-image row offsets ``row`` (a scalar, or
-    (S, 1, 1) in the interpreter) of the plane pointers ``planes`` (1, LANES, CP)
-    (``neighbourhood.load``): through the prologue in unit scale, or with RAW integers as
-    the float 2^23 + value (``neighbourhood.BIASED``), whose differences are the
-    distances' and which the caller unbiases only where it needs values; the constant
-    border's value where not ``row_ok & col_ok``; padding channels are zero (``chan``,
-    the channel of each plane for per-channel steps, stops at the last real one)."""
-    v = neighbourhood.load(planes + row, row_ok & col_ok, border_value, chan, PRO, pro_args,
-                           neighbourhood.BIASED if RAW else neighbourhood.UNIT, BORDER, ch_ok)
-    return tl.where(ch_ok, v, 0.0)
+def _row(planes, row, row_ok, col_ok, border_value, C: tl.constexpr, BORDER: tl.constexpr, PRO: tl.constexpr,
+         pro_args, RAW: tl.constexpr):
+    """One image row: the tuple of its C channels' (S, LANES) values at the in-image row
+    offset ``row`` (a scalar, or (S, 1) in the interpreter) of the channels' column
+    pointers ``planes`` (a tuple of C (1, LANES) blocks; ``neighbourhood.load``): through
+    the prologue in unit scale, or with RAW integers as the float 2^23 + value
+    (``neighbourhood.BIASED``), whose differences are the distances' and which the caller
+    unbiases only where it needs values; the constant border's value where not
+    ``row_ok & col_ok``."""
+    ok = row_ok & col_ok
+    v = ()
+    for c in tl.static_range(C):
+        v = v + (neighbourhood.load(planes[c] + row, ok, border_value, c, PRO, pro_args,
+                                    neighbourhood.BIASED if RAW else neighbourhood.UNIT, BORDER),)
+    return v
+
+
+@triton.jit
+def _distance(a, b, C: tl.constexpr):
+    """sum_c (a[c] - b[c])^2 of two rows (tuples of C channels): adds in the thread."""
+    e = a[0] - b[0]
+    d = e * e
+    for c in tl.static_range(1, C):
+        e = a[c] - b[c]
+        d += e * e
+    return d
+
+
+@triton.jit
+def _planes(base, stride, cols, C: tl.constexpr):
+    """The C channels' pointers ``base + c * stride + cols`` (by additions: no product to
+    overflow int32)."""
+    plane = base
+    planes = (plane + cols,)
+    for c in tl.static_range(1, C):
+        plane += stride
+        planes = planes + (plane + cols,)
+    return planes
 
 
 @triton.jit
@@ -89,13 +119,13 @@ def nlm_kernel(X, Y, COEF, FLOOR, H, W, sxb, sxc, sxh, sxw, syb, syc, syh, syw, 
     -log2(e) / (h^2 P^2 C) and FLOOR[b] is 2 sigma^2 P^2 C for image b. RAW (integer
     images without a prologue): distances and sums in stored units, scaled once.
 
-    Values are (S, LANES, CP) blocks: one row of S strips stacked TH rows apart (S = 1 on
-    the GPU; the interpreter runs many one-row strips at once), all channels (padded to a
-    power of two; each register's channel is known at compile time, so the padding costs
-    nothing). The channels come last so that a thread holds all of them (the compiler
-    makes the leftmost of equally contiguous dimensions the fastest across threads)."""
+    Values are (S, LANES) blocks: one row of one channel of S strips stacked TH rows apart
+    (S = 1 on the GPU; the interpreter runs many one-row strips at once), a column per
+    lane; an image row is a tuple of C of them (``_row``), and ``num`` holds C blocks an
+    output row (``num[o * C + c]``). Nothing has a channel dimension, so every value and
+    every shuffle (``tl.gather``) shares the one layout of a (S, LANES) block, whichever
+    way the compiler orders the dimensions of a 3-D one."""
     f: tl.constexpr = P // 2
-    CP: tl.constexpr = 4 if C == 3 else C
     b, _, r0, c0 = tile_origin(tl.program_id(0), 1, H, W, S * TH, LANES - 2 * f)
     coef = tl.load(COEF + b)
     cf = -coef * tl.load(FLOOR + b)  # exponent = min(coef * S + cf, 0), coef < 0
@@ -104,29 +134,25 @@ def nlm_kernel(X, Y, COEF, FLOOR, H, W, sxb, sxc, sxh, sxw, syb, syc, syh, syw, 
         coef = coef * (unit * unit)
         border_value = border_value / unit + BIAS
     base = X + b * sxb
-    lanes2 = tl.arange(0, LANES)[None, :]  # for (S, LANES) values
-    lanes = lanes2[:, :, None]
+    lanes = tl.arange(0, LANES)[None, :]  # for (S, LANES) values
     xs = c0 - f + lanes  # the strip's patch-pixel columns; outputs at lanes f .. LANES - 1 - f
     if S > 1:  # the interpreter's stacked strips; on the GPU a row is a scalar, uniform across the warp
-        r0 = r0 + TH * tl.arange(0, S)[:, None, None]  # each strip's first output row
-    ch = tl.arange(0, CP)[None, None, :]
-    ch_ok = ch < C
-    chan = tl.minimum(ch, C - 1)  # (per-channel steps read C values: padding reads the last)
-    channels = offset(ch, sxc, OFF64)
+        r0 = r0 + TH * tl.arange(0, S)[:, None]  # each strip's first output row
 
-    # the centre planes of the TH + P - 1 patch rows, kept in registers for all offsets
-    planes = base + (channels + offset(borders.remap(xs, W, BORDER), sxw, OFF64))
+    # the centre rows of the TH + P - 1 patch rows, kept in registers for all offsets
+    planes = _planes(base, sxc, offset(borders.remap(xs, W, BORDER), sxw, OFF64), C)
     col_ok = borders.inside(xs, W)
     centre = ()
     for i in tl.static_range(TH + P - 1):
         y = r0 - f + i
-        centre = centre + (_row(planes, ch_ok, chan, offset(borders.remap(y, H, BORDER), sxh, OFF64),
-                                borders.inside(y, H), col_ok, border_value, BORDER, PRO, pro_args, RAW),)
+        centre = centre + (_row(planes, offset(borders.remap(y, H, BORDER), sxh, OFF64), borders.inside(y, H),
+                                col_ok, border_value, C, BORDER, PRO, pro_args, RAW),)
     num = ()
     den = ()
     for _ in tl.static_range(TH):
         den = den + (tl.zeros((S, LANES), tl.float32),)
-        num = num + (tl.zeros((S, LANES, CP), tl.float32),)
+        for c in tl.static_range(C):
+            num = num + (tl.zeros((S, LANES), tl.float32),)
 
     for dy in range(-R, R + 1):
         rows = ()  # the shifted rows, remapped once for every dx
@@ -136,18 +162,17 @@ def nlm_kernel(X, Y, COEF, FLOOR, H, W, sxb, sxc, sxh, sxw, syb, syc, syh, syw, 
             rows = rows + (offset(borders.remap(y, H, BORDER), sxh, OFF64),)
             rows_ok = rows_ok + (borders.inside(y, H),)
         for dx in range(-R, R + 1):
-            planes = base + (channels + offset(borders.remap(xs + dx, W, BORDER), sxw, OFF64))
+            planes = _planes(base, sxc, offset(borders.remap(xs + dx, W, BORDER), sxw, OFF64), C)
             col_ok = borders.inside(xs + dx, W)
-            shifted = ()  # every row's shifted planes; the compiler keeps the f + 1 still needed
+            shifted = ()  # every row's shifted row; the compiler keeps the f + 1 still needed
             dist = ()  # every row's D
             tails = ()  # the last complete block's (below)
             new_num = ()
             new_den = ()
             for i in tl.static_range(TH + P - 1):
-                v = _row(planes, ch_ok, chan, rows[i], rows_ok[i], col_ok, border_value, BORDER, PRO, pro_args, RAW)
+                v = _row(planes, rows[i], rows_ok[i], col_ok, border_value, C, BORDER, PRO, pro_args, RAW)
                 shifted = shifted + (v,)
-                e = centre[i] - v
-                d = tl.sum(e * e, axis=2)  # (S, LANES), like every per-pixel value
+                d = _distance(centre[i], v, C)  # (S, LANES), like every value
                 dist = dist + (d,)
                 # D over the P rows ending here, from the rows in blocks of P: the sum of
                 # this block's rows so far (head) and of the previous block's last rows
@@ -160,12 +185,14 @@ def nlm_kernel(X, Y, COEF, FLOOR, H, W, sxb, sxc, sxh, sxw, syb, syc, syh, syw, 
                     head += d
                 if i >= P - 1:  # output row i - P + 1 has all its patch rows
                     run = head if i % P == P - 1 else tails[(i + 1) % P] + head
-                    w = tl.exp2(tl.minimum(coef * _box(run, lanes2, P, LANES) + cf, 0.0))
+                    w = tl.exp2(tl.minimum(coef * _box(run, lanes, P, LANES) + cf, 0.0))
                     new_den = new_den + (den[i - P + 1] + w,)
                     v = shifted[i - P + 1 + f]
-                    if RAW:
-                        v = v - BIAS
-                    new_num = new_num + (num[i - P + 1] + w[:, :, None] * v,)
+                    for c in tl.static_range(C):
+                        vc = v[c]
+                        if RAW:
+                            vc = vc - BIAS
+                        new_num = new_num + (num[(i - P + 1) * C + c] + w * vc,)
                 if i % P == P - 1:  # the block is complete: its tails, for the windows starting in it
                     tails = (d,)
                     for t in tl.static_range(P - 2, -1, -1):
@@ -173,16 +200,18 @@ def nlm_kernel(X, Y, COEF, FLOOR, H, W, sxb, sxc, sxh, sxw, syb, syc, syh, syw, 
             num = new_num
             den = new_den
 
-    mask = ch_ok & (lanes >= f) & (lanes < LANES - f) & (xs < W)
-    out = Y + b * syb + (offset(ch, syc, OFF64) + offset(xs, syw, OFF64))
+    mask = (lanes >= f) & (lanes < LANES - f) & (xs < W)
+    out = _planes(Y + b * syb, syc, offset(xs, syw, OFF64), C)
     for o in tl.static_range(TH):
-        y = num[o] / den[o][:, :, None]
-        x_in = centre[o + f]
-        if RAW:
-            y = y * unit
-            x_in = (x_in - BIAS) * unit
-        y = pointwise.apply_epilogue(y, x_in, chan, EPI, epi_args)
-        pixels.store(out + offset(r0 + o, syh, OFF64), y, mask & (r0 + o < H))
+        row = offset(r0 + o, syh, OFF64)
+        for c in tl.static_range(C):
+            y = num[o * C + c] / den[o]
+            x_in = centre[o + f][c]
+            if RAW:
+                y = y * unit
+                x_in = (x_in - BIAS) * unit
+            y = pointwise.apply_epilogue(y, x_in, c, EPI, epi_args)
+            pixels.store(out[c] + row, y, mask & (r0 + o < H))
 
 
 # One warp a program: the lanes' shuffles stay inside it. TH = 8 output rows: more rows
