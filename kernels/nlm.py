@@ -79,7 +79,7 @@ def _planes(base, stride, cols, C: tl.constexpr):
     overflow int32)."""
     plane = base
     planes = (plane + cols,)
-    for c in tl.static_range(1, C):
+    for _c in tl.static_range(1, C):
         plane += stride
         planes = planes + (plane + cols,)
     return planes
@@ -151,7 +151,7 @@ def nlm_kernel(X, Y, COEF, FLOOR, H, W, sxb, sxc, sxh, sxw, syb, syc, syh, syw, 
     den = ()
     for _ in tl.static_range(TH):
         den = den + (tl.zeros((S, LANES), tl.float32),)
-        for c in tl.static_range(C):
+        for _c in tl.static_range(C):
             num = num + (tl.zeros((S, LANES), tl.float32),)
 
     for dy in range(-R, R + 1):
