@@ -55,8 +55,8 @@ import triton
 import triton.language as tl
 
 from .core import borders, pixels, pointwise, products
-from .core.launch import Meta, launch as launch_kernel, tile_config
-from .core.tiling import interpreting, needs_int64, next_pow2, offset, pow2_at_least, programs, tile_origin
+from .core.launch import Meta, Plan, launch as launch_kernel, tile_config
+from .core.tiling import interpreted, interpreting, needs_int64, next_pow2, offset, pow2_at_least, programs, tile_origin
 
 # Mode codes: constexpr for the kernels (compiled kernels read only constexpr globals);
 # the host compares against them and keys its tables by their int values.
@@ -956,7 +956,7 @@ def _strip(x, steps, lanes, strip):
     """The GPU tile ``strip`` of a row-slide program on ``x`` ((threads, steps, warps, ...)),
     in the interpreter with one strip of every step per plane where it fits (the rest of
     the tile as on the GPU)."""
-    if not x.is_cuda and interpreting():
+    if interpreted(x):
         return (pow2_at_least(lanes, 16, 128), steps, 1, *strip[3:])
     return strip
 
@@ -1005,14 +1005,6 @@ def phases_meta(py, px, clamp, off64):
                 DXP=next_pow2(px.D), MY=py.M, MX=px.M, EY=py.E, EX=px.E, CLAMP_ROWS=clamp, OFF64=off64)
 
 
-@dataclasses.dataclass(frozen=True)
-class Launch:
-    """A launch's constexprs, tile and grid, as a family's plan function chose them."""
-    meta: Meta
-    tile: triton.Config
-    grid: tuple
-
-
 @functools.lru_cache(maxsize=4096)
 def phases_plan(py, px, planes, HO, WO, itemsize, strip, clamp, off64):
     """The launch of ``phases_kernel`` for ``planes`` planes resampled to HO x WO by the
@@ -1021,7 +1013,7 @@ def phases_plan(py, px, planes, HO, WO, itemsize, strip, clamp, off64):
     n_steps, n_lanes = HO // py.F, WO // px.F
     bw, seg, warps, load_bytes, pre = strip
     s = _lanes_per_thread(itemsize, px, n_lanes, load_bytes)
-    return Launch(phases_meta(py, px, clamp, off64), tile_config(BW=bw, SEG=seg, S=s, PRE=pre, num_warps=warps),
+    return Plan(phases_meta(py, px, clamp, off64), tile_config(BW=bw, SEG=seg, S=s, PRE=pre, num_warps=warps),
                   (programs(planes, n_steps, n_lanes, seg, s * bw),))
 
 
@@ -1044,7 +1036,7 @@ def adjoint_plan(py, px, planes, H, W, itemsize, strip, off64):
     threads, seg, warps, s = strip
     meta = Meta(WY=adjoint_weights(py), WX=adjoint_weights(px), FY=py.F, FX=px.F, MX=px.M,
                 VEC=max(1, 16 // itemsize), OFF64=off64)
-    return Launch(meta, tile_config(BW=threads, SEG=seg, S=s, num_warps=warps),
+    return Plan(meta, tile_config(BW=threads, SEG=seg, S=s, num_warps=warps),
                   (programs(planes, H, W, seg, s * threads),))
 
 

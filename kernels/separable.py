@@ -30,9 +30,9 @@ import triton
 import triton.language as tl
 
 from .core import borders, neighbourhood, pixels, pointwise, products
-from .core.launch import Meta, Tuning, launch as launch_kernel, tile_config
-from .core.tiling import (cdiv, interpreting, needs_int64, next_pow2, offset, pow2_at_least, programs, size_class,
-                          sm_count, tile_origin)
+from .core.launch import Meta, Plan, Tuning, launch as launch_kernel, tile_config
+from .core.tiling import (cdiv, interpreted, interpreting, needs_int64, next_pow2, offset, pow2_at_least, programs,
+                          size_class, sm_count, tile_origin)
 
 MAX_RADIUS = 63  # 127 taps
 # separable_kernel's horizontal tap loop is unrolled up to this many taps and runs as a loop
@@ -564,11 +564,8 @@ def _tile(items):
 
 
 @dataclasses.dataclass(frozen=True)
-class StripPlan:
-    """A launch of ``strip_kernel`` as ``strip_plan`` chose it."""
-    meta: Meta
-    tile: triton.Config
-    grid: tuple
+class StripPlan(Plan):
+    """A launch of ``strip_kernel`` as ``strip_plan`` chose it, with its first column."""
     oxa: int  # the output's first column rounded down to a multiple of S (the rest is OXR)
 
 
@@ -598,7 +595,7 @@ def _launch_strip(x, y, tx, ty, oy, ox, border, border_value, pro, epi, cfg=None
     rx, ry = (tx.numel() - 1) // 2, (ty.numel() - 1) // 2
     HO, WO = y.shape[-2:] if fold < 0 else (H + 2 * ry, W + 2 * rx)
     sx, sy = x.stride(), y.stride()
-    plan = strip_plan(B * C, HO, WO, rx, ry, ox, sx[3], sy[3], border, fold, needs_int64(x, y), not x.is_cuda,
+    plan = strip_plan(B * C, HO, WO, rx, ry, ox, sx[3], sy[3], border, fold, needs_int64(x, y), interpreted(x),
                       None if cfg is None else tuple(cfg.items()))
     args = (x, y, tx, ty, C, H, W, HO, WO, oy, plan.oxa, sx[0], sx[1], sx[2], sy[0], sy[1], sy[2],
             float(border_value), pro[0], pro[1], epi[0], epi[1])
@@ -620,7 +617,7 @@ def launch(x, y, tx, ty, oy=0, ox=0, border=0, border_value=0.0, pro=((), ()), e
         tile = PRODUCT_TILE
     if tile is not None and "B" in tile:
         _launch_product(x, y, tx, ty, oy, ox, border, border_value, pro, epi, tile)
-    elif (tile is None and strip_fits(ry, x.is_cuda)) or (tile is not None and "SEG" in tile):
+    elif (tile is None and strip_fits(ry, not interpreted(x))) or (tile is not None and "SEG" in tile):
         _launch_strip(x, y, tx, ty, oy, ox, border, border_value, pro, epi, tile)
     else:
         _launch_scratch(x, y, tx, ty, oy, ox, border, border_value, pro, epi, tile)

@@ -59,7 +59,6 @@ def stub():
     """Route the GPU path onto CPU tensors, with the device steps stubbed."""
     JITFunction.run = lambda self, *args, grid, warmup, **kwargs: _Compiled()
     triton.runtime.driver.set_active(_Driver())
-    torch._C._cuda_getDevice = lambda: -1
     torch.cuda.current_device = lambda: -1
     from imgfilters import _image
     import imgfilters.ops  # noqa: F401 (every family, so that each module's sm_count is patched)

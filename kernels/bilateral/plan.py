@@ -1,18 +1,16 @@
 """The bilateral family's launch plans: pure functions of plain values (sizes, dtypes,
 radius, options, the SM count) that choose the forward's variant, tile, strips and grid
-from the tables in ``tiles.py``. ``forward_plan`` returns a frozen ``ForwardPlan``,
+from the tables in ``tiles.py``. ``forward_plan`` returns a frozen ``launch.Plan``,
 memoised on its argument list; tests/test_plans.py asks it for the GPU's sizes without a
 GPU."""
-import dataclasses
 import functools
-from typing import Optional
 
 import torch
 import triton
 
 from . import tiles
 from ..core import borders
-from ..core.launch import Meta, Tuning, tile_config
+from ..core.launch import Meta, Plan, Tuning, tile_config
 from ..core.tiling import cdiv, pow2_at_least, size_class
 
 
@@ -51,17 +49,18 @@ def _slides(meta, extra=0):
 EXPANDED_TERMS = 4096.0
 
 
-def expands(guide_dtype, meta, prologue, peak_fits, value_in_unit):
+def expands(guide_dtype, meta, prologue, peak_within, value_in_unit):
     """Whether the forward with ``meta`` computes its distances EXPANDED: l2, SLIDE with a
     column loop of several offsets a step (``column_group``) and slots that fit with
     EXPANDED's extra vector, a uint8 guide read as stored (no ``prologue`` when the image
     is its own guide), a constant border's value in [0, 1] (``value_in_unit``), and CG
-    times the largest -COLOR of the batch within EXPANDED_TERMS (``peak_fits``); never for
+    times the largest -COLOR of the batch within EXPANDED_TERMS (``peak_within``, from
+    ``peak_fits``); never for
     the backward's ADJOINT pass.
     (Where the offsets are unrolled, a loaded row serves too few taps to repay its |g|^2;
     with one offset a step the saved instructions did not show, and at radius 8 the
     slots' extra registers cost a program an SM: PERFORMANCE.md.)"""
-    return (peak_fits and guide_dtype == torch.uint8 and not meta["L1"] and not meta["ADJOINT"]
+    return (peak_within and guide_dtype == torch.uint8 and not meta["L1"] and not meta["ADJOINT"]
             and column_group(meta["R"]) > 1 and (meta["JOINT"] or not prologue) and _slides(meta, extra=1)
             and (meta["BORDER"] != borders.CONSTANT.value or value_in_unit))
 
@@ -179,29 +178,19 @@ forward_tuning = Tuning(forward_tiles, key=["C", "CG", "R", "DISK", "L1", "JOINT
                                             "EXPANDED", "SIZE_CLASS"])
 
 
-@dataclasses.dataclass(frozen=True)
-class ForwardPlan:
-    """A forward launch as ``forward_plan`` chose it: the constexprs, the tile (None:
-    ``forward_tuning`` times the candidates on the first launch) and the grid (a function
-    of the tile's meta-parameters where the tile is tuned)."""
-    meta: Meta
-    tile: Optional[triton.Config]
-    grid: object
-
-
 @functools.lru_cache(maxsize=4096)
 def forward_plan(B, C, CG, H, W, guide_dtype, radius, disk, l1, joint, border, value_in_unit, adjoint, off64,
-                 peak_fits, prologue, sms, tile=None):
+                 peak_within, prologue, sms, tile=None):
     """The forward launch for B images of C channels and H x W pixels, guided by CG
     channels of ``guide_dtype`` (the image itself unless ``joint``), on a device of ``sms``
     SMs (0: Triton's interpreter, where each image takes one strip of every column: its
     cost is per operation). ``value_in_unit``: the border is not constant or its value is
-    in [0, 1]; ``peak_fits`` and ``prologue`` as ``expands`` takes them. ``tile``, a
+    in [0, 1]; ``peak_within`` and ``prologue`` as ``expands`` takes them. ``tile``, a
     ``triton.Config`` of SLIDE, K, BW and num_warps, bypasses the tile choice."""
     meta = dict(C=C, CG=CG, R=radius, DISK=disk, L1=l1, JOINT=joint, BORDER=border, NEAR=2 * radius < min(H, W),
                 OFF64=off64, ADJOINT=adjoint, UNROLL_DX=unrolls_columns(radius), DX_GROUP=column_group(radius),
                 PREFETCH=prefetches(radius), SIZE_CLASS=size_class(H, W))
-    meta["EXPANDED"] = expands(guide_dtype, meta, prologue, peak_fits, value_in_unit)
+    meta["EXPANDED"] = expands(guide_dtype, meta, prologue, peak_within, value_in_unit)
     if tile is None and not sms:
         slide = forward_tiles(meta)[0].kwargs["SLIDE"]
         tile = triton.Config(dict(SLIDE=slide, K=H if slide else min(H, 16), BW=pow2_at_least(W, 16, 128)))
@@ -215,7 +204,7 @@ def forward_plan(B, C, CG, H, W, guide_dtype, radius, disk, l1, joint, border, v
     edges = _edge_programs(tile, B, H, W, radius, sms and _resident(tile, meta, sms)) if meta["INSIDE"] else 0
     meta["EDGES"] = edges
     grid = lambda m: (B * cdiv(H, m["K"]) * cdiv(W, m["BW"]) + edges,)
-    return ForwardPlan(Meta(meta), tile, grid if tile is None else grid(tile.kwargs))
+    return Plan(Meta(meta), tile, grid if tile is None else grid(tile.kwargs))
 
 
 def backward_tile(C, CG, radius, joint):

@@ -16,15 +16,17 @@ key (a coarser key: a size class, not the exact shape) and device, under a lock:
 own autotuner shares one cache between threads and devices, and two threads tuning at
 once crashed in it. Launches whose key is already known take no lock.
 """
+import dataclasses
 import os
 import threading
+from typing import Optional
 
 import torch
 import triton
 
-from .tiling import interpreting
+from .tiling import interpreted
 
-__all__ = ["launch", "Meta", "Tuning", "autotuning", "tile_config", "aligned"]
+__all__ = ["launch", "Meta", "Plan", "Tuning", "autotuning", "tile_config", "aligned"]
 
 # The tuning candidates are timed briefly: a new variant's first call waits for them.
 _TUNE_WARMUP_MS, _TUNE_REP_MS = 5, 20
@@ -61,6 +63,17 @@ class _Hashed(tuple):
 
     def __hash__(self):
         return self.hash
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """A launch as a family's plan function chose it, for ``launch``: the constexprs (a
+    ``Meta``), the tile (None: the family's ``Tuning`` times its candidates on the first
+    launch) and the grid (a tuple, or a function of the tile's meta-parameters where the
+    tile is tuned)."""
+    meta: Meta
+    tile: Optional[triton.Config]
+    grid: object
 
 
 def tile_config(num_warps=4, num_stages=1, **meta):
@@ -104,7 +117,7 @@ def launch(kernel, grid, args, meta, x, config=None, tuning=None):
     in the tile ``config`` (a ``triton.Config``) or, when that is None, the one ``tuning``
     picks. ``grid``: the launch grid (1 to 3 sizes), or ``grid(params)`` -> it, from the
     meta-parameters and the tile's."""
-    if not x.is_cuda and interpreting():  # the interpreter runs each launch; nothing to cache or tune
+    if interpreted(x):  # the interpreter runs each launch; nothing to cache or tune
         config = config or tuning.candidates(meta)[0]
         kernel[_grid(grid, {**meta, **config.kwargs})](*args, **meta, **_options(config))
         return
@@ -129,7 +142,8 @@ def launch(kernel, grid, args, meta, x, config=None, tuning=None):
         params = {**meta, **config.kwargs}
         compiled = kernel[_grid(grid, params)](*args, **meta, **_options(config))
         names = kernel.arg_names[len(args):]
-        if key is not None and all(n in params for n in names):
+        # (the interpreter, which also takes CUDA tensors, returns no compiled kernel to keep)
+        if key is not None and compiled is not None and all(n in params for n in names):
             if len(_launches) >= _MAX_LAUNCHES:
                 _launches.clear()
             _launches[key] = (compiled, tuple(params[n] for n in names), params)

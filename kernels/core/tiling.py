@@ -19,6 +19,12 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
+def interpreted(x) -> bool:
+    """Whether a launch on tensor ``x`` runs in Triton's interpreter (a CPU tensor while it
+    is on): the plans then take the interpreter's tiles (whose cost is per operation)."""
+    return not x.is_cuda and interpreting()
+
+
 @functools.lru_cache(maxsize=None)
 def sm_count(device) -> int:
     """Multiprocessors of a CUDA device (cached: the query costs microseconds per call)."""
