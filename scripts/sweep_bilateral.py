@@ -1,6 +1,6 @@
 """Time the bilateral forward's tiles one by one on the GPU (no autotuner), and the cold
 compile of a new variant: the measurements behind the tile table in
-``imgfilters/kernels/bilateral.py`` (PERFORMANCE.md keeps the results).
+``kernels/bilateral/tiles.py`` (PERFORMANCE.md keeps the results).
 
     python scripts/sweep_bilateral.py [--compile]
 

@@ -6,8 +6,9 @@ shapes, dtypes and Python values (and raise before anything runs), and keeps eac
 one opaque node with a fake implementation for shape inference. Everything that reads
 tensor values (per-image parameters, taps, automatic radii and noise levels) and the
 choice between the kernels and the float64 reference happens inside the op, where it
-cannot break the graph. Per-image parameters travel as float64 tensors, 0-d for a number
-(``_image.per_image``; None means automatic, as for ``nl_means``'s ``h`` and ``sigma``).
+cannot break the graph. Per-image parameters travel as Python floats for a number and as
+float64 tensors otherwise (``_image.per_image``; the custom op's path makes a number a 0-d
+tensor, ``as_tensors``; None means automatic, as for ``nl_means``'s ``h`` and ``sigma``).
 
 In plain eager calls (no compile, mode or functorch transform, no tensor subclass), the
 public functions call the implementation directly, through a plain ``autograd.Function``

@@ -250,7 +250,7 @@ def _adjoint(grad, tx, ty, border, shape):
     rx, ry = (len(tx) - 1) // 2, (len(ty) - 1) // 2
     g4 = _image.as_planes(grad)
     B, C, H, W = g4.shape
-    fx, fy = (_image.on(_as_tensor(t).flip(0), grad.device) for t in (tx, ty))
+    fx, fy = (_image.on(t.flip(0) if isinstance(t, torch.Tensor) else t[::-1], grad.device) for t in (tx, ty))
     zero = _image.check_border("constant")
     if border != "constant" and kernels.strip_fits(ry, grad.is_cuda):
         gx = torch.zeros(B, C, H, W, dtype=torch.float32, device=grad.device)
