@@ -4,6 +4,7 @@ checks the plans an H200 would run (132 SMs) on 4K and batched 1080p images, eve
 branch of the choice, and that the programs they launch cover every output."""
 import itertools
 
+import numpy as np
 import pytest
 import torch
 
@@ -28,6 +29,20 @@ def strips(tile, B, H, W):
     return B * cdiv(H, tile.kwargs["K"]) * cdiv(W, tile.kwargs["BW"])
 
 
+def assert_covers(n, planes, H, W, BH, BW):
+    """The first ``n`` programs of a grid, numbered as ``tile_origin`` numbers them (plane,
+    then tile row, then tile column), store every output of ``planes`` H x W planes, and
+    none starts outside them (pixel by pixel: for small images)."""
+    covered = np.zeros((planes, H, W), bool)
+    per_row, per_plane = cdiv(W, BW), cdiv(W, BW) * cdiv(H, BH)
+    for pid in range(n):
+        plane, t = divmod(pid, per_plane)
+        r, c = t // per_row * BH, t % per_row * BW
+        assert plane < planes and r < H and c < W
+        covered[plane, r:r + BH, c:c + BW] = True
+    assert covered.all()
+
+
 @pytest.mark.parametrize("shape,radius,joint,disk", itertools.product(SHAPES, range(1, 8), (False, True),
                                                                         (False, True)))
 def test_bilateral_forward_plans_cover_the_image(shape, radius, joint, disk):
@@ -40,11 +55,16 @@ def test_bilateral_forward_plans_cover_the_image(shape, radius, joint, disk):
         assert (not kb.plan._slides(meta) or (meta["UNROLL_DX"] and radius <= kb.tiles.UNROLLED_TUNED_RADIUS)
                 or (not meta["UNROLL_DX"] and meta["DX_GROUP"] == 1))
         assert not meta["INSIDE"] and meta["EDGES"] == 0
-        for tile in kb.forward_tiles(meta):
+        tiles = kb.forward_tiles(meta)
+        for tile in tiles:
             assert plan.grid(tile.kwargs) == (strips(tile, B, H, W),)
     else:
+        tiles = [plan.tile]
         assert plan.grid == (strips(plan.tile, B, H, W) + meta["EDGES"],)
         assert plan.tile.kwargs["K"] % kb.tiles.STRIP_QUANTUM == 0 and plan.tile.kwargs["K"] <= kb.tiles.STRIP_ROWS_MAX
+    if H * W <= 150_000:  # (the edge programs come after the strips)
+        for tile in tiles:
+            assert_covers(strips(tile, B, H, W), B, H, W, tile.kwargs["K"], tile.kwargs["BW"])
     if meta["INSIDE"]:  # edge columns stored by programs of their own, none over EDGE_BLOCKS blocks
         assert plan.tile.kwargs["SLIDE"] and not joint and radius > kb.tiles.UNROLLED_TUNED_RADIUS
         assert meta["EDGES"] * plan.tile.kwargs["BW"] * kb.tiles.EDGE_BLOCKS >= B * H * 2 * radius
