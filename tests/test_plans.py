@@ -43,8 +43,8 @@ def assert_covers(n, planes, H, W, BH, BW):
     assert covered.all()
 
 
-@pytest.mark.parametrize("shape,radius,joint,disk", itertools.product(SHAPES, range(1, 8), (False, True),
-                                                                        (False, True)))
+@pytest.mark.parametrize("shape,radius,joint,disk",
+                         list(itertools.product(SHAPES, range(1, 8), (False, True), (False, True))))
 def test_bilateral_forward_plans_cover_the_image(shape, radius, joint, disk):
     B, C, H, W = shape
     plan = bilateral_plan(shape, radius, joint=joint, disk=disk)
