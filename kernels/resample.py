@@ -979,8 +979,8 @@ class PhasePlan:
     the first, then F per edge lane from the last; entries over the 2 M + 1 blocks of D);
     for the columns, per phase and block, whether any weight is nonzero and whether some
     are zero (``phase_tables`` in ``imgfilters/ops/resample.py`` builds them). Hashed
-    once: the launches' constexprs are memoised by it (``phases_meta``), and its tables
-    take microseconds to hash."""
+    once: the launch plans are memoised by it (``phases_plan``, ``adjoint_plan``), and its
+    tables take microseconds to hash."""
     F: int
     D: int
     M: int
@@ -998,14 +998,6 @@ class PhasePlan:
 
 
 @functools.lru_cache(maxsize=4096)
-def phases_meta(py, px, clamp, off64):
-    """The constexprs of ``phases_kernel`` for the ``PhasePlan``s ``py`` (rows) and ``px``
-    (columns): a ``Meta``, whose launch-key part is hashed once."""
-    return Meta(TY=py.table, TX=px.table, NZX=px.nonzero, MIXX=px.mixed, FY=py.F, FX=px.F, DY=py.D, DX=px.D,
-                DXP=next_pow2(px.D), MY=py.M, MX=px.M, EY=py.E, EX=px.E, CLAMP_ROWS=clamp, OFF64=off64)
-
-
-@functools.lru_cache(maxsize=4096)
 def phases_plan(py, px, planes, HO, WO, itemsize, strip, clamp, off64):
     """The launch of ``phases_kernel`` for ``planes`` planes resampled to HO x WO by the
     ``PhasePlan``s ``py`` (rows) and ``px`` (columns), source pixels of ``itemsize``
@@ -1013,8 +1005,10 @@ def phases_plan(py, px, planes, HO, WO, itemsize, strip, clamp, off64):
     n_steps, n_lanes = HO // py.F, WO // px.F
     bw, seg, warps, load_bytes, pre = strip
     s = _lanes_per_thread(itemsize, px, n_lanes, load_bytes)
-    return Plan(phases_meta(py, px, clamp, off64), tile_config(BW=bw, SEG=seg, S=s, PRE=pre, num_warps=warps),
-                  (programs(planes, n_steps, n_lanes, seg, s * bw),))
+    meta = Meta(TY=py.table, TX=px.table, NZX=px.nonzero, MIXX=px.mixed, FY=py.F, FX=px.F, DY=py.D, DX=px.D,
+                DXP=next_pow2(px.D), MY=py.M, MX=px.M, EY=py.E, EX=px.E, CLAMP_ROWS=clamp, OFF64=off64)
+    return Plan(meta, tile_config(BW=bw, SEG=seg, S=s, PRE=pre, num_warps=warps),
+                (programs(planes, n_steps, n_lanes, seg, s * bw),))
 
 
 def _launch_phases(x, y, phases, clamp_rows, pro, epi):
@@ -1037,7 +1031,7 @@ def adjoint_plan(py, px, planes, H, W, itemsize, strip, off64):
     meta = Meta(WY=adjoint_weights(py), WX=adjoint_weights(px), FY=py.F, FX=px.F, MX=px.M,
                 VEC=max(1, 16 // itemsize), OFF64=off64)
     return Plan(meta, tile_config(BW=threads, SEG=seg, S=s, num_warps=warps),
-                  (programs(planes, H, W, seg, s * threads),))
+                (programs(planes, H, W, seg, s * threads),))
 
 
 def launch_adjoint(g, y, phases):

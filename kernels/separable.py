@@ -617,18 +617,18 @@ def launch(x, y, tx, ty, oy=0, ox=0, border=0, border_value=0.0, pro=((), ()), e
         tile = PRODUCT_TILE
     if tile is not None and "B" in tile:
         _launch_product(x, y, tx, ty, oy, ox, border, border_value, pro, epi, tile)
-    elif (tile is None and strip_fits(ry, not interpreted(x))) or (tile is not None and "SEG" in tile):
+    elif (tile is None and strip_fits(ry, x)) or (tile is not None and "SEG" in tile):
         _launch_strip(x, y, tx, ty, oy, ox, border, border_value, pro, epi, tile)
     else:
         _launch_scratch(x, y, tx, ty, oy, ox, border, border_value, pro, epi, tile)
 
 
-def strip_fits(ry, on_gpu):
-    """True when ``launch`` runs the strip kernel for a vertical radius ``ry`` (which
-    ``launch_adjoint`` needs), on the GPU or (``on_gpu`` False) in Triton's interpreter,
-    whose cost is per operation: the strip's per-row steps cost it seconds a row for tall
-    filters, which the scratch kernel does in whole-tile steps."""
-    return ry <= (RING_MAX if on_gpu else INTERPRETER_RING_MAX)
+def strip_fits(ry, x):
+    """True when ``launch`` runs the strip kernel on tensor ``x`` for a vertical radius
+    ``ry`` (which ``launch_adjoint`` needs); in Triton's interpreter (``interpreted``),
+    whose cost is per operation, for fewer rows: the strip's per-row steps cost it seconds
+    a row for tall filters, which the scratch kernel does in whole-tile steps."""
+    return ry <= (INTERPRETER_RING_MAX if interpreted(x) else RING_MAX)
 
 
 def launch_adjoint(g, y, fx, fy, fold):

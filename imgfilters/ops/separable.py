@@ -252,7 +252,7 @@ def _adjoint(grad, tx, ty, border, shape):
     B, C, H, W = g4.shape
     fx, fy = (_image.on(t.flip(0) if isinstance(t, torch.Tensor) else t[::-1], grad.device) for t in (tx, ty))
     zero = _image.check_border("constant")
-    if border != "constant" and kernels.strip_fits(ry, grad.is_cuda):
+    if border != "constant" and kernels.strip_fits(ry, grad):
         gx = torch.zeros(B, C, H, W, dtype=torch.float32, device=grad.device)
         kernels.launch_adjoint(g4, gx, fx, fy, _image.check_border(border))
         return gx.reshape(shape)
