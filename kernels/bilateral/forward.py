@@ -413,9 +413,9 @@ def launch(x, guide, y, color, space, radius, disk, l1, joint, border=0, border_
     B, C, H, W = x.shape
     CG = guide.shape[1] if joint else C
     plan = plans.forward_plan(B, C, CG, H, W, (guide if joint else x).dtype, radius, disk, l1, joint, border,
-                        border != borders.CONSTANT.value or 0.0 <= border_value <= 1.0, adjoint,
-                        needs_int64(x, guide, y), plans.peak_fits(CG, color_peak), bool(pro[0]),
-                        0 if interpreted(x) else sm_count(x.device), tile)
+                              border != borders.CONSTANT.value or 0.0 <= border_value <= 1.0, adjoint,
+                              needs_int64(x, guide, y), plans.peak_fits(CG, color_peak), bool(pro[0]),
+                              0 if interpreted(x) else sm_count(x.device), tile)
     args = (x, guide, y, color, space, H, W, *x.stride(), _guide_batch_stride(guide, B), *guide.stride()[1:],
             *y.stride(), float(border_value), pro[0], pro[1], epi[0], epi[1])
     launch_kernel(bilateral_kernel, plan.grid, args, plan.meta, x, plan.tile, plans.forward_tuning)
