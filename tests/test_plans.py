@@ -125,7 +125,7 @@ def test_resampling_phase_plans_cover_the_output(mode, f, d, dtype, shape):
     phases = phase_tables(mode, d > 1 or mode == "lanczos", f, d)
     HO, WO = H * f // d, W * f // d
     itemsize = torch.tensor([], dtype=dtype).element_size()
-    strip = kr.STRIPS[phases.D]
+    strip = kr.tiles.STRIPS[phases.D]
     plan = kr.phases_plan(phases, phases, B * C, HO, WO, itemsize, strip, False, False)
     bw, seg, warps, load_bytes, pre = strip
     s = plan.tile.kwargs["S"]
@@ -141,8 +141,8 @@ def test_resampling_phase_plans_cover_the_output(mode, f, d, dtype, shape):
 @pytest.mark.parametrize("f", sorted(kr.ADJOINT_FACTORS))
 def test_resampling_adjoint_plans_cover_the_gradient(f):
     phases = phase_tables("bicubic", False, f, 1)
-    threads, seg, warps, s = kr.ADJOINT_STRIP
-    plan = kr.adjoint_plan(phases, phases, 3, 1080, 1920, 4, kr.ADJOINT_STRIP, False)
+    threads, seg, warps, s = kr.tiles.ADJOINT_STRIP
+    plan = kr.adjoint_plan(phases, phases, 3, 1080, 1920, 4, kr.tiles.ADJOINT_STRIP, False)
     assert plan.grid == (programs(3, 1080, 1920, seg, s * threads),)
     assert plan.meta["VEC"] == 4 and plan.meta["FX"] == f
 

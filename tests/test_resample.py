@@ -56,7 +56,7 @@ def test_integer_factors_over_several_segments_and_strips(mode, gen, device, mon
     # the row slide with small programs (the interpreter's default is one per plane): each
     # segment starts mid-image, where its window of rows above must be read, not assumed
     from imgfilters.kernels import resample as kernels
-    monkeypatch.setattr(kernels, "_strip", lambda x, steps, lanes, strip: (16, 5, 1, *strip[3:]))
+    monkeypatch.setattr(kernels.phases, "strip_tile", lambda x, steps, lanes, strip: (16, 5, 1, *strip[3:]))
     x = random_image((1, 2, 13, 37), torch.float32, gen, device).requires_grad_()
     y = imgfilters.upsample(x, scale_factor=2, mode=mode)
     assert_matches(y, F.interpolate(x.detach().cpu().double(), scale_factor=2, mode=mode))
@@ -67,7 +67,7 @@ def test_integer_factors_over_several_segments_and_strips(mode, gen, device, mon
     assert (ours.cpu().double() - theirs).abs().max() <= 1e-5
 
 
-# The interpreter takes the wider loads too, which no plan does (STRIPS: 4 bytes) and whose
+# The interpreter takes the wider loads too, which no plan does (tiles.STRIPS: 4 bytes) and whose
 # uint8 variants compiled for 90-100 s each on the H200 (the GPU suite's longest tests).
 PHASE_LOADS = [(4, False)] if torch.cuda.is_available() else [(4, False), (8, True), (16, False)]
 
@@ -80,11 +80,11 @@ def test_phase_kernel_lanes_per_thread_and_prefetch(load_bytes, pre, dtype, gen,
     # rows loaded ahead, over strips of 4 threads (the last one partly past the end) and
     # segments of 5 steps (the last partial)
     from imgfilters.kernels import resample as kernels
-    monkeypatch.setattr(kernels, "_strip", lambda x, steps, lanes, strip: (4, 5, 1, load_bytes, pre))
-    launched, launch_phases = [], kernels._launch_phases
-    monkeypatch.setattr(kernels, "_launch_phases", lambda *a: launched.append(launch_phases(*a)))
+    monkeypatch.setattr(kernels.phases, "strip_tile", lambda x, steps, lanes, strip: (4, 5, 1, load_bytes, pre))
+    launched, launch_phases = [], kernels.launch_phases
+    monkeypatch.setattr(kernels, "launch_phases", lambda *a: launched.append(launch_phases(*a)))
     plans, plan = [], kernels.phases_plan.__wrapped__  # (derived anew: the strip is patched)
-    monkeypatch.setattr(kernels, "phases_plan", lambda *a: plans.append(plan(*a)) or plans[-1])
+    monkeypatch.setattr(kernels.phases, "phases_plan", lambda *a: plans.append(plan(*a)) or plans[-1])
     # One plane, and per S the fewest lanes (source columns) that S divides (uint8's 16 do
     # not), that fill more than one strip of 4 S threads (uint8's 16: one partial strip, S = 8
     # with PRE takes several) and that Lanczos' plan allows (14): the interpreter's cost is
@@ -139,8 +139,8 @@ def test_ratios_of_every_mode_take_the_phase_kernel(mode, aa, factor, rows, dtyp
     MATLAB's mirrored ones, the antialiased modes' renormalised ones), NaN and inf staying
     where they are read. One plane (the interpreter's cost is per program)."""
     from imgfilters.kernels import resample as kernels
-    launched, launch_phases = [], kernels._launch_phases
-    monkeypatch.setattr(kernels, "_launch_phases", lambda *a: launched.append(launch_phases(*a)))
+    launched, launch_phases = [], kernels.launch_phases
+    monkeypatch.setattr(kernels, "launch_phases", lambda *a: launched.append(launch_phases(*a)))
     fy, fx = factor if isinstance(factor, tuple) else (factor, factor)
     x = random_image((1, 1, rows, 60), dtype, gen, device)
     size = (round(rows * fy), round(60 * fx))
@@ -325,13 +325,13 @@ def test_adjoint_kernel_columns_per_thread_borders_and_strides(factor, columns, 
     # the end) and segments of 3 rows, against F.interpolate's float64 gradient
     from imgfilters.kernels import resample as kernels
     from imgfilters.ops import resample as ops
-    monkeypatch.setattr(kernels, "_strip", lambda x, steps, lanes, strip: (2, 3, 1, columns))
+    monkeypatch.setattr(kernels.phases, "strip_tile", lambda x, steps, lanes, strip: (2, 3, 1, columns))
     launched, launch_adjoint = [], kernels.launch_adjoint
     monkeypatch.setattr(kernels, "launch_adjoint", lambda *a: launched.append(launch_adjoint(*a)))
     fy, fx = factor
     for mode, (h, w), layout in ADJOINT_CASES:
         wide = layout != "contiguous"
-        monkeypatch.setattr(kernels, "needs_int64", lambda *t, wide=wide: wide)
+        monkeypatch.setattr(kernels.adjoint, "needs_int64", lambda *t, wide=wide: wide)
         size = (fy * h, fx * w)
         if layout == "contiguous":
             g = torch.randn(1, 1, *size, generator=gen)
@@ -408,7 +408,7 @@ def test_two_pass_path_against_the_reference(mode, aa, dtype, gen, device, monke
     view, NaN and inf reaching exactly the outputs that weigh them. Two planes a call (the
     interpreter's cost is per plane: one program a pass)."""
     from imgfilters.kernels import resample as kernels
-    monkeypatch.setattr(kernels, "TWO_PASS", True)
+    monkeypatch.setattr(kernels.tiles, "TWO_PASS", True)
     size = (9, 13)
     call = _two_pass_call(mode, aa, size)
     clamp = dtype in _image.MAX_VALUE
@@ -419,11 +419,11 @@ def test_two_pass_path_against_the_reference(mode, aa, dtype, gen, device, monke
     assert launches["resample_rows_kernel"] == launches["resample_columns_kernel"] == 1, launches
     assert not launches["resample_kernel"], launches
     assert_matches(y, expect(x).reshape(y.shape))
-    monkeypatch.setattr(kernels, "TWO_PASS", False)  # the one-pass kernel: the same values
+    monkeypatch.setattr(kernels.tiles, "TWO_PASS", False)  # the one-pass kernel: the same values
     one_pass = call(x)
     tol = 1 if clamp else 1e-6
     assert (y.cpu().double() - one_pass.cpu().double()).abs().max() <= tol
-    monkeypatch.setattr(kernels, "TWO_PASS", True)
+    monkeypatch.setattr(kernels.tiles, "TWO_PASS", True)
     view = random_image((2, 50, 70), dtype, gen, device)[:, 4:45, 3:61]  # (row stride 70, not 58)
     assert torch.equal(call(view), call(view.contiguous()))
     if clamp:
@@ -435,7 +435,7 @@ def test_two_pass_path_against_the_reference(mode, aa, dtype, gen, device, monke
     bad[0, 0, 0, 0], bad[0, 0, 20, 30], bad[0, 0, 20, 31] = float("nan"), float("inf"), -float("inf")
     bad[1, 0, 40, 57], bad[1, 0, 10, 5], bad[1, 0, 30, 40] = float("inf"), -float("inf"), float("inf")
     y = call(bad).cpu().double()
-    monkeypatch.setattr(kernels, "TWO_PASS", False)
+    monkeypatch.setattr(kernels.tiles, "TWO_PASS", False)
     one_pass = call(bad).cpu().double()
     for test in (torch.isnan, torch.isposinf, torch.isneginf):
         assert test(y).any() and torch.equal(test(y), test(one_pass)), test.__name__
@@ -455,20 +455,20 @@ def test_two_pass_path_with_prologue_and_epilogue(dtype, gen, device, monkeypatc
              T.Resize((11, 8), "bicubic"), v2.Normalize([0.5] * 3, [2.0] * 3)]
     x = random_image((1, 3, 47, 39), dtype, gen, device)  # (one image: the interpreter's cost is per plane)
     fused = imgfilters.fuse(steps)
-    monkeypatch.setattr(kernels, "TWO_PASS", True)
+    monkeypatch.setattr(kernels.tiles, "TWO_PASS", True)
     with count_launches() as launches:
         y = fused(x)
     assert sum(launches.values()) == 2 and launches["resample_rows_kernel"] == 1, launches
     unfused = v2.Compose(steps)(x)
     assert (y - unfused).abs().max() <= 2e-5 * max(1.0, unfused.abs().max().item())
-    monkeypatch.setattr(kernels, "TWO_PASS", False)
+    monkeypatch.setattr(kernels.tiles, "TWO_PASS", False)
     assert (y - fused(x)).abs().max() <= 2e-5 * max(1.0, unfused.abs().max().item())
 
 
 def test_two_pass_path_only_where_the_intermediate_fits(gen, device, monkeypatch):
     # the float32 intermediate (B, C, H, WO) never takes more memory than the input
     from imgfilters.kernels import resample as kernels
-    monkeypatch.setattr(kernels, "TWO_PASS", True)
+    monkeypatch.setattr(kernels.tiles, "TWO_PASS", True)
     x = random_image((1, 2, 30, 40), torch.uint8, gen, device)
     for size, two in (((7, 10), True), ((7, 11), False), ((50, 10), True)):
         with count_launches() as launches:
