@@ -16,6 +16,8 @@ STEPS = [pw.normalize([0.4, 0.5, 0.6], [0.2, 0.25, 0.3]), pw.clamp(-1.0, 1.0)]
 CALLS = {
     "separable_filter": (lambda x, g, low: imgfilters.separable_filter(x, [0.25, 0.5, 0.25],
                                                                        torch.tensor([0.1, 0.3, 0.6])), [0]),
+    "separable_filter_per_image": (lambda x, g, low: imgfilters.separable_filter(
+        x, torch.tensor([[0.25, 0.5, 0.25], [0.1, 0.3, 0.6]]), [0.2, 0.6, 0.2], border="symmetric"), [0]),
     "gaussian_blur": (lambda x, g, low: imgfilters.gaussian_blur(x, [3, 5], [0.8, 1.2]), [0]),
     "box_blur": (lambda x, g, low: imgfilters.box_blur(x, 3, border="constant", border_value=0.5), [0]),
     "unsharp_mask": (lambda x, g, low: imgfilters.unsharp_mask(x, 0.6, 1.5, 0.02), [0]),
@@ -47,8 +49,8 @@ DIFFERENTIABLE = [name for name, (_, grads) in CALLS.items() if grads]
 # from the middle rows; 4 for the bilaterals (all of radius 1) and 3 low-resolution ones for
 # the upsampling, their windows still smaller than the image (their NEAR branch). The
 # resamplers keep 12, whose sizes choose their paths.
-ROWS = dict.fromkeys(["separable_filter", "gaussian_blur", "box_blur", "unsharp_mask", "joint_bilateral_upsample",
-                      "sobel", "laplacian", "gradient_magnitude", "guided_filter"], 6)
+ROWS = dict.fromkeys(["separable_filter", "separable_filter_per_image", "gaussian_blur", "box_blur", "unsharp_mask",
+                      "joint_bilateral_upsample", "sobel", "laplacian", "gradient_magnitude", "guided_filter"], 6)
 ROWS.update(dict.fromkeys(["bilateral", "bilateral_per_image", "joint_bilateral"], 4))
 
 

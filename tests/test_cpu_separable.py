@@ -48,6 +48,16 @@ def test_odd_shapes_and_filters_larger_than_the_image(shape, ksize, gen):
         assert_matches(y, reference(x, taps, taps, border, 0.5))
 
 
+def test_a_row_of_taps_per_image(gen):
+    x = random_image((3, 2, 11, 23), torch.uint8, gen).contiguous(memory_format=torch.channels_last)
+    tx, ty = torch.rand(3, 7, generator=gen, dtype=torch.float64), ref.gaussian_taps(5, 1.3)
+    y = imgfilters.separable_filter(x, tx, ty, border="replicate")
+    assert y.is_contiguous(memory_format=torch.channels_last)
+    for b in range(3):
+        assert torch.equal(y[b:b + 1], imgfilters.separable_filter(x[b:b + 1], tx[b], ty, border="replicate"))
+        assert_matches(y[b:b + 1], reference(x[b:b + 1], tx[b], ty, "replicate"))
+
+
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
 def test_gaussian_box_and_unsharp(dtype, gen):
     x = random_image((2, 3, 30, 41), dtype, gen)

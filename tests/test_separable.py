@@ -289,6 +289,72 @@ def test_half_precision_gradient_keeps_dtype(gen, device):
     assert_matches(gx, gr)
 
 
+# ---- a row of taps per image (GaussianBlur(per_sample=True)) --------------------------------
+
+def _per_image(x, tx, ty, **kw):
+    """Each image of the batch filtered alone with its own row of taps."""
+    x4 = _image.as_planes(x)
+    return torch.cat([imgfilters.separable_filter(x4[b:b + 1], tx[b], ty[b], **kw)
+                      for b in range(x4.shape[0])]).reshape(x.shape)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.uint8])
+@pytest.mark.parametrize("kx,ky", [(5, 3), (9, 35), (41, 41)])  # the strip, the scratch kernel (in the
+def test_taps_per_image_in_one_launch(dtype, kx, ky, gen, device):  # interpreter), the banded products
+    from helpers import count_launches
+    x = random_image((3, 1, 9, 23) if kx < 41 else (2, 1, 70, 70), dtype, gen, device)
+    B = x.shape[0]
+    tx = torch.rand(B, kx, generator=gen, dtype=torch.float64)
+    ty = torch.rand(B, ky, generator=gen, dtype=torch.float64) - 0.2
+    for border in ("reflect", "constant"):
+        with count_launches() as launches:
+            y = imgfilters.separable_filter(x, tx, ty, border=border, border_value=0.25)
+        assert sum(launches.values()) == 1, launches
+        assert torch.equal(y, _per_image(x, tx, ty, border=border, border_value=0.25))
+        for b in range(B):
+            assert_matches(y[b:b + 1], reference(x[b:b + 1], tx[b], ty[b], border, 0.25))
+
+
+def test_taps_per_image_of_a_batch_of_5_dims_and_channels_last(gen, device):
+    x = random_image((2, 3, 2, 10, 12), torch.float32, gen, device)
+    tx, ty = ref.gaussian_taps(5, torch.tensor([0.5, 1.0, 1.5, 2.0, 2.5, 3.0])), ref.gaussian_taps(3, 1.0)
+    y = imgfilters.separable_filter(x, tx, ty)
+    assert torch.equal(y, _per_image(x, tx, ty.expand(6, -1)))
+    xc = random_image((6, 3, 10, 12), torch.float32, gen, device).contiguous(memory_format=torch.channels_last)
+    yc = imgfilters.separable_filter(xc, tx, ty)
+    assert yc.is_contiguous(memory_format=torch.channels_last)
+    assert torch.equal(yc, _per_image(xc.contiguous(), tx, ty.expand(6, -1)))
+
+
+def test_reference_gaussian_taps_rows_are_each_sigmas_taps():
+    sigmas = torch.tensor([0.1, 0.7, 2.0, 9.5], dtype=torch.float64)
+    rows = ref.gaussian_taps(7, sigmas)
+    for row, s in zip(rows, sigmas.tolist()):
+        assert torch.equal(row, ref.gaussian_taps(7, s))
+
+
+@pytest.mark.parametrize("ky", [5, 35])  # 35: the margin folds (interpreter)
+def test_taps_per_image_backward_matches_each_image_alone(ky, gen, device):
+    x = random_image((2, 2, 13, 16), torch.float32, gen, device).requires_grad_()
+    tx, ty = torch.rand(2, 7, generator=gen, dtype=torch.float64), torch.rand(2, ky, generator=gen, dtype=torch.float64)
+    y = imgfilters.separable_filter(x, tx, ty, border="symmetric")
+    g = torch.randn(y.shape, generator=gen).to(device)
+    (gx,) = torch.autograd.grad(y, x, g)
+    for b in range(2):
+        xd = x[b:b + 1].detach().cpu().double().requires_grad_()
+        (gr,) = torch.autograd.grad(ref.separable_filter(xd, tx[b], ty[b], "symmetric"), xd, g[b:b + 1].cpu().double())
+        assert_gradient_matches(gx[b:b + 1], gr)
+
+
+def test_taps_per_image_on_the_float64_path(gen):
+    x = random_image((3, 2, 8, 9), torch.float64, gen)
+    tx = torch.rand(3, 5, generator=gen, dtype=torch.float64)
+    y = imgfilters.separable_filter(x, tx, [0.25, 0.5, 0.25])
+    for b in range(3):
+        assert torch.equal(y[b:b + 1], ref.separable_filter(x[b:b + 1], tx[b], torch.tensor([0.25, 0.5, 0.25],
+                                                                                              dtype=torch.float64)))
+
+
 # ---- bad arguments -------------------------------------------------------------------------
 
 @pytest.mark.parametrize("call,error,match", [
@@ -311,7 +377,10 @@ def test_half_precision_gradient_keeps_dtype(gen, device):
     (lambda x: imgfilters.gaussian_blur(x, 3, border="constant", border_value=float("inf")), ValueError,
      "border_value"),
     (lambda x: imgfilters.separable_filter(x, [1.0, 2.0]), ValueError, "kernel_x"),
-    (lambda x: imgfilters.separable_filter(x, [[1.0]]), ValueError, "kernel_x"),
+    (lambda x: imgfilters.separable_filter(x, [[[1.0]]]), ValueError, "kernel_x"),
+    (lambda x: imgfilters.separable_filter(x, torch.ones(2, 3)), ValueError,
+     r"kernel_x .*one row of taps per image \(1\)"),
+    (lambda x: imgfilters.separable_filter(x, [1.0], torch.ones(1, 4)), ValueError, "kernel_y"),
     (lambda x: imgfilters.separable_filter(x, [1.0], [float("nan")] * 3), ValueError, "kernel_y"),
     (lambda x: imgfilters.separable_filter(x, [1.0] * 129), ValueError, "kernel_x"),
     (lambda x: imgfilters.box_blur(x, 2), ValueError, "kernel_size"),

@@ -17,6 +17,8 @@ CALLS = [
     (imgfilters.gaussian_blur, ([7, 3],), {"border": "symmetric"}),
     (imgfilters.box_blur, (5,), {"border": "replicate"}),
     (imgfilters.separable_filter, ([0.1, 0.5, 0.2], [0.3, -0.2, 0.5, 0.1, 0.3]), {"border": "constant"}),
+    (imgfilters.separable_filter, (torch.linspace(-0.2, 0.9, 10, dtype=torch.float64).reshape(2, 5),),
+     {"border": "symmetric"}),  # a row of taps per image
     (imgfilters.unsharp_mask, (0.8, 1.5), {}),
     (imgfilters.filter2d, ([[0.1, 0.5, -0.2], [0.3, 0.1, 0.2], [0.0, 0.4, -0.1], [0.2, 0.2, 0.1], [0.1, 0.0, 0.3]],),
      {"border": "symmetric"}),

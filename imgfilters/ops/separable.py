@@ -13,6 +13,10 @@ BORDER_REFLECT_101), ``"symmetric"`` (edge pixel repeated, OpenCV's BORDER_REFLE
 every dtype). Filters wider than the image are fine: the reflection repeats.
 
 Gradients flow to the image for floating-point inputs (not to the taps).
+
+``separable_filter`` also takes a row of taps per image (``(B, K)`` tensors, B the images
+of the batch): one launch filters every image with its own taps, which is how
+``transforms.GaussianBlur(per_sample=True)`` blurs each image with its own sigma.
 """
 import functools
 import numbers
@@ -40,8 +44,11 @@ def separable_filter(img, kernel_x, kernel_y=None, *, border="reflect", border_v
         kernel_x: 1-D taps along W (sequence or tensor), odd length up to 127. The centre
             tap is at index ``len // 2`` and taps are not flipped (a correlation, as
             ``cv2.sepFilter2D``, ``kornia.filters.filter2d_separable`` and
-            ``torch.nn.functional.conv2d``).
-        kernel_y: taps along H; ``None`` means the same as ``kernel_x``.
+            ``torch.nn.functional.conv2d``). A ``(B, K)`` tensor gives each of the B
+            images of the batch (the dimensions before C and H and W, flattened) its own
+            row of taps, in one launch.
+        kernel_y: taps along H (1-D, or a row per image); ``None`` means the same as
+            ``kernel_x``.
         border: ``"reflect"``, ``"symmetric"``, ``"replicate"`` or ``"constant"``.
         border_value: the constant border's value, unit scale.
 
@@ -95,7 +102,7 @@ def halo(name, a, channels):
     if name == "separable_filter":
         tx = _check_taps(a["kernel_x"], "kernel_x")
         ty = tx if a["kernel_y"] is None else _check_taps(a["kernel_y"], "kernel_y")
-        return len(ty) // 2, len(tx) // 2
+        return ty.shape[-1] // 2, tx.shape[-1] // 2
     if name in ("gaussian_blur", "box_blur"):
         kx, ky = _kernel_sizes(a["kernel_size"])
         return ky // 2, kx // 2
@@ -109,6 +116,11 @@ def _separable_args(img, kernel_x, kernel_y, border, border_value):
     tx = _check_taps(kernel_x, "kernel_x")
     ty = tx if kernel_y is None else _check_taps(kernel_y, "kernel_y")
     _check(img, border, border_value)
+    batch = _image.as_planes(img).shape[0] if img.ndim >= 2 else 1
+    for t, name in ((tx, "kernel_x"), (ty, "kernel_y")):
+        if t.ndim == 2 and t.shape[0] != batch:
+            raise ValueError(f"{name} as a 2-D tensor must hold one row of taps per image ({batch}), "
+                             f"got shape {tuple(t.shape)}")
     return tx, ty, border, float(border_value)
 
 
@@ -172,7 +184,7 @@ def _pair(value, name, kind):
 
 
 def _check_taps(taps, name):
-    """A private float64 CPU copy of 1-D odd-length taps (a copy: the backward pass must see
+    """A private float64 CPU copy of odd-length taps, 1-D or a row per image (a copy: the backward pass must see
     the taps of the forward even if the caller changes theirs in between). That they are
     finite is checked inside the op (``_finite_taps``). Taps that require grad are
     refused: gradients flow to the image only, and a silently missing one is worse."""
@@ -186,8 +198,9 @@ def _check_taps(taps, name):
     if t.is_complex() or t.dtype == torch.bool:
         raise TypeError(f"{name} must hold real numbers, got dtype {t.dtype}")
     t = t.to("cpu", torch.float64, copy=True)
-    if t.ndim != 1 or t.numel() % 2 == 0 or t.numel() > MAX_TAPS:
-        raise ValueError(f"{name} must be 1-D with an odd length <= {MAX_TAPS}, got shape {tuple(t.shape)}")
+    if t.ndim not in (1, 2) or t.shape[-1] % 2 == 0 or t.shape[-1] > MAX_TAPS or t.numel() == 0:
+        raise ValueError(f"{name} must be 1-D (or 2-D, a row per image) with an odd length <= {MAX_TAPS}, "
+                         f"got shape {tuple(t.shape)}")
     return t
 
 
@@ -217,7 +230,15 @@ def _as_tensor(taps):
 
 def _filter(img, tx, ty, border, border_value, fusion=None):
     """The separable filter of ``img``: the reference, or one launch (with ``fusion``'s
-    prologue and epilogue, a ``pointwise.Fusion``)."""
+    prologue and epilogue, a ``pointwise.Fusion``). Taps with a row per image run as one
+    launch on the kernels, image by image on the CPU engine and the reference."""
+    if _per_image(tx) or _per_image(ty):
+        tx, ty = _rows(tx, ty)
+        if not _image.uses_kernels(img) or _image.uses_cpu_engine(img):
+            x4 = _image.as_planes(img)
+            y = torch.cat([_filter(x4[b:b + 1], tx[b], ty[b], border, border_value, fusion)
+                           for b in range(x4.shape[0])])
+            return _image.in_layout(img, y)
     if _image.uses_cpu_engine(img):
         from imgfilters.cpu import separable as engine
         return engine.separable_filter(img, _as_tensor(tx), _as_tensor(ty), _image.check_border(border),
@@ -228,12 +249,37 @@ def _filter(img, tx, ty, border, border_value, fusion=None):
     return _run(img, tx, ty, _image.check_border(border), border_value, fusion=fusion)
 
 
+def _per_image(taps):
+    return isinstance(taps, torch.Tensor) and taps.ndim == 2
+
+
+def _rows(tx, ty):
+    """Taps of which one has a row per image: both as (B, K) tensors."""
+    batch = (tx if _per_image(tx) else ty).shape[0]
+    return tuple(t if _per_image(t) else _as_tensor(t).expand(batch, -1) for t in (tx, ty))
+
+
+def _on(taps, device):
+    """Taps as float32 on ``device``: shared ones from ``_image.on``'s cache; rows per image
+    (a transform's fresh draws on nearly every call, for which that cache, keyed by the
+    values, would cost more host time than the kernel) copied directly, unless a CUDA
+    graph is being captured (which a copy from pageable memory would break)."""
+    if _per_image(taps) and not (taps.device != device and torch.cuda.is_current_stream_capturing()):
+        return taps.to(device, torch.float32)
+    return _image.on(taps, device)
+
+
+def _length(taps):
+    return taps.shape[-1] if isinstance(taps, torch.Tensor) else len(taps)
+
+
 def _run(img, tx, ty, code, border_value, epi=pointwise.NO_CHAIN, fusion=None):
     """One launch; ``epi`` runs before ``fusion``'s epilogue."""
     x4 = _image.as_planes(img)
     pro, (steps, args), dtype = pointwise.fused_chains(fusion, x4.shape[1], img.device, img.dtype)
     y = _image.new_image(img, dtype=dtype)
-    kernels.launch(x4, _image.as_planes(y), _image.on(tx, img.device), _image.on(ty, img.device), border=code,
+    dx = _on(tx, img.device)
+    kernels.launch(x4, _image.as_planes(y), dx, dx if ty is tx else _on(ty, img.device), border=code,
                    border_value=border_value, pro=pro, epi=(epi[0] + steps, epi[1] + args))
     return y
 
@@ -247,10 +293,12 @@ def _adjoint(grad, tx, ty, border, shape):
     (``kernels.launch_adjoint``). Filters taller than the strip kernel takes: z's interior
     launched straight into the result, its margins (2*ry rows, 2*rx columns) into small
     buffers (four launches) folded with index_add."""
-    rx, ry = (len(tx) - 1) // 2, (len(ty) - 1) // 2
+    if _per_image(tx) or _per_image(ty):
+        tx, ty = _rows(tx, ty)
+    rx, ry = (_length(tx) - 1) // 2, (_length(ty) - 1) // 2
     g4 = _image.as_planes(grad)
     B, C, H, W = g4.shape
-    fx, fy = (_image.on(t.flip(0) if isinstance(t, torch.Tensor) else t[::-1], grad.device) for t in (tx, ty))
+    fx, fy = (_on(t.flip(-1) if isinstance(t, torch.Tensor) else t[::-1], grad.device) for t in (tx, ty))
     zero = _image.check_border("constant")
     if border != "constant" and kernels.strip_fits(ry, grad):
         gx = torch.zeros(B, C, H, W, dtype=torch.float32, device=grad.device)
@@ -309,8 +357,9 @@ def _box_taps(kernel_size):
             backward=lambda grad, img, tx, ty, border, bv: _adjoint(grad, tx, ty, border, img.shape))
 def _separable_op(img: Tensor, kernel_x: Tensor, kernel_y: Tensor, border: str, border_value: float, *,
                   fusion=None) -> Tensor:
-    return _filter(img, _finite_taps(kernel_x, "kernel_x"), _finite_taps(kernel_y, "kernel_y"), border,
-                   border_value, fusion)
+    # (the same taps along both axes are checked once: per-image rows cost a check each call)
+    ty = kernel_y if kernel_y is kernel_x else _finite_taps(kernel_y, "kernel_y")
+    return _filter(img, _finite_taps(kernel_x, "kernel_x"), ty, border, border_value, fusion)
 
 
 @library.op("gaussian_blur", library.same_as_input, grads=("img",), linear=True, cpu_engine=True,

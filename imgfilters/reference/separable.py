@@ -31,11 +31,17 @@ def separable_filter(x, tx, ty, border="reflect", border_value=0.0):
     return sum(tx[v] * rows[..., v:v + w] for v in range(len(tx)))
 
 
-def gaussian_taps(size: int, sigma: float) -> torch.Tensor:
+def gaussian_taps(size: int, sigma) -> torch.Tensor:
+    """torchvision's sampled, normalised gaussian of ``size`` taps; ``sigma`` a float, or a
+    1-D tensor of sigmas giving a row of taps each (the same arithmetic row by row)."""
     half = (size - 1) * 0.5
     x = torch.linspace(-half, half, size, dtype=torch.float64)
-    pdf = torch.exp(-0.5 * (x / sigma) ** 2)
-    return pdf / pdf.sum()
+    if isinstance(sigma, torch.Tensor):
+        x = x / sigma.to("cpu", torch.float64)[:, None]
+    else:
+        x = x / sigma
+    pdf = torch.exp(-0.5 * x ** 2)
+    return pdf / pdf.sum(-1, keepdim=True)
 
 
 def box_taps(size: int) -> torch.Tensor:

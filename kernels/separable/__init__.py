@@ -59,7 +59,7 @@ def launch(x, y, tx, ty, oy=0, ox=0, border=0, border_value=0.0, pro=((), ()), e
     else the scratch kernel. ``tile`` picks a kernel and its tile instead: a
     ``PRODUCT_TILE``-like dict, a ``strip_config`` dict or one of ``TILES``.
     """
-    rx, ry = (tx.numel() - 1) // 2, (ty.numel() - 1) // 2
+    rx, ry = (tx.shape[-1] - 1) // 2, (ty.shape[-1] - 1) // 2
     if tile is None and max(rx, ry) in tiles.PRODUCT_RADII:
         tile = tiles.PRODUCT_TILE
     if tile is not None and "B" in tile:
@@ -84,5 +84,5 @@ def launch_adjoint(g, y, fx, fy, fold):
     taps flipped. The flipped filter runs over the zero-extended ``g`` on the
     border-extended grid and adds each value into the pixel the border read it from. One
     launch; needs ``strip_fits`` of the vertical radius."""
-    rx, ry = (fx.numel() - 1) // 2, (fy.numel() - 1) // 2
+    rx, ry = (fx.shape[-1] - 1) // 2, (fy.shape[-1] - 1) // 2
     _launch_strip(g, y, fx, fy, -ry, -rx, borders.CONSTANT.value, 0.0, ((), ()), ((), ()), fold=fold)

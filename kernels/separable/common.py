@@ -1,5 +1,6 @@
 """Device helpers the separable kernels share: the epilogue's store of an output tile
-(``_store_tile``), the horizontal taps' sum (``_tap_sum``), and the ``unsharp`` epilogue."""
+(``_store_tile``), the horizontal taps' sum (``_tap_sum``), image ``b``'s row of per-image
+taps (``image_taps``), and the ``unsharp`` epilogue."""
 import triton
 import triton.language as tl
 
@@ -30,6 +31,16 @@ def _tap_sum(TX, RX: tl.constexpr):
     for v in range(2 * RX + 1):
         s += tl.load(TX + v)
     return s
+
+
+@triton.jit
+def image_taps(T, b, R: tl.constexpr, PER_IMAGE: tl.constexpr):
+    """The 2*R + 1 taps of image ``b``: row b of a (B, 2*R + 1) table under PER_IMAGE
+    (``GaussianBlur(per_sample=True)``: one launch for a batch of sigmas), else ``T``."""
+    if PER_IMAGE:
+        return T + b * (2 * R + 1)
+    else:
+        return T
 
 
 @triton.jit

@@ -6,7 +6,7 @@ import functools
 import triton
 import triton.language as tl
 
-from .common import _store_tile
+from .common import _store_tile, image_taps
 from ..core import borders, neighbourhood, products
 from ..core.launch import launch as launch_kernel, tile_config
 from ..core.tiling import interpreting, needs_int64, offset, pow2_at_least, programs, tile_origin
@@ -64,7 +64,7 @@ def product_kernel(X, Y, TX, TY, C, H, W, HO, WO, OY, OX,
                    sxb, sxc, sxh, syb, syc, syh, border_value,
                    PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
                    RX: tl.constexpr, RY: tl.constexpr, SXW: tl.constexpr, SYW: tl.constexpr,
-                   BORDER: tl.constexpr, OFF64: tl.constexpr, PRECISION: tl.constexpr,
+                   BORDER: tl.constexpr, OFF64: tl.constexpr, PER_IMAGE: tl.constexpr, PRECISION: tl.constexpr,
                    B: tl.constexpr, SEG: tl.constexpr):
     """``strip_kernel``'s filter (without FOLD) for radii up to B // 2, as products of B x B
     blocks on the tensor cores (tf32x3: float32 accuracy): every tap a multiply-add there
@@ -75,8 +75,10 @@ def product_kernel(X, Y, TX, TY, C, H, W, HO, WO, OY, OX,
     B // 2 above the block's to B // 2 above the next's) is kept for the next block: each
     output block is the vertical bands times the previous and the new one. Each input
     pixel is loaded once per strip (plus the halo blocks), with vector loads where the
-    columns lie inside the image."""
+    columns lie inside the image. PER_IMAGE: as ``strip_kernel``'s."""
     b, c, h0, w0 = tile_origin(tl.program_id(0), C, HO, WO, SEG, B)
+    TX = image_taps(TX, b, RX, PER_IMAGE)
+    TY = image_taps(TY, b, RY, PER_IMAGE)
     x_base = X + b * sxb + c * sxc
     y_base = Y + b * syb + c * syc
     scale = neighbourhood.linear_scale(X.dtype.element_ty, PRO)  # folded into the horizontal taps
@@ -104,8 +106,8 @@ def _launch_product(x, y, tx, ty, oy, ox, border, border_value, pro, epi, tile):
     sx, sy = x.stride(), y.stride()
     args = (x, y, tx, ty, C, H, W, HO, WO, oy, ox, sx[0], sx[1], sx[2], sy[0], sy[1], sy[2], float(border_value),
             pro[0], pro[1], epi[0], epi[1])
-    meta = dict(RX=(tx.numel() - 1) // 2, RY=(ty.numel() - 1) // 2, SXW=sx[3], SYW=sy[3], BORDER=border,
-                OFF64=needs_int64(x, y), PRECISION="ieee" if interpreting() else "tf32x3")
+    meta = dict(RX=(tx.shape[-1] - 1) // 2, RY=(ty.shape[-1] - 1) // 2, SXW=sx[3], SYW=sy[3], BORDER=border,
+                OFF64=needs_int64(x, y), PER_IMAGE=tx.ndim == 2, PRECISION="ieee" if interpreting() else "tf32x3")
     if interpreting():  # one segment per plane
         tile = dict(tile, SEG=pow2_at_least(HO, tile["B"], 1 << 20))
     grid = programs(B * C, HO, WO, tile["SEG"], tile["B"])

@@ -9,7 +9,7 @@ import triton
 import triton.language as tl
 
 from . import tiles
-from .common import _store_tile, _tap_sum
+from .common import _store_tile, _tap_sum, image_taps
 from .tiles import UNROLL_TAPS
 from ..core import borders, neighbourhood
 from ..core.launch import Tuning, launch as launch_kernel, tile_config
@@ -77,34 +77,37 @@ def separable_kernel(X, Y, S, TX, TY, B, C, H, W, HO, WO, OY, OX,
                      PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
                      RX: tl.constexpr, RY: tl.constexpr, HALO: tl.constexpr,
                      SXW: tl.constexpr, SYW: tl.constexpr, BORDER: tl.constexpr,
-                     OFF64: tl.constexpr, SLOT: tl.constexpr, SIZE_CLASS,
+                     OFF64: tl.constexpr, PER_IMAGE: tl.constexpr, SLOT: tl.constexpr, SIZE_CLASS,
                      BH: tl.constexpr, BW: tl.constexpr):
     """Y[b, c, i, j] = EPI(sum_{u,v} TY[u] TX[v] PRO(X~[b, c, i+OY+u-RY, j+OX+v-RX])),
     X~ being X extended by the border, for outputs (i, j) in [0, HO) x [0, WO).
-    ``S`` holds ``SLOT`` float32 per program; ``SIZE_CLASS`` only feeds the autotune key."""
+    ``S`` holds ``SLOT`` float32 per program; ``SIZE_CLASS`` only feeds the autotune key.
+    PER_IMAGE: as ``strip_kernel``'s."""
     slot = S + tl.program_id(0).to(tl.int64) * SLOT
     i = tl.arange(0, BH)
     j = tl.arange(0, BW)
     tiles = B * C * tl.cdiv(HO, BH) * tl.cdiv(WO, BW)
     for t in range(tl.program_id(0), tiles, tl.num_programs(0)):
         b, c, h0, w0 = tile_origin(t, C, HO, WO, BH, BW)
+        tx = image_taps(TX, b, RX, PER_IMAGE)
+        ty = image_taps(TY, b, RY, PER_IMAGE)
         x_base = X + b * sxb + c * sxc
         in_col0 = w0 + OX
         interior = (in_col0 - RX >= 0) & (in_col0 + BW + RX <= W)
 
         # 1. horizontal pass of rows h0+OY-RY .. +BH (+HALO) into the scratch slot
         r, ok = _rows(h0 + OY - RY, BH, H, BORDER)
-        acc = _row_pass(x_base, r, in_col0, W, sxh, border_value, c, TX, PRO, pro_args,
+        acc = _row_pass(x_base, r, in_col0, W, sxh, border_value, c, tx, PRO, pro_args,
                         interior, RX, SXW, BORDER, OFF64, BW)
         if BORDER == borders.CONSTANT:
-            acc = tl.where(ok[:, None], acc, border_value * _tap_sum(TX, RX))
+            acc = tl.where(ok[:, None], acc, border_value * _tap_sum(tx, RX))
         tl.store(slot + i[:, None] * BW + j[None, :], acc)
         if RY > 0:
             r, ok = _rows(h0 + OY - RY + BH, HALO, H, BORDER)
-            acc = _row_pass(x_base, r, in_col0, W, sxh, border_value, c, TX, PRO, pro_args,
+            acc = _row_pass(x_base, r, in_col0, W, sxh, border_value, c, tx, PRO, pro_args,
                             interior, RX, SXW, BORDER, OFF64, BW)
             if BORDER == borders.CONSTANT:
-                acc = tl.where(ok[:, None], acc, border_value * _tap_sum(TX, RX))
+                acc = tl.where(ok[:, None], acc, border_value * _tap_sum(tx, RX))
             h = tl.arange(0, HALO)
             tl.store(slot + (BH + h)[:, None] * BW + j[None, :], acc)
         tl.debug_barrier()
@@ -112,7 +115,7 @@ def separable_kernel(X, Y, S, TX, TY, B, C, H, W, HO, WO, OY, OX,
         # 2. vertical pass: whole-row shifts of the slot
         y = tl.zeros((BH, BW), dtype=tl.float32)
         for u in range(2 * RY + 1):  # RY > RING_MAX here: never unrolled
-            y += tl.load(TY + u) * tl.load(slot + (i + u)[:, None] * BW + j[None, :])
+            y += tl.load(ty + u) * tl.load(slot + (i + u)[:, None] * BW + j[None, :])
         tl.debug_barrier()  # the slot is rewritten by the next tile
 
         _store_tile(x_base, Y + b * syb + c * syc, h0 + i, w0 + j, y, H, W, HO, WO, OY, OX, sxh, syh, c, PRO, pro_args,
@@ -142,7 +145,7 @@ def _launch_scratch(x, y, tx, ty, oy, ox, border, border_value, pro, epi, tile):
     scratch buffer of at most the output's size (one slot per resident program)."""
     B, C, H, W = x.shape
     HO, WO = y.shape[-2:]
-    rx, ry = (tx.numel() - 1) // 2, (ty.numel() - 1) // 2
+    rx, ry = (tx.shape[-1] - 1) // 2, (ty.shape[-1] - 1) // 2
     halo = halo_rows(ry)
     if interpreting():
         tile = dict(BH=pow2_at_least(HO, 16, 256), BW=pow2_at_least(WO, 16, 256))
@@ -159,7 +162,7 @@ def _launch_scratch(x, y, tx, ty, oy, ox, border, border_value, pro, epi, tile):
     args = (x, y, scratch, tx, ty, B, C, H, W, HO, WO, oy, ox, x.stride(0), x.stride(1), x.stride(2),
             y.stride(0), y.stride(1), y.stride(2), float(border_value), pro[0], pro[1], epi[0], epi[1])
     meta = dict(RX=rx, RY=ry, HALO=halo, SXW=x.stride(3), SYW=y.stride(3), BORDER=border,
-                OFF64=needs_int64(x, y), SLOT=slot, SIZE_CLASS=size_class(HO, WO))
+                OFF64=needs_int64(x, y), PER_IMAGE=tx.ndim == 2, SLOT=slot, SIZE_CLASS=size_class(HO, WO))
     grid = lambda m: (min(slots, sms * per_sm(m), programs(B * C, HO, WO, m["BH"], m["BW"])),)
     launch_kernel(separable_kernel, grid, args, meta, x, None if tile is None else tile_config(**tile),
                   scratch_tuning)

@@ -12,7 +12,7 @@ import functools
 import triton
 import triton.language as tl
 
-from .common import _tap_sum
+from .common import _tap_sum, image_taps
 from ..core import borders, neighbourhood, pixels, pointwise
 from ..core.launch import Meta, Plan, launch as launch_kernel, tile_config
 from ..core.tiling import cdiv, interpreted, needs_int64, offset, pow2_at_least, programs, tile_origin
@@ -162,8 +162,8 @@ def strip_kernel(X, Y, TX, TY, C, H, W, HO, WO, OY, OXA,
                  PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
                  RX: tl.constexpr, RY: tl.constexpr, OXR: tl.constexpr,
                  SXW: tl.constexpr, SYW: tl.constexpr, BORDER: tl.constexpr, FOLD: tl.constexpr,
-                 OFF64: tl.constexpr, HREG: tl.constexpr, S: tl.constexpr, KB0: tl.constexpr, NB: tl.constexpr,
-                 T: tl.constexpr, SEG: tl.constexpr, CH: tl.constexpr):
+                 OFF64: tl.constexpr, PER_IMAGE: tl.constexpr, HREG: tl.constexpr, S: tl.constexpr,
+                 KB0: tl.constexpr, NB: tl.constexpr, T: tl.constexpr, SEG: tl.constexpr, CH: tl.constexpr):
     """Y[b, c, i, j] = EPI(sum_{u,v} TY[u] TX[v] PRO(X~[b, c, i+OY+u-RY, j+OXA+OXR+v-RX])) for
     (i, j) in [0, HO) x [0, WO), X~ being X extended by the border.
 
@@ -177,8 +177,11 @@ def strip_kernel(X, Y, TX, TY, C, H, W, HO, WO, OY, OXA,
     input pixel read from memory once per strip. Lane l's columns start at a multiple of S
     (OXA is one, OXR in [0, S) the rest of the column offset), so contiguous rows load S
     pixels per lane with one vector load. Interior strips use plain offsets; only strips
-    that touch the left or right border (or the output's right edge) remap and mask."""
+    that touch the left or right border (or the output's right edge) remap and mask.
+    PER_IMAGE: TX and TY are (B, 2*R + 1) tables, a row per image."""
     b, c, h0, w0 = tile_origin(tl.program_id(0), C, HO, WO, SEG, T * S)
+    TX = image_taps(TX, b, RX, PER_IMAGE)
+    TY = image_taps(TY, b, RY, PER_IMAGE)
     x_base = X + b * sxb + c * sxc
     y_base = Y + b * syb + c * syc
     scale = neighbourhood.linear_scale(X.dtype.element_ty, PRO)  # folded into the taps, not the pixels
@@ -266,12 +269,12 @@ class StripPlan(Plan):
 
 
 @functools.lru_cache(maxsize=4096)
-def strip_plan(planes, HO, WO, rx, ry, ox, sxw, syw, border, fold, off64, interpreter, cfg=None):
+def strip_plan(planes, HO, WO, rx, ry, ox, sxw, syw, border, fold, off64, interpreter, cfg=None, per_image=False):
     """The launch of ``strip_kernel`` over ``planes`` planes of HO x WO outputs (the
     border-extended grid with ``fold`` >= 0, ``launch_adjoint``) for a filter of radii
     (rx, ry) whose first output reads column ``ox``, from the columns' strides ``sxw`` and
     ``syw``: in ``strip_config``'s tile, or ``cfg``'s items; in the interpreter one strip
-    and one segment per plane."""
+    and one segment per plane. ``per_image``: the taps are a row per image."""
     cfg = dict(cfg) if cfg is not None else strip_config(rx, ry)
     S = cfg["S"]
     if interpreter:
@@ -282,17 +285,18 @@ def strip_plan(planes, HO, WO, rx, ry, ox, sxw, syw, border, fold, off64, interp
         nb = (oxr + S - 1 + rx) // S - kb0 + 1
     else:
         kb0, nb = 0, 0
-    meta = Meta(RX=rx, RY=ry, OXR=oxr, SXW=sxw, SYW=syw, BORDER=border, FOLD=fold, OFF64=off64, KB0=kb0, NB=nb)
+    meta = Meta(RX=rx, RY=ry, OXR=oxr, SXW=sxw, SYW=syw, BORDER=border, FOLD=fold, OFF64=off64, PER_IMAGE=per_image,
+                KB0=kb0, NB=nb)
     return StripPlan(meta, tile_config(**cfg), (programs(planes, HO, WO, cfg["SEG"], cfg["T"] * S),), oxa)
 
 
 def _launch_strip(x, y, tx, ty, oy, ox, border, border_value, pro, epi, cfg=None, fold=-1):
     B, C, H, W = x.shape
-    rx, ry = (tx.numel() - 1) // 2, (ty.numel() - 1) // 2
+    rx, ry = (tx.shape[-1] - 1) // 2, (ty.shape[-1] - 1) // 2
     HO, WO = y.shape[-2:] if fold < 0 else (H + 2 * ry, W + 2 * rx)
     sx, sy = x.stride(), y.stride()
     plan = strip_plan(B * C, HO, WO, rx, ry, ox, sx[3], sy[3], border, fold, needs_int64(x, y), interpreted(x),
-                      None if cfg is None else tuple(cfg.items()))
+                      None if cfg is None else tuple(cfg.items()), tx.ndim == 2)
     args = (x, y, tx, ty, C, H, W, HO, WO, oy, plan.oxa, sx[0], sx[1], sx[2], sy[0], sy[1], sy[2],
             float(border_value), pro[0], pro[1], epi[0], epi[1])
     launch_kernel(strip_kernel, plan.grid, args, plan.meta, x, plan.tile)
