@@ -40,6 +40,7 @@ from imgfilters.ops import morphology as _morphology
 from imgfilters.ops import nlm as _nlm
 from imgfilters.ops import resample as _resample
 from imgfilters.ops import separable as _separable
+from imgfilters.reference import separable as _reference_separable
 
 __all__ = ["GaussianBlur", "BoxBlur", "SeparableFilter", "Filter2D", "MedianBlur", "Morphology", "UnsharpMask",
            "Bilateral", "JointBilateral", "NonLocalMeans", "Resize", "Upsample", "Sobel", "Scharr", "Laplacian",
@@ -144,35 +145,64 @@ def _sample_int(n, generator=None):
     return int(torch.randint(n, (), generator=generator, device=device).item())
 
 
+def _images_in(t):
+    """Images in tensor ``t`` of 3 or more dims: the product of its leading dims (no tensor
+    op: this runs on every per-sample call)."""
+    return math.prod(t.shape[:-3])
+
+
 def _batch_size(flat_inputs):
     """Images in the first image-like input: the product of its leading dims."""
     for inpt in flat_inputs:
         if isinstance(inpt, torch.Tensor) and not not_an_image(inpt) and inpt.ndim >= 3:
-            return max(1, inpt[..., 0, 0, 0].numel())
+            return _images_in(inpt)
     return 1
 
 
 class GaussianBlur(v2.GaussianBlur):
     """``v2.GaussianBlur`` computed by ``imgfilters.gaussian_blur``: the same arguments,
     sigma sampling, repr and results (float32 within 1e-5, uint8 within 1); ``seed``
-    draws sigma from a generator of its own (an integer) or the caller's."""
+    draws sigma from a generator of its own (an integer) or the caller's. With
+    ``per_sample=True`` each image of a batch draws its own sigma, and the batch is
+    blurred in one launch (``separable_filter`` with a row of taps per image)."""
 
-    def __init__(self, kernel_size, sigma=(0.1, 2.0), *, seed=None):
+    def __init__(self, kernel_size, sigma=(0.1, 2.0), *, per_sample=False, seed=None):
         super().__init__(kernel_size, sigma)
         self.generator = _generator(seed)
+        self._per_sample = per_sample  # (private: the repr stays torchvision's unless it is on)
+
+    def extra_repr(self):
+        return super().extra_repr() + (", per_sample=True" if self._per_sample else "")
 
     def make_params(self, flat_inputs):
+        if self._per_sample:  # a CPU float64 tensor of one sigma per image
+            return dict(sigma=_sample(tuple(self.sigma), _batch_size(flat_inputs), self.generator))
         if self.generator is None:  # (torchvision's draw, as v2.GaussianBlur)
             return super().make_params(flat_inputs)
         sigma = _sample(tuple(self.sigma), generator=self.generator)
         return dict(sigma=[sigma, sigma])
 
+    def _per_image_taps(self, img, sigma):
+        """The (B, K) rows of taps of the per-image ``sigma``s, along x and y."""
+        if img.ndim >= 3 and _images_in(img) != sigma.numel():
+            raise ValueError("per_sample=True needs every image input of a call to have the same batch size")
+        kx, ky = self.kernel_size
+        tx = _reference_separable.gaussian_taps(kx, sigma)
+        return tx, None if ky == kx else _reference_separable.gaussian_taps(ky, sigma)  # (None: the same taps)
+
     def transform(self, inpt, params):
-        return _filter_images(inpt, lambda t: _separable.gaussian_blur(t, self.kernel_size, params["sigma"]))
+        sigma = params["sigma"]
+        if isinstance(sigma, torch.Tensor):
+            return _filter_images(inpt, lambda t: _separable.separable_filter(t, *self._per_image_taps(t, sigma)))
+        return _filter_images(inpt, lambda t: _separable.gaussian_blur(t, self.kernel_size, sigma))
 
     def _op_call(self, img, params):
         """(op, its arguments): the call ``transform`` makes for the image tensor ``img``."""
-        return _separable._gaussian_op, (img, *_separable._gaussian_args(img, self.kernel_size, params["sigma"],
+        sigma = params["sigma"]
+        if isinstance(sigma, torch.Tensor):
+            return _separable._separable_op, (img, *_separable._separable_args(
+                img, *self._per_image_taps(img, sigma), "reflect", 0.0))
+        return _separable._gaussian_op, (img, *_separable._gaussian_args(img, self.kernel_size, sigma,
                                                                           "reflect", 0.0))
 
 
@@ -443,7 +473,7 @@ class Bilateral(v2.Transform):
 
     def transform(self, inpt, params):
         if (self.per_sample and isinstance(inpt, torch.Tensor) and inpt.ndim >= 3
-                and inpt[..., 0, 0, 0].numel() != params["sigma_color"].numel()):
+                and _images_in(inpt) != params["sigma_color"].numel()):
             raise ValueError("per_sample=True needs every image input of a call to have the same batch size")
         return _filter_images(inpt, lambda t: _bilateral.bilateral(
             t, params["sigma_color"], params["sigma_space"], radius=self.radius, window=self.window,
@@ -469,7 +499,7 @@ class JointBilateral(Bilateral):
         img, guide, *rest = inputs
         params = self.make_params([img])
         if (self.per_sample and isinstance(img, torch.Tensor) and img.ndim >= 3
-                and img[..., 0, 0, 0].numel() != params["sigma_color"].numel()):
+                and _images_in(img) != params["sigma_color"].numel()):
             raise ValueError("per_sample=True needs every image input of a call to have the same batch size")
         g = F.pil_to_tensor(guide) if isinstance(guide, PIL.Image.Image) else guide
         out = _filter_images(img, lambda t: _bilateral.joint_bilateral(

@@ -81,6 +81,17 @@ def separable_cases():
     cases.append(("box_blur 9x9", x, lambda x=x: imgfilters.box_blur(x, 9),
                   {"kornia": lambda x=x: kornia.filters.box_blur(x, (9, 9), border_type="reflect")} if kornia else {}))
     cases.append(("unsharp_mask s=1.5", x, lambda x=x: imgfilters.unsharp_mask(x, 1.5, 1.0), {}))
+    # GaussianBlur(per_sample=True): a sigma per image drawn from (0.1, 3), the batch in one
+    # launch, against the same transform drawing one sigma for the batch (the issue names no
+    # kernel size: 5, 9 and 19, which holds 3 sigma of the largest). Each call draws anew on
+    # the host: no graph.
+    from imgfilters import transforms as T
+    batch = image((64, 3, 256, 256), torch.float32)
+    for k in (5, 9, 19):
+        per_sample = T.GaussianBlur(k, (0.1, 3.0), per_sample=True, seed=0)
+        shared = T.GaussianBlur(k, (0.1, 3.0), seed=0)
+        cases.append((f"GaussianBlur {k}x{k} per_sample", batch, lambda t=per_sample: t(batch),
+                      {"one sigma": lambda t=shared: t(batch)}, {"graph": False}))
     xg = x.clone().requires_grad_()
     y = imgfilters.gaussian_blur(xg, 15, 3.0)
     g = torch.rand_like(y)

@@ -95,8 +95,27 @@ def test_ranges_are_sampled_and_per_sample_draws_one_value_per_image(gen, device
     assert (y - expected).abs().max() <= 1e-5
 
 
+def test_gaussian_blur_per_sample_draws_a_sigma_per_image_in_one_launch(gen, device):
+    from helpers import count_launches
+    x = random_image((2, 2, 3, 9, 12), torch.float32, gen, device)
+    t = T.GaussianBlur((5, 3), (0.1, 3.0), per_sample=True, seed=5)
+    sigma = T.GaussianBlur((5, 3), (0.1, 3.0), per_sample=True, seed=5).make_params([x])["sigma"]
+    assert sigma.shape == (4,) and len(set(sigma.tolist())) == 4 and ((sigma >= 0.1) & (sigma <= 3.0)).all()
+    with count_launches() as launches:
+        y = t(x)
+    assert sum(launches.values()) == 1, launches
+    flat = x.reshape(4, 3, 9, 12)
+    expected = torch.cat([imgfilters.gaussian_blur(flat[i:i + 1], (5, 3), float(sigma[i])) for i in range(4)])
+    assert torch.equal(y, expected.reshape(x.shape))
+    fused = imgfilters.fuse([T.GaussianBlur((5, 3), (0.1, 3.0), per_sample=True, seed=5), T.BoxBlur(3)])
+    assert torch.equal(fused(x), imgfilters.box_blur(y, 3))
+    with pytest.raises(ValueError, match="same batch size"):
+        t.transform(x[:1], dict(sigma=sigma))
+
+
 SEEDED = [  # (a transform with random parameters, made with a seed)
     lambda seed: T.GaussianBlur(5, (0.1, 2.0), seed=seed),
+    lambda seed: T.GaussianBlur(5, (0.1, 2.0), per_sample=True, seed=seed),
     lambda seed: T.UnsharpMask((0.5, 2.0), (0.5, 1.5), seed=seed),
     lambda seed: T.MedianBlur((3, 7), seed=seed),
     lambda seed: T.Morphology("dilate", (3, 7), iterations=(1, 3), seed=seed),
