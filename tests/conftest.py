@@ -4,15 +4,22 @@ TRITON_INTERPRET must be set before triton is first imported (torchvision import
 so this happens here, before any test module is collected. With CUDA the same tests run
 the compiled kernels on the GPU.
 """
+import atexit
 import os
+import shutil
+import tempfile
 import zlib
 
 import torch
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
-# One default tile per kernel variant; tests that cover tuning and every tile say so.
+# One default tile per kernel variant; tests that cover tuning and every tile say so. Tiles
+# they tune go to a file of the test run's own, never read from or written to the user's.
 os.environ.setdefault("IMGFILTERS_AUTOTUNE", "0")
+if "IMGFILTERS_CACHE_DIR" not in os.environ:
+    os.environ["IMGFILTERS_CACHE_DIR"] = tempfile.mkdtemp(prefix="imgfilters-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["IMGFILTERS_CACHE_DIR"], True)
 # pytest-xdist workers share the machine's cores: each takes its share for torch (and so the
 # CPU engine and the float64 reference) and inductor compiles in the worker itself. By
 # default every worker would use every core and inductor would start a pool of that many

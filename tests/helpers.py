@@ -84,7 +84,8 @@ t = time.perf_counter()
 torch.cuda.synchronize()
 print(busy, wall, time.perf_counter() - t)
 """
-    env = dict(os.environ, TRITON_CACHE_DIR=str(tmp_path), IMGFILTERS_AUTOTUNE="1")
+    env = dict(os.environ, TRITON_CACHE_DIR=str(tmp_path), IMGFILTERS_CACHE_DIR=str(tmp_path),
+               IMGFILTERS_AUTOTUNE="1")  # (no tile tuned before: a cold call tunes too)
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=1200)
     assert out.returncode == 0, out.stderr[-2000:]
     return tuple(map(float, out.stdout.split()[-3:]))

@@ -1,4 +1,7 @@
 """The kernel core on its own: borders, typed load/store, pointwise chains."""
+import json
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -221,6 +224,54 @@ def test_launch_keys_separate_what_triton_specialises_on():
     assert key(x, (x, 2), 1.5) != key(x, (x[1:], 2), 1.5)  # inside tuples (chains' arguments)
     with pytest.raises(TypeError):  # unhashable: the launch goes without the cache
         hash(key(x, [1], 1.5))
+
+
+def test_tuned_tiles_are_kept_on_disk_for_the_next_process(tmp_path, monkeypatch):
+    """A tile chosen by timing is written to the machine's tuning file; a new process (a
+    new ``Tuning``) takes it without timing, whatever its own timings would say, until the
+    kernel's source, its key, the candidates or the file change."""
+    from imgfilters.kernels.core import launch
+    monkeypatch.setenv("IMGFILTERS_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("IMGFILTERS_AUTOTUNE", "1")
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device: "NVIDIA H200 (test)")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device: (9, 0))
+    tiles = [launch.tile_config(BH=8), launch.tile_config(BH=16, num_warps=8), launch.tile_config(BH=32)]
+    times, timed = {8: 3.0, 16: 1.0, 32: 2.0}, []
+
+    def do_bench(fn, warmup, rep):
+        bh = fn()
+        timed.append(bh)
+        return times[bh]
+    monkeypatch.setattr(triton.testing, "do_bench", do_bench)
+
+    class Kernel:  # what Tuning reads of a JITFunction; a launch returns its tile's BH
+        arg_names, fn, cache_key = ["X", "N"], _remap_kernel.fn, "source-1"
+
+        def __getitem__(self, grid):
+            return lambda *args, **options: options["BH"]
+    kernel, x = Kernel(), torch.zeros(4)
+
+    def tile(n, candidates=tiles):
+        return launch.Tuning(lambda meta: candidates, key=["N"]).tile(kernel, (1,), (x, n), {}, 0)
+    assert tile(7) is tiles[1] and timed == [8, 16, 32]
+    path = launch.tuning_file(0)
+    assert path.startswith(str(tmp_path)) and os.path.basename(path) == \
+        f"NVIDIA-H200-test-sm90-triton-{triton.__version__}.json"
+    times.update({16: 9.0})  # a new process would now pick another tile: it takes the file's
+    timed.clear()
+    assert tile(7) is tiles[1] and timed == []
+    assert tile(8) is tiles[2] and timed == [8, 16, 32]  # another key value: timed
+    timed.clear()
+    kernel.cache_key = "source-2"  # the kernel's code changed: timed again
+    assert tile(7) is tiles[2] and timed == [8, 16, 32]
+    timed.clear()
+    assert tile(7, [tiles[0], launch.tile_config(BH=32, num_warps=2)]) is not None and timed == [8, 32]
+    timed.clear()
+    with open(path, "w") as f:
+        f.write("{half a file")  # unreadable: tuned again, and the file made whole
+    assert tile(7) is tiles[2] and timed == [8, 16, 32]
+    with open(path) as f:
+        assert len(json.load(f)) == 1
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
