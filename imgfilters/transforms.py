@@ -31,6 +31,7 @@ from torchvision.transforms.v2 import functional as F
 
 from imgfilters._image import check_border as _image_check_border
 from imgfilters._image import check_integer as _image_check_integer
+from imgfilters._image import wrap as _image_wrap
 from imgfilters.ops import bilateral as _bilateral
 from imgfilters.ops import derivatives as _derivatives
 from imgfilters.ops import filter2d as _filter2d
@@ -168,6 +169,8 @@ class GaussianBlur(v2.GaussianBlur):
 
     def __init__(self, kernel_size, sigma=(0.1, 2.0), *, per_sample=False, seed=None):
         super().__init__(kernel_size, sigma)
+        if per_sample:  # (at most 127 taps, now: the rows it makes skip separable_filter's checks)
+            _separable._kernel_sizes(self.kernel_size)
         self.generator = _generator(seed)
         self._per_sample = per_sample  # (private: the repr stays torchvision's unless it is on)
 
@@ -182,26 +185,29 @@ class GaussianBlur(v2.GaussianBlur):
         sigma = _sample(tuple(self.sigma), generator=self.generator)
         return dict(sigma=[sigma, sigma])
 
-    def _per_image_taps(self, img, sigma):
-        """The (B, K) rows of taps of the per-image ``sigma``s, along x and y."""
+    def _per_image_args(self, img, sigma):
+        """``separable_filter``'s op arguments for the per-image ``sigma``s: (B, K) rows of
+        taps along x and y (the same tensor for a square kernel), made here and so given to
+        the op without the public function's copy and checks of the caller's taps."""
         if img.ndim >= 3 and _images_in(img) != sigma.numel():
             raise ValueError("per_sample=True needs every image input of a call to have the same batch size")
+        _separable._check(img, "reflect", 0.0)
         kx, ky = self.kernel_size
         tx = _reference_separable.gaussian_taps(kx, sigma)
-        return tx, None if ky == kx else _reference_separable.gaussian_taps(ky, sigma)  # (None: the same taps)
+        return img, tx, tx if ky == kx else _reference_separable.gaussian_taps(ky, sigma), "reflect", 0.0
 
     def transform(self, inpt, params):
         sigma = params["sigma"]
         if isinstance(sigma, torch.Tensor):
-            return _filter_images(inpt, lambda t: _separable.separable_filter(t, *self._per_image_taps(t, sigma)))
+            return _filter_images(inpt, lambda t: _image_wrap(t, _separable._separable_op(
+                *self._per_image_args(t, sigma))))
         return _filter_images(inpt, lambda t: _separable.gaussian_blur(t, self.kernel_size, sigma))
 
     def _op_call(self, img, params):
         """(op, its arguments): the call ``transform`` makes for the image tensor ``img``."""
         sigma = params["sigma"]
         if isinstance(sigma, torch.Tensor):
-            return _separable._separable_op, (img, *_separable._separable_args(
-                img, *self._per_image_taps(img, sigma), "reflect", 0.0))
+            return _separable._separable_op, self._per_image_args(img, sigma)
         return _separable._gaussian_op, (img, *_separable._gaussian_args(img, self.kernel_size, sigma,
                                                                           "reflect", 0.0))
 
