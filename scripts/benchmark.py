@@ -14,7 +14,8 @@ OpenCV's CPU non-local means, timed once).
 A case is ``(op, input, fn, peers)``; backward cases add ``{"graph": False}``: autograd's
 backward cannot be captured in a CUDA graph, and a failed capture leaves the CUDA RNG
 unusable for every case after it. ``{"warmup": n}`` runs n more calls before timing (a
-random pipeline meets new sizes, and so new tunings, for its first calls).
+random pipeline meets new sizes, and so new tunings, for its first calls);
+``{"peer_memory": True}`` prints each peer's extra memory beside ours.
 """
 import argparse
 import sys
@@ -122,6 +123,55 @@ def derivative_cases():
     cases.append(("gradient_magnitude 3x3 float32", x, lambda x=x: imgfilters.gradient_magnitude(x), peers))
     cases.append(("gradient_magnitude + direction 3x3 float32", x,
                   lambda x=x: imgfilters.gradient_magnitude(x, direction=True), {}))
+    return cases
+
+
+@family("guided")
+def guided_cases():
+    """Issue 41's guided-filter rows on 4K RGB float32 (1x3x2160x3840), radius 8, eps 1e-2:
+    a grey guide, a colour guide, the colour guide with subsample 4, and the colour guide's
+    forward + backward to the image and the guide; next to kornia's ``guided_blur`` (its
+    extra memory too: the issue bounds ours at a tenth of it) and He et al.'s filter written
+    with torch box means (``avg_pool2d`` of the reflect-padded products, the colour guide's
+    3 x 3 systems by ``torch.linalg.solve``)."""
+    kornia = optional("kornia")
+    F = torch.nn.functional
+    r, eps = 8, 1e-2
+
+    def torch_guided(x, g):
+        def box(t):
+            return F.avg_pool2d(F.pad(t, (r,) * 4, mode="reflect"), 2 * r + 1, stride=1)
+
+        def cross(u, v, mean_u, mean_v):  # the box covariances of u's and v's channels, (B, I, J, H, W)
+            uv = box((u[:, :, None] * v[:, None]).flatten(1, 2)).unflatten(1, (u.shape[1], v.shape[1]))
+            return uv - mean_u[:, :, None] * mean_v[:, None]
+        mean_g, mean_x = box(g), box(x)
+        G, C = g.shape[1], x.shape[1]
+        cov, sigma = cross(g, x, mean_g, mean_x), cross(g, g, mean_g, mean_g)
+        sigma = sigma + eps * torch.eye(G, device=x.device)[None, :, :, None, None]
+        a = torch.linalg.solve(sigma.permute(0, 3, 4, 1, 2), cov.permute(0, 3, 4, 1, 2)).permute(0, 3, 4, 1, 2)
+        b = mean_x - (a * mean_g[:, :, None]).sum(1)
+        return (box(a.flatten(1, 2)).unflatten(1, (G, C)) * g[:, :, None]).sum(1) + box(b)
+
+    x = image((1, 3, 2160, 3840), torch.float32)
+    grey, colour = image((1, 1, 2160, 3840), torch.float32, 1), image((1, 3, 2160, 3840), torch.float32, 2)
+    cases = []
+    for name, g, s in [("grey guide", grey, 1), ("colour guide", colour, 1), ("colour guide s=4", colour, 4)]:
+        peers = {}
+        if kornia is not None:
+            peers["kornia"] = lambda g=g, s=s: kornia.filters.guided_blur(g, x, 2 * r + 1, eps, subsample=s)
+        if s == 1:
+            peers["torch box means"] = lambda g=g: torch_guided(x, g)
+        cases.append((f"guided_filter r8 {name}", x, lambda g=g, s=s: imgfilters.guided_filter(
+            x, g, r, eps, subsample=s), peers, {"peer_memory": True}))
+    xg, gg = x.clone().requires_grad_(), colour.clone().requires_grad_()
+    dy = torch.rand_like(x)
+    peers = {}
+    if kornia is not None:
+        peers["kornia"] = lambda: torch.autograd.grad(kornia.filters.guided_blur(gg, xg, 2 * r + 1, eps), (xg, gg), dy)
+    cases.append(("guided_filter r8 colour forward+backward", x,
+                  lambda: torch.autograd.grad(imgfilters.guided_filter(xg, gg, r, eps), (xg, gg), dy), peers,
+                  {"graph": False}))
     return cases
 
 
@@ -579,6 +629,8 @@ def main(argv=None):
         for peer, pfn in peers.items():
             try:
                 ups[peer] = (peer_ms(peer, pfn),)
+                if (opts[0] if opts else {}).get("peer_memory"):
+                    print(f"  ({peer}: extra {extra_memory(pfn, out_bytes) / 2 ** 20:.1f} MiB, ours {extra:.1f})")
             except Exception as e:  # a peer that cannot run this case is reported, not fatal
                 ups[peer] = (float("nan"),)
                 print(f"  ({peer} failed on {op}: {type(e).__name__})")
