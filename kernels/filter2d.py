@@ -92,7 +92,7 @@ def _loads(row_ptrs, row_ins, in_cols, v, W, c, border_value, PRO: tl.constexpr,
 
 
 @triton.jit
-def _march(x_base, y_base, k_base, c, h0, r0, n_rows, o_end, H, W, sxh, syh, scale, border_value,
+def _march(x_base, y_base, k_base, b, c, h0, r0, n_rows, o_end, H, W, sxh, syh, scale, border_value,
            in_cols, in_off, out_off, out_ok, NEAR: tl.constexpr,
            PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args, OY,
            RX: tl.constexpr, RY: tl.constexpr, SXW: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr,
@@ -131,7 +131,7 @@ def _march(x_base, y_base, k_base, c, h0, r0, n_rows, o_end, H, W, sxh, syh, sca
                 xr = borders.remap(o + OY, H, BORDER)
                 x_in = neighbourhood.load(x_base + offset(xr, sxh, OFF64) + in_off, None, 0.0, c, PRO, pro_args,
                                           neighbourhood.UNIT, BORDER)
-                y = pointwise.apply_epilogue(y, x_in, c, EPI, epi_args)
+                y = pointwise.apply_epilogue(y, x_in, b, c, EPI, epi_args)
             pixels.store(y_base + offset(o, syh, OFF64) + out_off, y, out_ok & (o >= h0) & (o < o_end))
         pending = ()
         for k in tl.static_range(P, 2 * RY + P):
@@ -167,7 +167,7 @@ def filter2d_kernel(X, Y, K, C, H, W, HO, WO, OY, OX, skb,
     o_end = tl.minimum(h0 + SEG, HO)
     n_rows = o_end - h0 + 2 * RY
     out_off = offset(out_cols, SYW, OFF64)
-    _march(x_base, y_base, k_base, c, h0, r0, n_rows, o_end, H, W, sxh, syh, scale, bv,
+    _march(x_base, y_base, k_base, b, c, h0, r0, n_rows, o_end, H, W, sxh, syh, scale, bv,
            in_cols, offset(borders.remap(in_cols, W, BORDER), SXW, OFF64), out_off, out_cols < WO, NEAR,
            PRO, pro_args, EPI, epi_args, OY, RX, RY, SXW, BORDER, OFF64, T, S, P, PRE)
 
@@ -204,7 +204,7 @@ def plane_kernel(X, Y, K, C, H, W, HO, WO, OY, OX, skb,
         xc = borders.remap(out_cols + OX, W, BORDER)
         x_in = neighbourhood.load(x_base + offset(xr, sxh, OFF64) + offset(xc, SXW, OFF64), None, 0.0, c, PRO,
                                   pro_args, neighbourhood.UNIT, BORDER)
-        y = pointwise.apply_epilogue(y, x_in, c, EPI, epi_args)
+        y = pointwise.apply_epilogue(y, x_in, b, c, EPI, epi_args)
     mask = (out_rows < HO) & (out_cols < WO)
     pixels.store(Y + b * syb + c * syc + offset(out_rows, syh, OFF64) + offset(out_cols, SYW, OFF64), y, mask)
 

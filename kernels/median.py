@@ -126,7 +126,7 @@ def _window_ptrs(x_base, rows, cols, u, v, H, W, sxh, R: tl.constexpr, SXW: tl.c
 
 
 @triton.jit
-def _finish(y, nan, pos, x_base, y_ptrs, rows, cols, mask, c, H, W, sxh, PRO: tl.constexpr, pro_args,
+def _finish(y, nan, pos, x_base, y_ptrs, rows, cols, mask, b, c, H, W, sxh, PRO: tl.constexpr, pro_args,
             EPI: tl.constexpr, epi_args, SXW: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr,
             KEY: tl.constexpr, ARG: tl.constexpr):
     """Store the median ``y`` (unit scale; NaN where the window held one, through the
@@ -140,7 +140,7 @@ def _finish(y, nan, pos, x_base, y_ptrs, rows, cols, mask, c, H, W, sxh, PRO: tl
             x_in = neighbourhood.load(x_base + offset(borders.remap(rows, H, BORDER), sxh, OFF64)
                                       + offset(borders.remap(cols, W, BORDER), SXW, OFF64), None, 0.0, c, PRO,
                                       pro_args, neighbourhood.UNIT, BORDER)
-            y = pointwise.apply_epilogue(y, x_in, c, EPI, epi_args)
+            y = pointwise.apply_epilogue(y, x_in, b, c, EPI, epi_args)
         pixels.store(y_ptrs, y, mask)
 
 
@@ -256,7 +256,7 @@ def median_kernel(X, Y, C, H, W, sxb, sxc, sxh, syb, syc, syh, border_value,
         y = _value(prefix, unit, KEY)
     mask = (rows < H) & (cols < W)
     y_ptrs = Y + b * syb + c * syc + offset(rows, syh, OFF64) + offset(cols, SYW, OFF64)
-    _finish(y, nan, pos, x_base, y_ptrs, rows, cols, mask, c, H, W, sxh, PRO, pro_args, EPI, epi_args,
+    _finish(y, nan, pos, x_base, y_ptrs, rows, cols, mask, b, c, H, W, sxh, PRO, pro_args, EPI, epi_args,
             SXW, BORDER, OFF64, KEY, ARG)
 
 
@@ -295,7 +295,7 @@ def plane_kernel(X, Y, C, H, W, sxb, sxc, sxh, syb, syc, syh, border_value,
     mask = (rows < H) & (cols < W)
     y_ptrs = Y + b * syb + c * syc + offset(rows, syh, OFF64) + offset(cols, SYW, OFF64)
     _finish(_value(prefix, pixels.unit_scale(X.dtype.element_ty), KEY), nan, pos, x_base, y_ptrs, rows, cols, mask,
-            c, H, W, sxh, PRO, pro_args, EPI, epi_args, SXW, BORDER, OFF64, KEY, ARG)
+            b, c, H, W, sxh, PRO, pro_args, EPI, epi_args, SXW, BORDER, OFF64, KEY, ARG)
 
 
 def _tile(BH, BW, num_warps):

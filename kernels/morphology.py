@@ -156,7 +156,7 @@ def row_kernel(X, Y, C, H, W, WO, S0, sxb, sxc, sxh, syb, syc, syh, border_value
                   SOURCE, False, BH, BW)
     ok = (rows < H) & (t < STEP) & (w0 + t < WO)
     y_ptrs = Y + b * syb + c * syc + offset(rows, syh, OFF64) + offset(w0 + t, SYW, OFF64)
-    _finish(y, X.dtype.element_ty, SOURCE, y_ptrs, y_ptrs, ok, c, PRO, pro_args, (), (), 0, False, 0)
+    _finish(y, X.dtype.element_ty, SOURCE, y_ptrs, y_ptrs, ok, b, c, PRO, pro_args, (), (), 0, False, 0)
 
 
 @triton.jit
@@ -201,7 +201,7 @@ def row_march_kernel(X, Y, C, H, W, WO, S0, sxb, sxc, sxh, syb, syc, syh, border
     y_ptrs = Y + b * syb + c * syc + offset(rows, syh, OFF64) + offset(group, SYW, OFF64)
     for o in tl.static_range(R):
         ok = (rows < H) & (group + o < WO)
-        _finish(out[o], X.dtype.element_ty, SOURCE, y_ptrs + o * SYW, y_ptrs, ok, c, PRO, pro_args, (), (), 0, False,
+        _finish(out[o], X.dtype.element_ty, SOURCE, y_ptrs + o * SYW, y_ptrs, ok, b, c, PRO, pro_args, (), (), 0, False,
                 0)
 
 
@@ -231,7 +231,7 @@ def column_kernel(X, Y, Z, C, H, W, S0, sxb, sxc, sxh, syb, syc, syh, szb, szc, 
     ok = (t < STEP) & (out_rows < H) & (cols < W)
     _finish(y, X.dtype.element_ty, SOURCE,
             Y + b * syb + c * syc + offset(out_rows, syh, OFF64) + offset(cols, SYW, OFF64),
-            Z + b * szb + c * szc + offset(out_rows, szh, OFF64) + offset(cols, SZW, OFF64), ok, c, PRO, pro_args,
+            Z + b * szb + c * szc + offset(out_rows, szh, OFF64) + offset(cols, SZW, OFF64), ok, b, c, PRO, pro_args,
             EPI, epi_args, SUB, Z_INPUT, LEVELS)
 
 
@@ -308,8 +308,8 @@ def march_kernel(X, Y, Z, C, H, W, S0, SX0, sxb, sxc, sxh, syb, syc, syh, szb, s
             row = h0 + o
             _finish(out[o], X.dtype.element_ty, SOURCE, Y + b * syb + c * syc + offset(row, syh, OFF64)
                     + offset(cols, SYW, OFF64), Z + b * szb + c * szc + offset(row, szh, OFF64)
-                    + offset(cols, SZW, OFF64), (cols < W) & (row < H), c, PRO, pro_args, EPI, epi_args, SUB, Z_INPUT,
-                    LEVELS)
+                    + offset(cols, SZW, OFF64), (cols < W) & (row < H), b, c, PRO, pro_args, EPI, epi_args, SUB,
+                    Z_INPUT, LEVELS)
     else:  # tiles at the image's edges (a few percent): the rectangle's taps in run-time loops, through the border
         rows = h0 + tl.arange(0, R)[:, None]
         cols2 = cols[None, :]
@@ -326,7 +326,7 @@ def march_kernel(X, Y, Z, C, H, W, S0, SX0, sxb, sxc, sxh, syb, syc, syh, szb, s
                                BORDER), DILATE)
         _finish(y, X.dtype.element_ty, SOURCE, Y + b * syb + c * syc + offset(rows, syh, OFF64)
                 + offset(cols2, SYW, OFF64), Z + b * szb + c * szc + offset(rows, szh, OFF64)
-                + offset(cols2, SZW, OFF64), (cols2 < W) & (rows < H), c, PRO, pro_args, EPI, epi_args, SUB, Z_INPUT,
+                + offset(cols2, SZW, OFF64), (cols2 < W) & (rows < H), b, c, PRO, pro_args, EPI, epi_args, SUB, Z_INPUT,
                 LEVELS)
 
 
@@ -415,7 +415,7 @@ def taps_kernel(X, Y, Z, TAPS, NT, DU0, DU1, DV0, DV1, C, H, W, XW, sxd, sxb, sx
                       OFF64, DILATE, SOURCE, STACKED, False, DTAPS)
     ok = (rows < H) & (cols < W)
     _finish(y, X.dtype.element_ty, SOURCE, Y + b * syb + c * syc + offset(rows, syh, OFF64) + offset(cols, SYW, OFF64),
-            Z + b * szb + c * szc + offset(rows, szh, OFF64) + offset(cols, SZW, OFF64), ok, c, PRO, pro_args,
+            Z + b * szb + c * szc + offset(rows, szh, OFF64) + offset(cols, SZW, OFF64), ok, b, c, PRO, pro_args,
             EPI, epi_args, SUB, Z_INPUT, LEVELS)
 
 

@@ -57,7 +57,7 @@ def _unit(y, dtype: tl.constexpr, SOURCE: tl.constexpr):
 
 
 @triton.jit
-def _finish(y, in_dtype: tl.constexpr, SOURCE: tl.constexpr, y_ptrs, z_ptrs, ok, c, PRO: tl.constexpr, pro_args,
+def _finish(y, in_dtype: tl.constexpr, SOURCE: tl.constexpr, y_ptrs, z_ptrs, ok, b, c, PRO: tl.constexpr, pro_args,
             EPI: tl.constexpr, epi_args, SUB: tl.constexpr, Z_INPUT: tl.constexpr, LEVELS: tl.constexpr):
     """Store a pass's result ``y`` (``_load``'s values of an ``in_dtype`` source): RAW
     integers into their own dtype as they are; otherwise in unit scale, with ``SUB`` 1
@@ -68,12 +68,12 @@ def _finish(y, in_dtype: tl.constexpr, SOURCE: tl.constexpr, y_ptrs, z_ptrs, ok,
     if SOURCE == RAW and SUB == 0 and len(EPI) == 0 and y_ptrs.dtype.element_ty == in_dtype:
         tl.store(y_ptrs, y.to(in_dtype), ok)
     else:
-        _finish_unit(_unit(y, in_dtype, SOURCE), y_ptrs, z_ptrs, ok, c, PRO, pro_args, EPI, epi_args, SUB, Z_INPUT,
+        _finish_unit(_unit(y, in_dtype, SOURCE), y_ptrs, z_ptrs, ok, b, c, PRO, pro_args, EPI, epi_args, SUB, Z_INPUT,
                      LEVELS)
 
 
 @triton.jit
-def _finish_unit(y, y_ptrs, z_ptrs, ok, c, PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
+def _finish_unit(y, y_ptrs, z_ptrs, ok, b, c, PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
                  SUB: tl.constexpr, Z_INPUT: tl.constexpr, LEVELS: tl.constexpr):
     if SUB != 0:
         if LEVELS > 0:
@@ -87,7 +87,7 @@ def _finish_unit(y, y_ptrs, z_ptrs, ok, c, PRO: tl.constexpr, pro_args, EPI: tl.
         else:
             y = z - y
     if len(EPI) > 0:
-        y = pointwise.apply_epilogue(y, y, c, EPI, epi_args)
+        y = pointwise.apply_epilogue(y, y, b, c, EPI, epi_args)
     pixels.store(y_ptrs, y, ok)
 
 

@@ -210,7 +210,7 @@ def nlm_kernel(X, Y, COEF, FLOOR, H, W, sxb, sxc, sxh, sxw, syb, syc, syh, syw, 
             if RAW:
                 y = y * unit
                 x_in = (x_in - BIAS) * unit
-            y = pointwise.apply_epilogue(y, x_in, c, EPI, epi_args)
+            y = pointwise.apply_epilogue(y, x_in, b, c, EPI, epi_args)
             pixels.store(out[c] + row, y, mask & (r0 + o < H))
 
 

@@ -199,7 +199,7 @@ def _store_row(Y, b, x_base, r, ok, cols, num, den, k: tl.constexpr, H, W, sx, s
         for c in tl.static_range(C):
             y = num[k * C + c] * inv
             if len(EPI) > 0:
-                y = pointwise.apply_epilogue(y, x_in[c], c, EPI, epi_args)
+                y = pointwise.apply_epilogue(y, x_in[c], b, c, EPI, epi_args)
             pixels.store(y_row + c * sy[1], y, ok)
 
 

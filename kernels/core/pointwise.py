@@ -8,9 +8,11 @@ prologue (after loading, in ``neighbourhood.load``) and one as its epilogue (bef
 storing), so pointwise work around a filter costs no extra pass over memory.
 ``elementwise_kernel`` applies a chain on its own.
 
-Epilogue steps also receive the input pixel at the output position (``x_in``) as an extra
-first argument, so that a step such as unsharp masking can combine the filtered and the
-original value; the compiler drops that load when no step uses it.
+Epilogue steps also receive the input pixel at the output position (``x_in``) and the
+index of the image in the batch (``image``) as extra first arguments, so that a step such
+as unsharp masking can combine the filtered and the original value, with an amount of
+each image's own (``UnsharpMask(per_sample=True)``); the compiler drops that load and
+that index when no step uses them.
 """
 import triton
 import triton.language as tl
@@ -29,17 +31,17 @@ def apply_chain(x, channel, STEPS: tl.constexpr, args):
 
 
 @triton.jit
-def apply_epilogue(y, x_in, channel, STEPS: tl.constexpr, args):
-    """Apply epilogue steps in order: ``y = step(y, x_in, channel, *step_args)``."""
+def apply_epilogue(y, x_in, image, channel, STEPS: tl.constexpr, args):
+    """Apply epilogue steps in order: ``y = step(y, x_in, image, channel, *step_args)``."""
     for i in tl.static_range(len(STEPS)):
-        y = STEPS[i](y, x_in, channel, *args[i])
+        y = STEPS[i](y, x_in, image, channel, *args[i])
     return y
 
 
 @triton.jit
-def as_epilogue(y, x_in, channel, STEP: tl.constexpr, step_args):
-    """A plain step in an epilogue chain (which passes ``x_in`` too): ``STEP(y, channel,
-    *step_args)``."""
+def as_epilogue(y, x_in, image, channel, STEP: tl.constexpr, step_args):
+    """A plain step in an epilogue chain (which passes ``x_in`` and ``image`` too):
+    ``STEP(y, channel, *step_args)``."""
     return STEP(y, channel, *step_args)
 
 

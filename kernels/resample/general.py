@@ -71,7 +71,7 @@ def resample_kernel(X, Y, C, H, W, HO, WO, scale_y, scale_x, scale_y_lo, scale_x
     if NORMALISE:
         acc = acc * norm_y
     acc = products.mark_non_finite(acc, nan_hits, up_hits, down_hits)
-    acc = pointwise.apply_epilogue(acc, acc, c, EPI, epi_args)
+    acc = pointwise.apply_epilogue(acc, acc, b, c, EPI, epi_args)
     mask = (rows < HO) & (cols < WO)
     offs = offset(rows, syh, OFF64) + offset(cols, syw, OFF64)
     pixels.store(Y + b * syb + c * syc + offs, acc, mask)
@@ -109,7 +109,7 @@ def direct_kernel(X, Y, C, H, W, HO, WO, scale_y, scale_x, scale_y_lo, scale_x_l
         if CLAMP_ROWS:  # as resample_kernel's row pass
             line = tl.minimum(tl.maximum(line, 0.0), 1.0)
         acc += tl.where(wy != 0.0, wy * line, 0.0)
-    acc = pointwise.apply_epilogue(acc, acc, c, EPI, epi_args)
+    acc = pointwise.apply_epilogue(acc, acc, b, c, EPI, epi_args)
     mask = (rows < HO) & (cols < WO)
     pixels.store(Y + b * syb + c * syc + offset(rows, syh, OFF64) + offset(cols, syw, OFF64), acc, mask)
 

@@ -246,7 +246,7 @@ def phases_kernel(X, Y, C, H, W, HO, WO, sxb, sxc, sxh, sxw, syb, syc, syh, syw,
             if EY > 0:
                 if edge:  # (a uniform branch: the steps nearest the top and bottom weigh their own way)
                     y = interleaved(_edge_row(full, k, n_steps, TY, q, EY, FY, S * FX, ROWS))
-            y = pointwise.apply_epilogue(y, y, c, EPI, epi_args)
+            y = pointwise.apply_epilogue(y, y, b, c, EPI, epi_args)
             # streamed: the upscaled output (4 times the input at x2) would otherwise evict
             # from the L2 the source rows that the next steps read (H200, x2 bicubic float32
             # 0.0431 -> 0.0406 ms, bilinear 0.0395 -> 0.0378; uint8 and the 4K -> 1080p

@@ -69,7 +69,7 @@ def resample_columns_kernel(T, Y, C, H, HO, WO, scale_y, scale_y_lo, support_y, 
             acc += tl.where(wy != 0.0, wy * v, 0.0)
     if NORMALISE:
         acc = acc * modes.normaliser(fy, ny, py, H, widen_y, TAPS_Y, MODE)
-    acc = pointwise.apply_epilogue(acc, acc, c, EPI, epi_args)
+    acc = pointwise.apply_epilogue(acc, acc, b, c, EPI, epi_args)
     mask = (rows < HO) & (cols < WO)
     pixels.store(Y + b * syb + c * syc + offset(rows, syh, OFF64) + offset(cols, syw, OFF64), acc, mask)
 

@@ -9,7 +9,7 @@ from ..core.tiling import offset
 
 
 @triton.jit
-def _store_tile(x_base, y_base, out_rows, out_cols, y, H, W, HO, WO, OY, OX, sxh, syh, c, PRO: tl.constexpr,
+def _store_tile(x_base, y_base, out_rows, out_cols, y, H, W, HO, WO, OY, OX, sxh, syh, b, c, PRO: tl.constexpr,
                 pro_args, EPI: tl.constexpr, epi_args, SXW: tl.constexpr, SYW: tl.constexpr, BORDER: tl.constexpr,
                 OFF64: tl.constexpr):
     """Store the 2-D tile ``y`` of outputs (``out_rows``, ``out_cols``) through the epilogue,
@@ -19,7 +19,7 @@ def _store_tile(x_base, y_base, out_rows, out_cols, y, H, W, HO, WO, OY, OX, sxh
         xc = borders.remap(out_cols + OX, W, BORDER)
         x_in = neighbourhood.load(x_base + (offset(xr, sxh, OFF64)[:, None] + offset(xc, SXW, OFF64)[None, :]), None,
                                   0.0, c, PRO, pro_args, neighbourhood.UNIT, BORDER)
-        y = pointwise.apply_epilogue(y, x_in, c, EPI, epi_args)
+        y = pointwise.apply_epilogue(y, x_in, b, c, EPI, epi_args)
     mask = (out_rows < HO)[:, None] & (out_cols < WO)[None, :]
     pixels.store(y_base + (offset(out_rows, syh, OFF64)[:, None] + offset(out_cols, SYW, OFF64)[None, :]), y, mask)
 
@@ -44,7 +44,7 @@ def image_taps(T, b, R: tl.constexpr, PER_IMAGE: tl.constexpr):
 
 
 @triton.jit
-def unsharp(y, x_in, channel, amount, threshold):
+def unsharp(y, x_in, image, channel, amount, threshold):
     """Epilogue of unsharp masking: y is the blur, x_in the pixel."""
     detail = x_in - y
     return tl.where(tl.abs(detail) >= threshold, x_in + amount * detail, x_in)

@@ -95,7 +95,7 @@ def product_kernel(X, Y, TX, TY, C, H, W, HO, WO, OY, OX,
             for k in range(2):  # (a loop for the same reason as ``_row_block``'s)
                 y = products.weighted_product(_band(TY, RY, 1.0, k * B - B // 2, B, False),
                                               tl.where(k == 0, top, bottom), y, True, PRECISION)
-            _store_tile(x_base, y_base, h0 + i + tl.arange(0, B), out_cols, y, H, W, HO, WO, OY, OX, sxh, syh, c,
+            _store_tile(x_base, y_base, h0 + i + tl.arange(0, B), out_cols, y, H, W, HO, WO, OY, OX, sxh, syh, b, c,
                         PRO, pro_args, EPI, epi_args, SXW, SYW, BORDER, OFF64)
         top = bottom
 

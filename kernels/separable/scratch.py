@@ -118,8 +118,8 @@ def separable_kernel(X, Y, S, TX, TY, B, C, H, W, HO, WO, OY, OX,
             y += tl.load(ty + u) * tl.load(slot + (i + u)[:, None] * BW + j[None, :])
         tl.debug_barrier()  # the slot is rewritten by the next tile
 
-        _store_tile(x_base, Y + b * syb + c * syc, h0 + i, w0 + j, y, H, W, HO, WO, OY, OX, sxh, syh, c, PRO, pro_args,
-                    EPI, epi_args, SXW, SYW, BORDER, OFF64)
+        _store_tile(x_base, Y + b * syb + c * syc, h0 + i, w0 + j, y, H, W, HO, WO, OY, OX, sxh, syh, b, c, PRO,
+                    pro_args, EPI, epi_args, SXW, SYW, BORDER, OFF64)
 
 
 

@@ -101,7 +101,7 @@ def _l1_tap(row_ptr, cols, v, W, c, TX, scale, border_value, PRO: tl.constexpr, 
 
 
 @triton.jit
-def _march(x_base, y_base, TX, tx, ty, tap_sum, scale, c, h0, r0, n_rows, H, W, sxh, syh, border_value,
+def _march(x_base, y_base, TX, tx, ty, tap_sum, scale, b, c, h0, r0, n_rows, H, W, sxh, syh, border_value,
            col_off, keep, cols, in_off, out_off, out_ok, col_band, interior,
            PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
            RX: tl.constexpr, RY: tl.constexpr, SXW: tl.constexpr, BORDER: tl.constexpr, FOLD: tl.constexpr,
@@ -138,7 +138,7 @@ def _march(x_base, y_base, TX, tx, ty, tap_sum, scale, c, h0, r0, n_rows, H, W, 
             xr = borders.remap(o + OY, H, BORDER)
             x_in = neighbourhood.load(x_base + offset(xr, sxh, OFF64) + in_off, None, 0.0, c, PRO, pro_args,
                                       neighbourhood.UNIT, BORDER)
-            y = pointwise.apply_epilogue(y, x_in, c, EPI, epi_args)
+            y = pointwise.apply_epilogue(y, x_in, b, c, EPI, epi_args)
         if FOLD < 0:
             pixels.store(y_base + offset(o, syh, OFF64) + out_off, y, out_ok & (i >= 2 * RY))
         else:
@@ -227,7 +227,7 @@ def strip_kernel(X, Y, TX, TY, C, H, W, HO, WO, OY, OXA,
             offs_in = offs_in + (offset(col0 + (lane + k * S + KB0 * S), SXW, OFF64),)
             keep_in = keep_in + (True,)
         x_in_off = offset(in_cols, SXW, OFF64)
-        _march(x_base, y_base, TX, tx, ty, tap_sum, scale, c, h0, r0, n_rows, H, W, sxh, syh, border_value,
+        _march(x_base, y_base, TX, tx, ty, tap_sum, scale, b, c, h0, r0, n_rows, H, W, sxh, syh, border_value,
                offs_in, keep_in, in_cols, x_in_off, out_off, True if FOLD < 0 else out_ok, col_band, True,
                PRO, pro_args, EPI, epi_args, RX, RY, SXW, BORDER, FOLD, OFF64, S, KB0, NB, OXR, OY, T, HREG, CH)
     else:
@@ -238,7 +238,7 @@ def strip_kernel(X, Y, TX, TY, C, H, W, HO, WO, OY, OXA,
             offs_edge = offs_edge + (offset(borders.remap(cols_k, W, BORDER), SXW, OFF64),)
             keep_edge = keep_edge + (borders.inside(cols_k, W),)
         x_edge_off = offset(borders.remap(in_cols, W, BORDER), SXW, OFF64)
-        _march(x_base, y_base, TX, tx, ty, tap_sum, scale, c, h0, r0, n_rows, H, W, sxh, syh, border_value,
+        _march(x_base, y_base, TX, tx, ty, tap_sum, scale, b, c, h0, r0, n_rows, H, W, sxh, syh, border_value,
                offs_edge, keep_edge, in_cols, x_edge_off, out_off, out_ok, col_band, False,
                PRO, pro_args, EPI, epi_args, RX, RY, SXW, BORDER, FOLD, OFF64, S, KB0, NB, OXR, OY, T, HREG, CH)
 
