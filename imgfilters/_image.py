@@ -189,14 +189,15 @@ def check_integer(value, name, low, high, odd=False):
 
 def per_image(value, name, batch, *, positive=True):
     """A per-image parameter as the ops take it: a Python float for a number (checked
-    here: finite, > 0, or >= 0 unless ``positive``; the custom op's path makes it a 0-d
+    here: finite, and > 0, or >= 0 when ``positive`` is False, of any sign when it is
+    None; the custom op's path makes it a 0-d
     float64 tensor, ``library.op``: a tensor made on every call costs microseconds of host
     time), or a tensor of one value or of ``batch`` values along one dimension (its values
     are checked inside the op, by ``per_image_values``: reading them here would break a
     ``torch.compile`` graph). Values are parameters, not differentiable inputs: a
     tensor's graph is not followed."""
     if not isinstance(value, torch.Tensor):
-        return float(check_number(value, name, low=0.0, low_open=positive))
+        return float(check_number(value, name, low=None if positive is None else 0.0, low_open=bool(positive)))
     if value.is_complex() or value.dtype == torch.bool:
         raise TypeError(f"{name} must hold real numbers, got dtype {value.dtype}")
     if value.numel() != 1 and (value.ndim != 1 or value.numel() != batch):
@@ -207,23 +208,26 @@ def per_image(value, name, batch, *, positive=True):
 
 def per_image_values(values, name, batch, *, positive=True):
     """Inside an op: a ``per_image`` parameter -> a float64 CPU tensor of ``batch`` values,
-    checked (finite, > 0, or >= 0 unless ``positive``)."""
+    checked as ``per_image`` checks a number."""
     return torch.tensor(per_image_floats(values, name, batch, positive=positive), dtype=torch.float64)
 
 
 def per_image_floats(values, name, batch, *, positive=True):
     """``per_image_values`` as a tuple of Python floats (what the kernels' host code reads:
     tensor operations cost microseconds of host time each)."""
+    rule = "finite" if positive is None else f"finite and {'>' if positive else '>='} 0"
     if isinstance(values, float) or values.numel() == 1:  # checked as a Python number
         v = float(values)
-        if not (math.isfinite(v) and (v > 0 if positive else v >= 0)):
-            raise ValueError(f"{name} must be finite and {'>' if positive else '>='} 0, got {v:g}")
+        if not (math.isfinite(v) and (positive is None or (v > 0 if positive else v >= 0))):
+            raise ValueError(f"{name} must be {rule}, got {v:g}")
         return (v,) * batch
     t = values.to("cpu", torch.float64).reshape(-1)
-    ok = torch.isfinite(t) & ((t > 0) if positive else (t >= 0))
+    ok = torch.isfinite(t)
+    if positive is not None:
+        ok &= (t > 0) if positive else (t >= 0)
     if not ok.all():
         bad = ", ".join(f"{v:g}" for v in t[~ok][:4].tolist())
-        raise ValueError(f"{name} must be finite and {'>' if positive else '>='} 0, got {bad}")
+        raise ValueError(f"{name} must be {rule}, got {bad}")
     return tuple(t.tolist())
 
 

@@ -40,9 +40,9 @@ __all__ = ["separable_filter", "gaussian_blur", "box_blur", "unsharp_mask", "fil
            "joint_bilateral", "nl_means", "pointwise", "resize", "upsample", "imresize"]
 
 # parameters that may hold one value per image, by name: a 1-D tensor of one value per image
-# (the sigmas, h), separable_filter's (B, K) rows of taps or filter2d's (B, kh, kw) stack of
-# kernels (its dims a tensor has then)
-PER_IMAGE = {"sigma_color": 1, "sigma_space": 1, "h": 1, "sigma": 1, "kernel": 3, "eps": 1,
+# (the sigmas, h, unsharp_mask's amount), separable_filter's (B, K) rows of taps or
+# filter2d's (B, kh, kw) stack of kernels (its dims a tensor has then)
+PER_IMAGE = {"sigma_color": 1, "sigma_space": 1, "h": 1, "sigma": 1, "amount": 1, "kernel": 3, "eps": 1,
              "kernel_x": 2, "kernel_y": 2}
 
 

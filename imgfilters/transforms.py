@@ -12,8 +12,8 @@ with the image. The other transforms take the
 arguments of their functional op; a float parameter may also be a ``(low, high)`` range,
 sampled uniformly on every call, from torch's global RNG or, with ``seed=`` (an integer
 or a ``torch.Generator``), reproducibly from the transform's own; with ``per_sample=True``
-the bilateral, guided-filter and non-local-means transforms draw one value per image of a
-batch and filter the batch in one launch.
+``GaussianBlur``, ``UnsharpMask`` and the bilateral, guided-filter and non-local-means
+transforms draw one value per image of a batch and filter the batch in one launch.
 
 The transforms that ``imgfilters.fuse`` fuses (``fusion.FILTERS``) also say which op call
 their ``transform`` makes for an image tensor (``_op_call``), so that a fused pipeline
@@ -152,6 +152,12 @@ def _images_in(t):
     return math.prod(t.shape[:-3])
 
 
+def _check_batch(inpt, values):
+    """A per-sample call's draws (``values``, a tensor of one per image) fit ``inpt``."""
+    if isinstance(inpt, torch.Tensor) and inpt.ndim >= 3 and _images_in(inpt) != values.numel():
+        raise ValueError("per_sample=True needs every image input of a call to have the same batch size")
+
+
 def _batch_size(flat_inputs):
     """Images in the first image-like input: the product of its leading dims."""
     for inpt in flat_inputs:
@@ -189,8 +195,7 @@ class GaussianBlur(v2.GaussianBlur):
         """``separable_filter``'s op arguments for the per-image ``sigma``s: (B, K) rows of
         taps along x and y (the same tensor for a square kernel), made here and so given to
         the op without the public function's copy and checks of the caller's taps."""
-        if img.ndim >= 3 and _images_in(img) != sigma.numel():
-            raise ValueError("per_sample=True needs every image input of a call to have the same batch size")
+        _check_batch(img, sigma)
         _separable._check(img, "reflect", 0.0)
         kx, ky = self.kernel_size
         tx = _reference_separable.gaussian_taps(kx, sigma)
@@ -435,20 +440,28 @@ class GradientMagnitude(_Derivative):
 
 class UnsharpMask(v2.Transform):
     """``imgfilters.unsharp_mask`` as a transform; ``sigma`` and ``amount`` may be
-    ``(low, high)`` ranges (``seed`` as ``GaussianBlur``)."""
+    ``(low, high)`` ranges (``seed`` as ``GaussianBlur``); with ``per_sample=True`` each
+    image of a batch draws its own, and the batch is sharpened in one launch."""
 
-    def __init__(self, sigma=1.0, amount=1.0, threshold=0.0, *, border="reflect", border_value=0.0, seed=None):
+    def __init__(self, sigma=1.0, amount=1.0, threshold=0.0, *, border="reflect", border_value=0.0,
+                 per_sample=False, seed=None):
         super().__init__()
         self.generator = _generator(seed)
         self.sigma = _range(sigma, "sigma", low=0.0)
         self.amount = _range(amount, "amount")
         self.threshold, self.border, self.border_value = threshold, border, border_value
+        self.per_sample = per_sample
+        if per_sample:  # (the widest blur the draws can ask for, refused now rather than mid-epoch)
+            _separable._unsharp_reach(self.sigma[1])
 
     def make_params(self, flat_inputs):
-        return dict(sigma=_sample(self.sigma, generator=self.generator),
-                    amount=_sample(self.amount, generator=self.generator))
+        count = _batch_size(flat_inputs) if self.per_sample else None
+        return dict(sigma=_sample(self.sigma, count, self.generator),
+                    amount=_sample(self.amount, count, self.generator))
 
     def transform(self, inpt, params):
+        if self.per_sample:
+            _check_batch(inpt, params["sigma"])
         return _filter_images(inpt, lambda t: _separable.unsharp_mask(
             t, params["sigma"], params["amount"], self.threshold, border=self.border, border_value=self.border_value))
 
@@ -478,9 +491,8 @@ class Bilateral(v2.Transform):
                     sigma_space=_sample(self.sigma_space, count, self.generator))
 
     def transform(self, inpt, params):
-        if (self.per_sample and isinstance(inpt, torch.Tensor) and inpt.ndim >= 3
-                and _images_in(inpt) != params["sigma_color"].numel()):
-            raise ValueError("per_sample=True needs every image input of a call to have the same batch size")
+        if self.per_sample:
+            _check_batch(inpt, params["sigma_color"])
         return _filter_images(inpt, lambda t: _bilateral.bilateral(
             t, params["sigma_color"], params["sigma_space"], radius=self.radius, window=self.window,
             color_distance=self.color_distance, border=self.border, border_value=self.border_value))
@@ -504,9 +516,8 @@ class JointBilateral(Bilateral):
             raise ValueError("JointBilateral is called as t(img, guide, *rest): it needs the guide")
         img, guide, *rest = inputs
         params = self.make_params([img])
-        if (self.per_sample and isinstance(img, torch.Tensor) and img.ndim >= 3
-                and _images_in(img) != params["sigma_color"].numel()):
-            raise ValueError("per_sample=True needs every image input of a call to have the same batch size")
+        if self.per_sample:
+            _check_batch(img, params["sigma_color"])
         g = F.pil_to_tensor(guide) if isinstance(guide, PIL.Image.Image) else guide
         out = _filter_images(img, lambda t: _bilateral.joint_bilateral(
             t, g.as_subclass(torch.Tensor).to(t.device), params["sigma_color"], params["sigma_space"],

@@ -21,6 +21,8 @@ CALLS = {
     "gaussian_blur": (lambda x, g, low: imgfilters.gaussian_blur(x, [3, 5], [0.8, 1.2]), [0]),
     "box_blur": (lambda x, g, low: imgfilters.box_blur(x, 3, border="constant", border_value=0.5), [0]),
     "unsharp_mask": (lambda x, g, low: imgfilters.unsharp_mask(x, 0.6, 1.5, 0.02), [0]),
+    "unsharp_mask_per_image": (lambda x, g, low: imgfilters.unsharp_mask(x, torch.tensor([0.4, 0.7]),
+                                                                         torch.tensor([1.5, -0.5])), [0]),
     "median_blur": (lambda x, g, low: imgfilters.median_blur(x, 3, border="constant", border_value=0.5), [0]),
     # (a mask of lists: torch.compile traces it as constants)
     "morphology": (lambda x, g, low: imgfilters.morphology(x, "gradient", [[1, 0, 1], [0, 1, 0]]), [0]),
@@ -50,7 +52,7 @@ DIFFERENTIABLE = [name for name, (_, grads) in CALLS.items() if grads]
 # the upsampling, their windows still smaller than the image (their NEAR branch). The
 # resamplers keep 12, whose sizes choose their paths.
 ROWS = dict.fromkeys(["separable_filter", "separable_filter_per_image", "gaussian_blur", "box_blur", "unsharp_mask",
-                      "joint_bilateral_upsample", "sobel", "laplacian", "gradient_magnitude", "guided_filter"], 6)
+                      "unsharp_mask_per_image", "joint_bilateral_upsample", "sobel", "laplacian", "gradient_magnitude", "guided_filter"], 6)
 ROWS.update(dict.fromkeys(["bilateral", "bilateral_per_image", "joint_bilateral"], 4))
 
 
@@ -163,7 +165,8 @@ def _opcheck_cases(gen, device="cpu"):
         "box_blur": (img(5, 10), [3, 3], "constant", 0.5),
         "median_blur": (img(2, 3, 5, 10, layout=cl), 3, "symmetric", 0.0),
         "morphology": (img(2, 3, 5, 10, layout=cl), "erode", [2, 7, 2], 3, 1, "symmetric", 0.0),
-        "unsharp_mask": (img(1, 2, 5, 10), 0.6, 1.5, 0.01, "replicate", 0.0),
+        "unsharp_mask": (img(2, 2, 5, 10), torch.tensor([0.6, 1.2], dtype=torch.float64), torch.tensor(1.5,
+                         dtype=torch.float64), 0.01, "replicate", 0.0),
         # (the filters whose programs march down the rows get few: the separable ones 5, where
         # a radius-2 window of the middle row meets neither border, the bilaterals 3, where
         # a radius-1 window is still smaller than the image, their NEAR branch, as at 8)
@@ -192,7 +195,8 @@ def _opcheck_cases(gen, device="cpu"):
         "median_blur_backward": (plain(2, 3, 5, 10), plain(2, 3, 5, 10, layout=cl), 5, "constant", 0.3),
         "morphology_backward": (plain(2, 3, 5, 10), plain(2, 3, 5, 10, layout=cl), "dilate", [2, 7, 2], 3, 1, None,
                                 0.0),
-        "unsharp_mask_backward": (plain(1, 2, 5, 10), plain(1, 2, 5, 10), 0.6, 1.5, 0.01, "reflect", 0.0),
+        "unsharp_mask_backward": (plain(2, 2, 5, 10), plain(2, 2, 5, 10), torch.tensor(0.6, dtype=torch.float64),
+                                  torch.tensor([1.5, -0.5], dtype=torch.float64), 0.01, "reflect", 0.0),
         "bilateral_backward": (plain(2, 3, 3, 10), plain(2, 3, 3, 10), *bil),
         "joint_bilateral_backward": (plain(2, 3, 3, 10), plain(2, 3, 3, 10), plain(1, 1, 3, 10), *bil),
         "joint_bilateral_upsample_backward": (plain(2, 2, 4, 10), plain(2, 2, 2, 5), plain(1, 1, 4, 10), *bil),

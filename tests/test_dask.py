@@ -61,8 +61,8 @@ def test_threaded_equals_in_memory(name, args, params, gen):
 
 
 def test_per_image_parameters_follow_batch_chunks(gen):
-    """Per-image sigmas, kernels and rows of taps are cut to each block's images; a 1-D
-    tensor of taps as long as the batch is no per-image parameter."""
+    """Per-image sigmas, amounts, kernels and rows of taps are cut to each block's images; a
+    1-D tensor of taps as long as the batch is no per-image parameter."""
     x = random_image((2, 2, 1, 13, 14), torch.float64, gen)
     sigma = torch.tensor([0.05, 0.1, 0.2, 0.4], dtype=torch.float64)
     kernels = torch.rand(4, 3, 5, generator=gen, dtype=torch.float64)
@@ -70,7 +70,8 @@ def test_per_image_parameters_follow_batch_chunks(gen):
     taps = torch.tensor([0.2, 0.5, 0.3], dtype=torch.float64)
     rows = torch.rand(4, 5, generator=gen, dtype=torch.float64)
     for name, img, args in (("bilateral", x, (sigma,)), ("filter2d", x, (kernels,)),
-                            ("separable_filter", three, (taps,)), ("separable_filter", x, (rows, taps))):
+                            ("separable_filter", three, (taps,)), ("separable_filter", x, (rows, taps)),
+                            ("unsharp_mask", x, (sigma * 10, torch.tensor([0.5, 1.0, -0.5, 2.0])))):
         expected = getattr(imgfilters, name)(img, *args).numpy()
         chunks = (1,) * (img.ndim - 2) + (5, 14)
         got = getattr(idask, name)(da.from_array(img.numpy(), chunks=chunks), *args).compute(scheduler="threads")

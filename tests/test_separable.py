@@ -355,6 +355,40 @@ def test_taps_per_image_on_the_float64_path(gen):
                                                                                               dtype=torch.float64)))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.uint8])
+def test_unsharp_mask_per_image_in_one_launch(dtype, gen, device):
+    """A sigma and an amount per image: one launch, each image as unsharp_mask of its own
+    values (its own radius: the rows are zero beyond it)."""
+    from helpers import count_launches
+    x = random_image((3, 2, 11, 17), dtype, gen, device)
+    sigma, amount = torch.tensor([0.4, 1.3, 2.2]), torch.tensor([0.5, -0.3, 1.5])
+    with count_launches() as launches:
+        y = imgfilters.unsharp_mask(x, sigma, amount, 0.01, border="symmetric")
+    assert sum(launches.values()) == 1, launches
+    for b in range(3):
+        alone = imgfilters.unsharp_mask(x[b:b + 1], sigma[b].item(), amount[b].item(), 0.01, border="symmetric")
+        assert torch.equal(y[b:b + 1], alone)
+        assert_matches(y[b:b + 1], ref.unsharp_mask(_image.to_unit(x[b:b + 1].cpu()), sigma[b].item(),
+                                                     amount[b].item(), 0.01, "symmetric"))
+    one = torch.tensor([1.3], dtype=torch.float64)  # one value: the shared-taps launch
+    assert torch.equal(imgfilters.unsharp_mask(x, one, 0.7), imgfilters.unsharp_mask(x, 1.3, 0.7))
+
+
+def test_unsharp_mask_per_image_backward_and_float64(gen, device):
+    x = random_image((2, 3, 10, 13), torch.float32, gen, device).requires_grad_()
+    sigma, amount = torch.tensor([0.6, 1.7]), torch.tensor([1.5, 0.4])
+    y = imgfilters.unsharp_mask(x, sigma, amount)
+    g = torch.randn(y.shape, generator=gen).to(device)
+    (gx,) = torch.autograd.grad(y, x, g)
+    xd = x.detach().cpu().double().requires_grad_()
+    y64 = imgfilters.unsharp_mask(xd, sigma, amount)  # the float64 path, image by image
+    (gr,) = torch.autograd.grad(y64, xd, g.cpu().double())
+    assert_matches(y, y64)
+    assert_gradient_matches(gx, gr)
+    for b in range(2):
+        assert torch.equal(y64[b:b + 1], ref.unsharp_mask(xd[b:b + 1], sigma[b].item(), amount[b].item(), 0.0))
+
+
 # ---- bad arguments -------------------------------------------------------------------------
 
 @pytest.mark.parametrize("call,error,match", [
@@ -387,6 +421,11 @@ def test_taps_per_image_on_the_float64_path(gen):
     (lambda x: imgfilters.unsharp_mask(x, 0.0), ValueError, "sigma"),
     (lambda x: imgfilters.unsharp_mask(x, 1.0, 1.0, -0.1), ValueError, "threshold"),
     (lambda x: imgfilters.unsharp_mask(x, 50.0), ValueError, "sigma"),
+    (lambda x: imgfilters.unsharp_mask(x, torch.ones(2)), ValueError, r"sigma .*one value per image \(1\)"),
+    (lambda x: imgfilters.unsharp_mask(x, 1.0, torch.ones(3)), ValueError, "amount"),
+    (lambda x: imgfilters.unsharp_mask(x, torch.tensor([50.0])), ValueError, "sigma"),
+    (lambda x: imgfilters.unsharp_mask(x, torch.tensor([-1.0])), ValueError, "sigma"),
+    (lambda x: imgfilters.unsharp_mask(x, 1.0, torch.tensor([float("nan")])), ValueError, "amount"),
     # the taps get no gradient: refused, not silently dropped
     (lambda x: imgfilters.separable_filter(x, torch.ones(3, requires_grad=True)), ValueError, "kernel_x requires grad"),
 ])

@@ -20,6 +20,7 @@ CALLS = [
     (imgfilters.separable_filter, (torch.linspace(-0.2, 0.9, 10, dtype=torch.float64).reshape(2, 5),),
      {"border": "symmetric"}),  # a row of taps per image
     (imgfilters.unsharp_mask, (0.8, 1.5), {}),
+    (imgfilters.unsharp_mask, (torch.tensor([0.4, 1.1], dtype=torch.float64), torch.tensor([1.5, -0.5])), {}),
     (imgfilters.filter2d, ([[0.1, 0.5, -0.2], [0.3, 0.1, 0.2], [0.0, 0.4, -0.1], [0.2, 0.2, 0.1], [0.1, 0.0, 0.3]],),
      {"border": "symmetric"}),
     (imgfilters.filter2d, (torch.linspace(-0.5, 1.0, 30, dtype=torch.float64).reshape(2, 3, 5),), {}),  # per image

@@ -113,10 +113,32 @@ def test_gaussian_blur_per_sample_draws_a_sigma_per_image_in_one_launch(gen, dev
         t.transform(x[:1], dict(sigma=sigma))
 
 
+def test_unsharp_mask_per_sample_draws_a_sigma_and_amount_per_image_in_one_launch(gen, device):
+    from helpers import count_launches
+    x = random_image((3, 2, 9, 12), torch.uint8, gen, device)
+    make = lambda: T.UnsharpMask((0.3, 2.0), (-0.5, 1.5), 0.01, border="symmetric", per_sample=True, seed=3)  # noqa: E731
+    params = make().make_params([x])
+    sigma, amount = params["sigma"], params["amount"]
+    assert sigma.shape == amount.shape == (3,) and len(set(sigma.tolist())) == 3
+    assert ((sigma >= 0.3) & (sigma <= 2.0)).all() and ((amount >= -0.5) & (amount <= 1.5)).all()
+    with count_launches() as launches:
+        y = make()(x)
+    assert sum(launches.values()) == 1, launches
+    expected = torch.cat([imgfilters.unsharp_mask(x[i:i + 1], float(sigma[i]), float(amount[i]), 0.01,
+                                                  border="symmetric") for i in range(3)])
+    assert torch.equal(y, expected)
+    assert torch.equal(imgfilters.fuse([make(), T.BoxBlur(3)])(x), imgfilters.box_blur(y, 3))
+    with pytest.raises(ValueError, match="same batch size"):
+        make().transform(x[:1], params)
+    with pytest.raises(ValueError, match="sigma"):
+        T.UnsharpMask((1.0, 30.0), per_sample=True)  # a radius of 90 would be drawn some day
+
+
 SEEDED = [  # (a transform with random parameters, made with a seed)
     lambda seed: T.GaussianBlur(5, (0.1, 2.0), seed=seed),
     lambda seed: T.GaussianBlur(5, (0.1, 2.0), per_sample=True, seed=seed),
     lambda seed: T.UnsharpMask((0.5, 2.0), (0.5, 1.5), seed=seed),
+    lambda seed: T.UnsharpMask((0.5, 2.0), (0.5, 1.5), per_sample=True, seed=seed),
     lambda seed: T.MedianBlur((3, 7), seed=seed),
     lambda seed: T.Morphology("dilate", (3, 7), iterations=(1, 3), seed=seed),
     lambda seed: T.Bilateral((0.05, 0.5), (0.5, 2.0), radius=2, per_sample=True, seed=seed),

@@ -91,6 +91,11 @@ def unsharp_mask(img, sigma=1.0, amount=1.0, threshold=0.0, *, border="reflect",
     ``threshold`` is in unit scale (PIL's ``UnsharpMask`` threshold of 3 levels is
     3/255). ``amount`` is PIL's ``percent / 100`` and skimage's ``amount``. Float results
     are not clipped; integer results saturate.
+
+    ``sigma`` and ``amount`` may also be 1-D tensors of one value per image (the B images
+    of the batch, the dimensions before C, H and W flattened): still one launch, each
+    image blurred with its own radius (its row of taps zero beyond it), so that image b's
+    result is ``unsharp_mask(img[b], sigma[b], amount[b])``'s.
     """
     return _image.wrap(img, _unsharp_op(img, *_unsharp_args(img, sigma, amount, threshold, border, border_value)))
 
@@ -106,7 +111,7 @@ def halo(name, a, channels):
     if name in ("gaussian_blur", "box_blur"):
         kx, ky = _kernel_sizes(a["kernel_size"])
         return ky // 2, kx // 2
-    r = reference.unsharp_radius(_image.check_number(a["sigma"], "sigma", low=0.0, low_open=True))
+    r = _unsharp_reach(a["sigma"])
     return r, r
 
 
@@ -143,13 +148,29 @@ def _box_args(img, kernel_size, border, border_value):
 
 
 def _unsharp_args(img, sigma, amount, threshold, border, border_value):
-    sigma = _image.check_number(sigma, "sigma", low=0.0, low_open=True)
-    amount = _image.check_number(amount, "amount")
+    """A number stays a Python float (checked here); a tensor of per-image values is
+    checked inside the op, where reading its values cannot break a compiled graph."""
+    batch = _image.as_planes(img).shape[0] if isinstance(img, torch.Tensor) and img.ndim >= 2 else 1
+    sigma = _image.per_image(sigma, "sigma", batch)
+    amount = _image.per_image(amount, "amount", batch, positive=None)
     threshold = _image.check_number(threshold, "threshold", low=0.0)
-    if 2 * reference.unsharp_radius(sigma) + 1 > MAX_TAPS:
-        raise ValueError(f"sigma must be <= {kernels.MAX_RADIUS / 3:.1f}, got {sigma}")
+    if isinstance(sigma, float):
+        _unsharp_reach(sigma)
     _check(img, border, border_value)
     return sigma, amount, threshold, border, float(border_value)
+
+
+def _unsharp_reach(sigma):
+    """The radius of the widest blur of ``sigma`` (a number, or a tensor of one value per
+    image), with the values checked and the radius held to the kernels' limit."""
+    if isinstance(sigma, torch.Tensor):
+        largest = max(_image.per_image_floats(sigma, "sigma", sigma.numel()))
+    else:
+        largest = _image.check_number(sigma, "sigma", low=0.0, low_open=True)
+    r = reference.unsharp_radius(largest)
+    if r > kernels.MAX_RADIUS:
+        raise ValueError(f"sigma must be <= {kernels.MAX_RADIUS / 3:.1f}, got {largest}")
+    return r
 
 
 # ---- helpers -------------------------------------------------------------------------------
@@ -380,27 +401,74 @@ def _unsharp_taps(sigma):
     return _gaussian(2 * reference.unsharp_radius(sigma) + 1, sigma)
 
 
+def _unsharp_rows(sigmas):
+    """(B, 2R + 1) float64 rows of taps for a sigma per image: row b is ``_unsharp_taps``'s
+    gaussian of radius r_b = ``unsharp_radius(sigma_b)``, zero beyond it, R the largest
+    r_b (the same arithmetic as ``reference.gaussian_taps``, row by row)."""
+    s = torch.tensor(sigmas, dtype=torch.float64)[:, None]
+    radii = torch.tensor([reference.unsharp_radius(v) for v in sigmas], dtype=torch.float64)[:, None]
+    r = int(radii.max())
+    x = torch.arange(-r, r + 1, dtype=torch.float64)
+    pdf = torch.where(x.abs() <= radii, torch.exp(-0.5 * (x / s) ** 2), 0.0)
+    return pdf / pdf.sum(-1, keepdim=True)
+
+
+def _unsharp_params(img, sigma, amount):
+    """The op's ``sigma`` and ``amount``: two floats when the batch shares them (numbers,
+    or tensors of one value or all equal), else two tuples of a value per image; checked."""
+    if isinstance(sigma, float) and isinstance(amount, float):
+        return sigma, amount
+    batch = _image.as_planes(img).shape[0]
+    sigmas = _image.per_image_floats(sigma, "sigma", batch)
+    amounts = _image.per_image_floats(amount, "amount", batch, positive=None)
+    _unsharp_reach(torch.tensor(sigmas))
+    if len(set(sigmas)) == 1 and len(set(amounts)) == 1:
+        return sigmas[0], amounts[0]
+    return sigmas, amounts
+
+
 def _unsharp_backward(grad, img, sigma, amount, threshold, border, border_value):
     """y = x + a * m * (x - blur(x)), m = |x - blur(x)| >= t (piecewise constant), so
-    dx = g * (1 + a m) - blur^T(a m g)."""
-    taps = _unsharp_taps(sigma)
-    x = img.float()
+    dx = g * (1 + a m) - blur^T(a m g); per image, its own taps and amount."""
+    sigma, amount = _unsharp_params(img, sigma, amount)
+    if isinstance(sigma, float):
+        taps = _unsharp_taps(sigma)
+    else:
+        taps = _unsharp_rows(sigma)
+        amount = torch.tensor(amount, dtype=torch.float32, device=grad.device)[:, None, None, None]
+    x, g = _image.as_planes(img).float(), _image.as_planes(grad).float()
     detail = x - _run(x, taps, taps, _image.check_border(border), border_value)
-    am_g = amount * (detail.abs() >= threshold) * grad.float()
-    return grad.float() + am_g - _adjoint(am_g, taps, taps, border, img.shape)
+    am_g = amount * (detail.abs() >= threshold) * g
+    return (g + am_g - _adjoint(am_g, taps, taps, border, am_g.shape)).reshape(img.shape)
 
 
 @library.op("unsharp_mask", library.same_as_input, grads=("img",), backward=_unsharp_backward, cpu_engine=True)
-def _unsharp_op(img: Tensor, sigma: float, amount: float, threshold: float, border: str,
+def _unsharp_op(img: Tensor, sigma: Tensor, amount: Tensor, threshold: float, border: str,
                 border_value: float, *, fusion=None) -> Tensor:
+    sigma, amount = _unsharp_params(img, sigma, amount)
+    if not _image.uses_kernels(img) or _image.uses_cpu_engine(img):
+        if isinstance(sigma, float):
+            return _unsharp_one(img, sigma, amount, threshold, border, border_value, fusion)
+        x4 = _image.as_planes(img)  # the CPU engine and the float64 path: image by image
+        y = torch.cat([_unsharp_one(x4[b:b + 1], sigma[b], amount[b], threshold, border, border_value, fusion)
+                       for b in range(x4.shape[0])])
+        return _image.in_layout(img, y.reshape(img.shape))
+    if isinstance(sigma, float):
+        taps = _unsharp_taps(sigma)
+        return _run(img, taps, taps, _image.check_border(border), border_value,
+                    epi=((kernels.unsharp,), ((amount, threshold),)), fusion=fusion)
+    rows = _unsharp_rows(sigma)
+    amounts = _on(torch.tensor(amount, dtype=torch.float64)[:, None], img.device)  # (B, 1): a row per image
+    return _run(img, rows, rows, _image.check_border(border), border_value,
+                epi=((kernels.unsharp_per_image,), ((amounts, threshold),)), fusion=fusion)
+
+
+def _unsharp_one(img, sigma, amount, threshold, border, border_value, fusion):
+    """Unsharp masking with one sigma and amount on the CPU engine or the float64 path."""
     if _image.uses_cpu_engine(img):
         from imgfilters.cpu import separable as engine
         taps = _as_tensor(_unsharp_taps(sigma))
         return engine.separable_filter(img, taps, taps, _image.check_border(border), border_value, fusion,
                                        unsharp=(amount, threshold))
-    if not _image.uses_kernels(img):
-        y = reference.unsharp_mask(_image.to_unit(img), sigma, amount, threshold, border, border_value)
-        return _image.in_layout(img, _image.from_unit(y, img.dtype))
-    taps = _unsharp_taps(sigma)
-    return _run(img, taps, taps, _image.check_border(border), border_value,
-                epi=((kernels.unsharp,), ((amount, threshold),)), fusion=fusion)
+    y = reference.unsharp_mask(_image.to_unit(img), sigma, amount, threshold, border, border_value)
+    return _image.in_layout(img, _image.from_unit(y, img.dtype))

@@ -26,13 +26,13 @@ adjoint used by autograd evaluates the transposed filter on the zero-extended gr
 - ``product.py``: ``product_kernel`` and its launch;
 - ``scratch.py``: ``separable_kernel``, its tiles' tuning (``scratch_tuning``) and launch;
 - ``tiles.py``: the tile tables and measured constants they choose from;
-- ``common.py``: the device helpers the kernels share and the ``unsharp`` epilogue.
+- ``common.py``: the device helpers the kernels share and the ``unsharp`` epilogues.
 
 ``launch`` (below) picks the kernel by radius; ``launch_adjoint`` runs the strip's
 gradient.
 """
 from . import tiles
-from .common import unsharp
+from .common import unsharp, unsharp_per_image
 from .product import _launch_product, product_kernel
 from .scratch import _launch_scratch, halo_rows, scratch_tiles, scratch_tuning, separable_kernel
 from .strip import StripPlan, _launch_strip, strip_config, strip_kernel, strip_plan
@@ -45,8 +45,8 @@ MAX_RADIUS = 63  # 127 taps
 
 __all__ = ["tiles", "MAX_RADIUS", "RING_MAX", "INTERPRETER_RING_MAX", "PRODUCT_RADII", "PRODUCT_TILE", "TILES",
            "RESIDENT_PER_SM", "UNROLL_TAPS", "strip_kernel", "product_kernel", "separable_kernel", "unsharp",
-           "launch", "launch_adjoint", "strip_fits", "strip_config", "strip_plan", "StripPlan", "halo_rows",
-           "scratch_tiles", "scratch_tuning"]
+           "unsharp_per_image", "launch", "launch_adjoint", "strip_fits", "strip_config", "strip_plan", "StripPlan",
+           "halo_rows", "scratch_tiles", "scratch_tuning"]
 
 
 def launch(x, y, tx, ty, oy=0, ox=0, border=0, border_value=0.0, pro=((), ()), epi=((), ()),

@@ -1,6 +1,6 @@
 """Device helpers the separable kernels share: the epilogue's store of an output tile
 (``_store_tile``), the horizontal taps' sum (``_tap_sum``), image ``b``'s row of per-image
-taps (``image_taps``), and the ``unsharp`` epilogue."""
+taps (``image_taps``), and the ``unsharp`` epilogues."""
 import triton
 import triton.language as tl
 
@@ -48,4 +48,10 @@ def unsharp(y, x_in, image, channel, amount, threshold):
     """Epilogue of unsharp masking: y is the blur, x_in the pixel."""
     detail = x_in - y
     return tl.where(tl.abs(detail) >= threshold, x_in + amount * detail, x_in)
+
+
+@triton.jit
+def unsharp_per_image(y, x_in, image, channel, AMOUNT, threshold):
+    """``unsharp`` with an amount per image: ``AMOUNT`` a float32 vector of B values."""
+    return unsharp(y, x_in, image, channel, tl.load(AMOUNT + image), threshold)
 
