@@ -1,5 +1,6 @@
 """What starting costs: ``import imgfilters`` loads no torch, Triton or torchvision, and the
 command line answers ``--help``, ``--version`` and usage errors before importing them."""
+import os
 import subprocess
 import sys
 import time
@@ -41,3 +42,34 @@ print(hasattr(torch.ops.imgfilters, "bilateral"), "torchvision" in sys.modules)
     seconds, loaded = first.split(" ", 1)
     assert loaded == "[]" and float(seconds) < 0.1
     assert second == "True False"
+
+
+def _warmup(*args):
+    """``python -m imgfilters.warmup`` with ``args``, outside Triton's interpreter (the CPU
+    engine runs CPU tensors then, as it does for users)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    return subprocess.run([sys.executable, "-m", "imgfilters.warmup", *args], capture_output=True, text=True,
+                          env=env, timeout=600)
+
+
+def test_warmup_runs_each_call_once_per_dtype():
+    import torch
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    done = _warmup("--device", device, "--only", "box_blur", "median_blur", "--size", "40x72", "--jobs", "2")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    compiled = sorted(line.split(":")[0].split("] ")[1] for line in lines if "compiled" in line)
+    assert compiled == sorted(f"compiled {name} #{i} {dtype} 40x72" for name, n in (("box_blur", 1), ("median_blur", 2))
+                              for i in range(1, n + 1) for dtype in ("uint8", "float32"))
+    assert sum("tuned" in line for line in lines) == (6 if device == "cuda" else 0)  # (the GPU's second step)
+    assert _warmup("--list").stdout.split() == list(__import__("imgfilters.warmup").warmup.CALLS)
+    if device == "cpu":  # (the default device is the GPU: without one, a usage error that says so)
+        done = _warmup()
+        assert done.returncode == 2 and "needs a CUDA GPU" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("args, message", [(["--only", "nope"], "unknown call 'nope'"), (["--jobs", "0"], "--jobs"),
+                                           (["--size", "10"], "HEIGHTxWIDTH"), (["--device", "tpu"], "invalid choice")])
+def test_warmup_refuses_bad_arguments(args, message):
+    done = _warmup("--device", "cpu", *args)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
