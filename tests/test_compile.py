@@ -52,7 +52,8 @@ DIFFERENTIABLE = [name for name, (_, grads) in CALLS.items() if grads]
 # the upsampling, their windows still smaller than the image (their NEAR branch). The
 # resamplers keep 12, whose sizes choose their paths.
 ROWS = dict.fromkeys(["separable_filter", "separable_filter_per_image", "gaussian_blur", "box_blur", "unsharp_mask",
-                      "unsharp_mask_per_image", "joint_bilateral_upsample", "sobel", "laplacian", "gradient_magnitude", "guided_filter"], 6)
+                      "unsharp_mask_per_image", "joint_bilateral_upsample", "sobel", "laplacian", "gradient_magnitude",
+                      "guided_filter"], 6)
 ROWS.update(dict.fromkeys(["bilateral", "bilateral_per_image", "joint_bilateral"], 4))
 
 
