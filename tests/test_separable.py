@@ -367,7 +367,8 @@ def test_unsharp_mask_per_image_in_one_launch(dtype, gen, device):
     assert sum(launches.values()) == 1, launches
     for b in range(3):
         alone = imgfilters.unsharp_mask(x[b:b + 1], sigma[b].item(), amount[b].item(), 0.01, border="symmetric")
-        assert torch.equal(y[b:b + 1], alone)
+        # (the same sums with zero taps beside them: float32 may round the last bit apart)
+        assert (y[b:b + 1].float() - alone.float()).abs().max() <= (1 if dtype == torch.uint8 else 1e-6)
         assert_matches(y[b:b + 1], ref.unsharp_mask(_image.to_unit(x[b:b + 1].cpu()), sigma[b].item(),
                                                      amount[b].item(), 0.01, "symmetric"))
     one = torch.tensor([1.3], dtype=torch.float64)  # one value: the shared-taps launch
