@@ -177,6 +177,8 @@ def _opcheck_cases(gen, device="cpu"):
         "nl_means": (plain(1, 3, 8, 10), torch.tensor(0.1, dtype=torch.float64), torch.tensor([0.02]), 3, 1, "reflect",
                      0.0),
         "estimate_noise": (plain(2, 1, 30, 30),),
+        "guided_coefficients": (plain(2, 21, 5, 10), torch.tensor([0.01, 0.1], device=device), 3, 3),
+        "guided_apply": (plain(2, 6, 5, 10), plain(1, 1, 5, 10).expand(2, 1, 5, 10), plain(2, 3, 5, 10, layout=cl)),
         "jpeg": (plain(2, 3, 8, 10, layout=cl), torch.tensor([50.0, 70.0], device=device)),
         "resample": (img(1, 3, 8, 10, layout=cl), *resample),
         "pointwise": (u8, [pw.STEP_NAMES.index("scale"), pw.STEP_NAMES.index("normalize")], [2.0],

@@ -6,17 +6,21 @@ Inputs are ``(..., C, H, W)`` or ``(H, W)`` tensors of dtype uint8, uint16, floa
 bfloat16 or float32, the result in the image's dtype and memory format; float64 runs the
 float64 definition. Elsewhere the filter is composed of the library's own launches in
 float32 unit scale: one ``box_blur`` over the stacked guide, image and their products, the
-coefficients of the local linear models as pointwise tensor arithmetic (the colour
-guide's 3 x 3 systems solved in closed form), one ``box_blur`` over the coefficients (and
-for ``subsample`` > 1 one bilinear ``resize`` of their means), the output as one
-multiply-add: about eight launches, each a kernel of the library on CUDA tensors or the
-CPU engine on CPU tensors. Gradients flow to the image, the guide and a tensor ``eps``
-through autograd (the box sums' own backward).
+coefficients of the local linear models (the colour guide's 3 x 3 systems solved in
+closed form), one ``box_blur`` over the coefficients (and for ``subsample`` > 1 one
+bilinear ``resize`` of their means), the output as one multiply-add. On the kernels'
+path with no gradient to record, the coefficients and the output are one launch each
+(``kernels/guided.py``, through the custom ops ``guided_coefficients`` and ``guided_apply``);
+otherwise they are torch arithmetic in the same order of operations, through which
+autograd takes gradients to the image, the guide and a tensor ``eps`` (with the box sums'
+own backward); the CPU engine runs CPU tensors' box sums.
 """
 import torch
+from torch import Tensor
 
 from imgfilters import _image
-from imgfilters.ops import resample, separable
+from imgfilters.kernels import guided as kernels
+from imgfilters.ops import library, resample, separable
 from imgfilters.reference import guided as reference
 
 __all__ = ["guided_filter"]
@@ -59,17 +63,18 @@ def guided_filter(img, guide=None, radius=4, eps=1e-2, *, subsample=1, border="r
         return _image.wrap(img, y.reshape(img.shape))
     x = _image.to_unit(x4, torch.float32, copy=False)
     g = _image.to_unit(g4, torch.float32, copy=False).expand(B, *g4.shape[1:])
+    fast = _fast(x, g, eps)
     if subsample > 1:
         rows = reference.subsample_indices(H, subsample, img.device)
         cols = reference.subsample_indices(W, subsample, img.device)
-        a, b = _coefficients(x.index_select(-2, rows).index_select(-1, cols),
-                             g.index_select(-2, rows).index_select(-1, cols),
-                             reference.subsampled_radius(radius, subsample), eps, border)
-        means = _box(torch.cat([a.flatten(1, 2), b], 1), reference.subsampled_radius(radius, subsample), border)
-        means = resample.resize(means, [H, W], "bilinear", antialias=False)
+        r = reference.subsampled_radius(radius, subsample)
+        ab = _coefficients(x.index_select(-2, rows).index_select(-1, cols),
+                           g.index_select(-2, rows).index_select(-1, cols), r, eps, border, fast)
+        means = resample.resize(_box(ab, r, border), [H, W], "bilinear", antialias=False)
     else:
-        a, b = _coefficients(x, g, radius, eps, border)
-        means = _box(torch.cat([a.flatten(1, 2), b], 1), radius, border)
+        means = _box(_coefficients(x, g, radius, eps, border, fast), radius, border)
+    if fast:
+        return _image.wrap(img, _apply_op(means, g4.expand(B, *g4.shape[1:]), img))
     G = g.shape[1]
     mean_a, mean_b = means[:, :G * C].unflatten(1, (G, C)), means[:, G * C:]
     y = (mean_a * g[:, :, None]).sum(1) + mean_b
@@ -131,10 +136,20 @@ def _box(x, r, border):
     return separable.box_blur(x, 2 * r + 1, border=border, border_value=0.0)
 
 
-def _coefficients(x, g, r, eps, border):
-    """``(a, b)`` of the local linear models (``reference.coefficients``): ``a`` (B, G, C,
-    H, W), ``b`` (B, C, H, W), from one box launch over the stacked guide, image and
-    products."""
+def _fast(x, g, eps):
+    """Whether the coefficients and the output are the two kernels' launches: on the
+    kernels' path, with no gradient to record (autograd differentiates the torch
+    arithmetic)."""
+    if not _image.uses_kernels(x):
+        return False
+    return not (torch.is_grad_enabled() and (x.requires_grad or g.requires_grad
+                                             or (torch.is_tensor(eps) and eps.requires_grad)))
+
+
+def _coefficients(x, g, r, eps, border, fast):
+    """The local linear models (``reference.coefficients``) as stacked planes (B, G*C + C,
+    H, W): ``a`` (g major), then ``b``; from one box launch over the stacked guide, image
+    and products, then one launch of ``kernels.guided`` when ``fast``."""
     B, C = x.shape[:2]
     G = g.shape[1]
     if G == 1:
@@ -144,6 +159,8 @@ def _coefficients(x, g, r, eps, border):
         products = [g, torch.stack([g[:, i] * g[:, j] for i, j in pairs], 1), x,
                     (g[:, :, None] * x[:, None]).flatten(1, 2)]
     means = _box(torch.cat(products, 1), r, border)
+    if fast:
+        return _coefficients_op(means, eps, G, C)
     mean_g, means = means[:, :G], means[:, G:]
     corr_g, means = (means[:, :1], means[:, 1:]) if G == 1 else (means[:, :6], means[:, 6:])
     mean_x, corr_gx = means[:, :C], means[:, C:].unflatten(1, (G, C))
@@ -161,4 +178,24 @@ def _coefficients(x, g, r, eps, border):
         inverse = torch.stack([torch.stack(row, 1) for row in ((c00, c01, c02), (c01, c11, c12), (c02, c12, c22))], 1)
         a = (inverse[:, :, :, None] * cov[:, None]).sum(2) / det[:, None, None]  # (B, 3, C, H, W)
     b = mean_x - (a * mean_g[:, :, None]).sum(1)
-    return a, b
+    return torch.cat([a.flatten(1, 2), b], 1)
+
+
+def _stacked(means, eps, guide_channels: int, channels: int):
+    return means.new_empty(means.shape[0], (guide_channels + 1) * channels, *means.shape[-2:])
+
+
+@library.op("guided_coefficients", _stacked)
+def _coefficients_op(means: Tensor, eps: Tensor, guide_channels: int, channels: int) -> Tensor:
+    """``kernels.guided.coefficients`` on the box means (``eps`` a number, or a float32
+    tensor of one value or one per image)."""
+    e = _image.on((eps,), means.device) if isinstance(eps, float) else eps.reshape(-1).to(means.device, torch.float32)
+    return kernels.coefficients(means.contiguous(), e, guide_channels, channels)
+
+
+@library.op("guided_apply", lambda means, guide, img: _image.new_image(img))
+def _apply_op(means: Tensor, guide: Tensor, img: Tensor) -> Tensor:
+    """``mean_a . guide + mean_b`` as a new image of ``img``'s shape, dtype and layout."""
+    out = _image.new_image(img)
+    kernels.apply(means.contiguous(), guide, _image.as_planes(out))
+    return out
