@@ -130,6 +130,13 @@ def test_joint_bilateral_past_2_31_elements(gen, one_slot):
     check_corner(lambda a, g: imgfilters.joint_bilateral(a, g, 0.1, 1.5, radius=3), x, x.flip(-2).flip(-1))
 
 
+def test_guided_filter_past_2_31_elements(gen, all_slots):
+    # the grey image guiding itself, on a quarter of the large image: its four stacked box
+    # means (float32, 8.6 GB) pass 2**31 elements, where the coefficients kernel indexes in
+    # int64; about 35 GB at the peak (all the slots)
+    check_corner(lambda a: imgfilters.guided_filter(a, None, 2, 0.01), large_image(gen, side=SIDE // 2))
+
+
 def test_jpeg_past_2_31_elements(gen, one_slot):
     from imgfilters.ops import jpeg
     from imgfilters.reference import jpeg as ref
