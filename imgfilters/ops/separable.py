@@ -421,7 +421,7 @@ def _unsharp_params(img, sigma, amount):
     batch = _image.as_planes(img).shape[0]
     sigmas = _image.per_image_floats(sigma, "sigma", batch)
     amounts = _image.per_image_floats(amount, "amount", batch, positive=None)
-    _unsharp_reach(torch.tensor(sigmas))
+    _unsharp_reach(max(sigmas))  # (the values are checked: only the widest radius is left to hold)
     if len(set(sigmas)) == 1 and len(set(amounts)) == 1:
         return sigmas[0], amounts[0]
     return sigmas, amounts
