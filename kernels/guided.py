@@ -1,27 +1,32 @@
-"""The guided filter's two pointwise steps (``imgfilters/ops/guided.py`` composes them with
-two box means):
+"""The guided filter's two launches (``imgfilters/ops/guided.py`` puts a box mean of the
+models between them):
 
-- ``coefficients_kernel``: from the box means of the guide, the image and their products,
-  the local linear models' ``a`` (a grey guide: ``cov / (var + eps)`` per channel; a colour
-  guide: the 3 x 3 system solved by its adjugate) and ``b = mean_x - a . mean_g``, written
-  as the stacked planes the second box mean reads;
+- ``models_kernel``: the local linear models ``a`` and ``b`` from the image and the guide,
+  the window means of their products summed in registers (no plane of means or products
+  is written): a grey guide's ``a = cov / (var + eps)`` per channel, a colour guide's
+  3 x 3 system solved by its adjugate, and ``b = mean_x - a . mean_g``, written as the
+  stacked float32 planes the box mean reads;
 - ``apply_kernel``: ``mean_a . guide + mean_b``, stored in the image's dtype and layout.
 
-One program a block of pixels of one image; each value read and written once. The means
-are float32 (B, P, H, W) tensors, contiguous: P = 2 + 2C planes for a grey guide (mean_g,
-mean_gg, mean_x, mean_gx), 9 + 4C for a colour one (mean_g, the six mean_gigj, mean_x,
-mean_gx with g major). The arithmetic is ``reference.guided.coefficients``' in float32,
-in its order of operations.
+The arithmetic is ``reference.guided.coefficients``' in float32, in its order of
+operations.
 """
+import torch
 import triton
 import triton.language as tl
 
-from .core import pixels
+from .core import borders, pixels
 from .core.launch import launch, tile_config
-from .core.tiling import cdiv, interpreted, pow2_at_least
+from .core.tiling import cdiv, interpreted, needs_int64, offset, pow2_at_least
 
-# (i, j) of the colour guide's six products, in the order of their planes
-_PAIRS = ((0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2))
+
+@triton.jit
+def _plus(a, b, SIGN: tl.constexpr):
+    """The tuples a + SIGN * b, term by term."""
+    s = ()
+    for q in tl.static_range(len(a)):
+        s = s + ((a[q] + b[q]) if SIGN > 0 else (a[q] - b[q]),)
+    return s
 
 
 @triton.jit
@@ -30,54 +35,155 @@ def _plane(base, p, hw, offs, mask):
 
 
 @triton.jit
-def coefficients_kernel(M, AB, EPS, HW, eps_stride, G: tl.constexpr, C: tl.constexpr, OFF64: tl.constexpr,
-                        BLOCK: tl.constexpr):
-    """AB[b] = (a as G*C planes, g major, then b as C planes) from the means M[b]; eps is
-    EPS[b * eps_stride]."""
-    blocks = tl.cdiv(HW, BLOCK)
-    b = tl.program_id(0) // blocks
-    offs = (tl.program_id(0) % blocks) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < HW
-    if OFF64:  # (offsets past 2**31: every term of them in int64)
-        b, offs, HW = b.to(tl.int64), offs.to(tl.int64), HW.to(tl.int64)
-    P: tl.constexpr = (2 + 2 * C) if G == 1 else (9 + 4 * C)
-    m = M + b * (P * HW)
-    ab = AB + b * ((G * C + C) * HW)
-    eps = tl.load(EPS + b * eps_stride)
+def _no_terms(zero, G: tl.constexpr, C: tl.constexpr):
+    """``_terms``' tuple, every term ``zero``."""
+    t = ()
+    for _ in tl.static_range((2 + 2 * C) if G == 1 else (9 + 4 * C)):
+        t = t + (zero,)
+    return t
+
+
+@triton.jit
+def _terms(gs, xs, G: tl.constexpr, C: tl.constexpr):
+    """The window's terms at one pixel, in the order of the models' means: the guide's G
+    values, their products (grey: g g; colour: the six g_i g_j, i <= j), the image's C
+    values, then g x (G * C, g major)."""
     if G == 1:
-        mean_g = _plane(m, 0, HW, offs, mask)
-        denominator = _plane(m, 1, HW, offs, mask) - mean_g * mean_g + eps
-        for c in tl.static_range(C):
-            mean_x = _plane(m, 2 + c, HW, offs, mask)
-            a = (_plane(m, 2 + C + c, HW, offs, mask) - mean_g * mean_x) / denominator
-            tl.store(ab + c * HW + offs, a, mask)
-            tl.store(ab + (C + c) * HW + offs, mean_x - a * mean_g, mask)
+        t = (gs[0], gs[0] * gs[0])
     else:
-        g0 = _plane(m, 0, HW, offs, mask)
-        g1 = _plane(m, 1, HW, offs, mask)
-        g2 = _plane(m, 2, HW, offs, mask)
-        s00 = _plane(m, 3, HW, offs, mask) - g0 * g0 + eps
-        s01 = _plane(m, 4, HW, offs, mask) - g0 * g1
-        s02 = _plane(m, 5, HW, offs, mask) - g0 * g2
-        s11 = _plane(m, 6, HW, offs, mask) - g1 * g1 + eps
-        s12 = _plane(m, 7, HW, offs, mask) - g1 * g2
-        s22 = _plane(m, 8, HW, offs, mask) - g2 * g2 + eps
+        t = (gs[0], gs[1], gs[2], gs[0] * gs[0], gs[0] * gs[1], gs[0] * gs[2], gs[1] * gs[1], gs[1] * gs[2],
+             gs[2] * gs[2])
+    for c in tl.static_range(C):
+        t = t + (xs[c],)
+    for g in tl.static_range(G):
+        for c in tl.static_range(C):
+            t = t + (gs[g] * xs[c],)
+    return t
+
+
+@triton.jit
+def _row_sums(x_img, g_img, r, cols, H, W, sxc, sxh, sxw, sgc, sgh, sgw, zero,
+              R: tl.constexpr, G: tl.constexpr, C: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr):
+    """The window's terms of input row ``r`` summed over the 2R + 1 columns around each of
+    ``cols`` (the border extends the image; the constant border reads zeros)."""
+    rm = borders.remap(r, H, BORDER)
+    x_row = x_img + offset(rm, sxh, OFF64)
+    g_row = g_img + offset(rm, sgh, OFF64)
+    sums = _no_terms(zero, G, C)
+    for v in range(2 * R + 1):
+        col = cols + (v - R)
+        cm = borders.remap(col, W, BORDER)
+        gs = ()
+        xs = ()
+        if BORDER == borders.CONSTANT:
+            ok = borders.inside(col, W) & borders.inside(r, H)
+            for g in tl.static_range(G):
+                gs = gs + (pixels.to_float(tl.load(g_row + g * sgc + offset(cm, sgw, OFF64), ok, other=0)),)
+            for c in tl.static_range(C):
+                xs = xs + (pixels.to_float(tl.load(x_row + c * sxc + offset(cm, sxw, OFF64), ok, other=0)),)
+        else:
+            for g in tl.static_range(G):
+                gs = gs + (pixels.to_float(tl.load(g_row + g * sgc + offset(cm, sgw, OFF64))),)
+            for c in tl.static_range(C):
+                xs = xs + (pixels.to_float(tl.load(x_row + c * sxc + offset(cm, sxw, OFF64))),)
+        sums = _plus(sums, _terms(gs, xs, G, C), 1)
+    return sums
+
+
+@triton.jit
+def _not_finite(sums):
+    """How many columns of the block have a sum that is not finite (a NaN or inf would
+    stay in the running sums after its row left the window)."""
+    z = sums[0] * 0.0
+    for q in tl.static_range(1, len(sums)):
+        z += sums[q] * 0.0
+    return tl.sum((z != z).to(tl.int32))
+
+
+@triton.jit
+def _store_models(ab, o, cols, HW, W, ok, m, eps, G: tl.constexpr, C: tl.constexpr, OFF64: tl.constexpr):
+    """The models of the window means ``m`` (``_terms``' order) into the planes ``ab``
+    (a: G * C planes, g major; then b: C planes) at row ``o``."""
+    at = offset(o, W, OFF64) + cols
+    if G == 1:
+        mean_g = m[0]
+        denominator = m[1] - mean_g * mean_g + eps
+        for c in tl.static_range(C):
+            mean_x = m[2 + c]
+            a = (m[2 + C + c] - mean_g * mean_x) / denominator
+            tl.store(ab + c * HW + at, a, ok)
+            tl.store(ab + (C + c) * HW + at, mean_x - a * mean_g, ok)
+    else:
+        g0, g1, g2 = m[0], m[1], m[2]
+        s00 = m[3] - g0 * g0 + eps
+        s01 = m[4] - g0 * g1
+        s02 = m[5] - g0 * g2
+        s11 = m[6] - g1 * g1 + eps
+        s12 = m[7] - g1 * g2
+        s22 = m[8] - g2 * g2 + eps
         # the inverse of the symmetric 3 x 3 matrix by its adjugate (Cramer's rule)
         c00, c01, c02 = s11 * s22 - s12 * s12, s02 * s12 - s01 * s22, s01 * s12 - s02 * s11
         c11, c12, c22 = s00 * s22 - s02 * s02, s01 * s02 - s00 * s12, s00 * s11 - s01 * s01
         det = s00 * c00 + s01 * c01 + s02 * c02
         for c in tl.static_range(C):
-            mean_x = _plane(m, 9 + c, HW, offs, mask)
-            v0 = _plane(m, 9 + C + c, HW, offs, mask) - g0 * mean_x
-            v1 = _plane(m, 9 + 2 * C + c, HW, offs, mask) - g1 * mean_x
-            v2 = _plane(m, 9 + 3 * C + c, HW, offs, mask) - g2 * mean_x
+            mean_x = m[9 + c]
+            v0 = m[9 + C + c] - g0 * mean_x
+            v1 = m[9 + 2 * C + c] - g1 * mean_x
+            v2 = m[9 + 3 * C + c] - g2 * mean_x
             a0 = (c00 * v0 + c01 * v1 + c02 * v2) / det
             a1 = (c01 * v0 + c11 * v1 + c12 * v2) / det
             a2 = (c02 * v0 + c12 * v1 + c22 * v2) / det
-            tl.store(ab + c * HW + offs, a0, mask)
-            tl.store(ab + (C + c) * HW + offs, a1, mask)
-            tl.store(ab + (2 * C + c) * HW + offs, a2, mask)
-            tl.store(ab + (3 * C + c) * HW + offs, mean_x - (a0 * g0 + a1 * g1 + a2 * g2), mask)
+            tl.store(ab + c * HW + at, a0, ok)
+            tl.store(ab + (C + c) * HW + at, a1, ok)
+            tl.store(ab + (2 * C + c) * HW + at, a2, ok)
+            tl.store(ab + (3 * C + c) * HW + at, mean_x - (a0 * g0 + a1 * g1 + a2 * g2), ok)
+
+
+@triton.jit
+def models_kernel(X, GD, AB, EPS, H, W, eps_stride, sxb, sxc, sxh, sxw, sgb, sgc, sgh, sgw,
+                  R: tl.constexpr, G: tl.constexpr, C: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr,
+                  BLOCK: tl.constexpr, SEG: tl.constexpr):
+    """AB[b] = the models (``_store_models``) of image X[b] (C channels, any dtype, unit
+    scale) and guide GD[b] (G channels) over (2R + 1)^2 windows; eps is EPS[b * eps_stride].
+
+    One program a block of BLOCK columns and SEG rows of one image. It marches down the
+    rows keeping, for each column, the window's sums of the terms (``_terms``): each
+    output row adds the row entering the window and subtracts the one leaving it, both
+    summed across the window's columns from L1-resident loads. Where a sum is not finite
+    the window is summed afresh (a NaN or inf reaches only the windows that hold it)."""
+    col_blocks = tl.cdiv(W, BLOCK)
+    per_image = col_blocks * tl.cdiv(H, SEG)
+    b = (tl.program_id(0) // per_image).to(tl.int64)
+    t = tl.program_id(0) % per_image
+    h0 = (t // col_blocks) * SEG
+    cols = (t % col_blocks) * BLOCK + tl.arange(0, BLOCK)
+    ok = cols < W
+    x_img = X + b * sxb
+    g_img = GD + b * sgb
+    HW = H * W
+    if OFF64:
+        HW = HW.to(tl.int64)
+    ab = AB + b * ((G + 1) * C) * HW
+    eps = tl.load(EPS + b * eps_stride)
+    zero = tl.zeros((BLOCK,), dtype=tl.float32)
+    sums = _no_terms(zero, G, C)
+    for r in range(h0 - R, h0 + R):
+        sums = _plus(sums, _row_sums(x_img, g_img, r, cols, H, W, sxc, sxh, sxw, sgc, sgh, sgw, zero,
+                                     R, G, C, BORDER, OFF64), 1)
+    for o in range(h0, tl.minimum(h0 + SEG, H)):
+        sums = _plus(sums, _row_sums(x_img, g_img, o + R, cols, H, W, sxc, sxh, sxw, sgc, sgh, sgw, zero,
+                                     R, G, C, BORDER, OFF64), 1)
+        if _not_finite(sums) > 0:
+            sums = _no_terms(zero, G, C)
+            for r in range(o - R, o + R + 1):
+                sums = _plus(sums, _row_sums(x_img, g_img, r, cols, H, W, sxc, sxh, sxw, sgc, sgh, sgw, zero,
+                                             R, G, C, BORDER, OFF64), 1)
+        means = ()
+        for q in tl.static_range(len(sums)):
+            means = means + (sums[q] * (1.0 / ((2 * R + 1) * (2 * R + 1))),)
+        _store_models(ab, o, cols, HW, W, ok, means, eps, G, C, OFF64)
+        sums = _plus(sums, _row_sums(x_img, g_img, o - R, cols, H, W, sxc, sxh, sxw, sgc, sgh, sgw, zero,
+                                     R, G, C, BORDER, OFF64), -1)
 
 
 @triton.jit
@@ -117,15 +223,21 @@ def _block(n, x):
     return pow2_at_least(n, 16, 1 << 16) if interpreted(x) else 1024
 
 
-def coefficients(means, eps, guide_channels, channels):
-    """The stacked (B, G*C + C, H, W) float32 planes of a and b from the contiguous float32
-    ``means``; ``eps`` a float32 device vector of one value or one per image."""
-    B, _, H, W = means.shape
-    ab = means.new_empty(B, guide_channels * channels + channels, H, W)
-    block = _block(H * W, means)
-    launch(coefficients_kernel, (B * cdiv(H * W, block),),
-           (means, ab, eps, H * W, 0 if eps.numel() == 1 else 1),
-           dict(G=guide_channels, C=channels, OFF64=_past_int32(means, ab)), means, tile_config(BLOCK=block))
+def models(x, guide, eps, radius, border):
+    """The stacked (B, G*C + C, H, W) float32 planes of ``a`` and ``b`` for the (B, C, H, W)
+    image ``x`` and (B, G, H, W) ``guide`` (any supported dtypes and strides, unit scale;
+    a batch stride of 0 shares one guide); ``eps`` a float32 device vector of one value or
+    one per image."""
+    B, C, H, W = x.shape
+    G = guide.shape[1]
+    ab = x.new_empty(B, (G + 1) * C, H, W, dtype=torch.float32)
+    # (the interpreter's cost is per operation: one program an image)
+    block, seg = (pow2_at_least(W, 16, 1 << 16), H) if interpreted(x) else (128, 32)
+    launch(models_kernel, (B * cdiv(W, block) * cdiv(H, seg),),
+           (x, guide, ab, eps, H, W, 0 if eps.numel() == 1 else 1, *x.stride(), *guide.stride()),
+           dict(R=radius, G=G, C=C, BORDER=borders.border_code(border),
+                OFF64=needs_int64(x, guide) or (G + 1) * C * H * W >= 2 ** 31),
+           x, tile_config(BLOCK=block, SEG=seg))
     return ab
 
 

@@ -5,15 +5,15 @@
 Inputs are ``(..., C, H, W)`` or ``(H, W)`` tensors of dtype uint8, uint16, float16,
 bfloat16 or float32, the result in the image's dtype and memory format; float64 runs the
 float64 definition. Elsewhere the filter is composed of the library's own launches in
-float32 unit scale: one ``box_blur`` over the stacked guide, image and their products, the
-coefficients of the local linear models (the colour guide's 3 x 3 systems solved in
-closed form), one ``box_blur`` over the coefficients (and for ``subsample`` > 1 one
-bilinear ``resize`` of their means), the output as one multiply-add. On the kernels'
-path with no gradient to record, the coefficients and the output are one launch each
-(``kernels/guided.py``, through the custom ops ``guided_coefficients`` and ``guided_apply``);
-otherwise they are torch arithmetic in the same order of operations, through which
-autograd takes gradients to the image, the guide and a tensor ``eps`` (with the box sums'
-own backward); the CPU engine runs CPU tensors' box sums.
+float32 unit scale. On the kernels' path with no gradient to record: one launch for the
+local linear models (``kernels/guided.py``: the window means of the guide, the image and
+their products summed in registers, the colour guide's 3 x 3 systems solved in closed
+form), one ``box_blur`` over them (and for ``subsample`` > 1 one bilinear ``resize`` of
+their means), one launch for the output (through the custom ops ``guided_models`` and
+``guided_apply``). Otherwise torch arithmetic in the same order of operations (one
+``box_blur`` over the stacked guide, image and products; the models; the second box),
+through which autograd takes gradients to the image, the guide and a tensor ``eps``
+(with the box sums' own backward); the CPU engine runs CPU tensors' box sums.
 """
 import torch
 from torch import Tensor
@@ -61,20 +61,21 @@ def guided_filter(img, guide=None, radius=4, eps=1e-2, *, subsample=1, border="r
     if img.dtype == torch.float64:
         y = reference.guided_filter(x4, g4.to(torch.float64), radius, eps, subsample, border)
         return _image.wrap(img, y.reshape(img.shape))
-    x = _image.to_unit(x4, torch.float32, copy=False)
-    g = _image.to_unit(g4, torch.float32, copy=False).expand(B, *g4.shape[1:])
-    fast = _fast(x, g, eps)
+    fast = _fast(x4, g4, eps)
+    # (the models' kernel reads the image and the guide in their own dtypes and strides)
+    x = x4 if fast else _image.to_unit(x4, torch.float32, copy=False)
+    g = (g4 if fast else _image.to_unit(g4, torch.float32, copy=False)).expand(B, *g4.shape[1:])
     if subsample > 1:
         rows = reference.subsample_indices(H, subsample, img.device)
         cols = reference.subsample_indices(W, subsample, img.device)
         r = reference.subsampled_radius(radius, subsample)
-        ab = _coefficients(x.index_select(-2, rows).index_select(-1, cols),
-                           g.index_select(-2, rows).index_select(-1, cols), r, eps, border, fast)
+        ab = _models(x.index_select(-2, rows).index_select(-1, cols),
+                     g.index_select(-2, rows).index_select(-1, cols), r, eps, border, fast)
         means = resample.resize(_box(ab, r, border), [H, W], "bilinear", antialias=False)
     else:
-        means = _box(_coefficients(x, g, radius, eps, border, fast), radius, border)
+        means = _box(_models(x, g, radius, eps, border, fast), radius, border)
     if fast:
-        return _image.wrap(img, _apply_op(means, g4.expand(B, *g4.shape[1:]), img))
+        return _image.wrap(img, _apply_op(means, g, img))
     G = g.shape[1]
     mean_a, mean_b = means[:, :G * C].unflatten(1, (G, C)), means[:, G * C:]
     y = (mean_a * g[:, :, None]).sum(1) + mean_b
@@ -137,19 +138,22 @@ def _box(x, r, border):
 
 
 def _fast(x, g, eps):
-    """Whether the coefficients and the output are the two kernels' launches: on the
-    kernels' path, with no gradient to record (autograd differentiates the torch
-    arithmetic)."""
+    """Whether the models and the output are the two kernels' launches: on the kernels'
+    path, with no gradient to record (autograd differentiates the torch arithmetic)."""
     if not _image.uses_kernels(x):
         return False
     return not (torch.is_grad_enabled() and (x.requires_grad or g.requires_grad
                                              or (torch.is_tensor(eps) and eps.requires_grad)))
 
 
-def _coefficients(x, g, r, eps, border, fast):
-    """The local linear models (``reference.coefficients``) as stacked planes (B, G*C + C,
-    H, W): ``a`` (g major), then ``b``; from one box launch over the stacked guide, image
-    and products, then one launch of ``kernels.guided`` when ``fast``."""
+def _models(x, g, r, eps, border, fast):
+    """The local linear models (``reference.coefficients``) as stacked float32 planes
+    (B, G*C + C, H, W): ``a`` (g major), then ``b``. ``fast``: one launch of
+    ``kernels.guided.models`` on the image and guide as they are; else torch arithmetic
+    on their float32 unit-scale planes, from one box launch over the stacked guide, image
+    and products."""
+    if fast:
+        return _models_op(x, g, eps, r, border)
     B, C = x.shape[:2]
     G = g.shape[1]
     if G == 1:
@@ -159,8 +163,6 @@ def _coefficients(x, g, r, eps, border, fast):
         products = [g, torch.stack([g[:, i] * g[:, j] for i, j in pairs], 1), x,
                     (g[:, :, None] * x[:, None]).flatten(1, 2)]
     means = _box(torch.cat(products, 1), r, border)
-    if fast:
-        return _coefficients_op(means, eps, G, C)
     mean_g, means = means[:, :G], means[:, G:]
     corr_g, means = (means[:, :1], means[:, 1:]) if G == 1 else (means[:, :6], means[:, 6:])
     mean_x, corr_gx = means[:, :C], means[:, C:].unflatten(1, (G, C))
@@ -181,16 +183,17 @@ def _coefficients(x, g, r, eps, border, fast):
     return torch.cat([a.flatten(1, 2), b], 1)
 
 
-def _stacked(means, eps, guide_channels: int, channels: int):
-    return means.new_empty(means.shape[0], (guide_channels + 1) * channels, *means.shape[-2:])
+def _stacked(img, guide, eps, radius: int, border: str):
+    B, C, H, W = img.shape
+    return img.new_empty(B, (guide.shape[1] + 1) * C, H, W, dtype=torch.float32)
 
 
-@library.op("guided_coefficients", _stacked)
-def _coefficients_op(means: Tensor, eps: Tensor, guide_channels: int, channels: int) -> Tensor:
-    """``kernels.guided.coefficients`` on the box means (``eps`` a number, or a float32
-    tensor of one value or one per image)."""
-    e = _image.on((eps,), means.device) if isinstance(eps, float) else eps.reshape(-1).to(means.device, torch.float32)
-    return kernels.coefficients(means.contiguous(), e, guide_channels, channels)
+@library.op("guided_models", _stacked)
+def _models_op(img: Tensor, guide: Tensor, eps: Tensor, radius: int, border: str) -> Tensor:
+    """``kernels.guided.models`` of the (B, C, H, W) image and (B, G, H, W) guide (``eps`` a
+    number, or a tensor of one value or one per image)."""
+    e = _image.on((eps,), img.device) if isinstance(eps, float) else eps.reshape(-1).to(img.device, torch.float32)
+    return kernels.models(img, guide, e, radius, border)
 
 
 @library.op("guided_apply", lambda means, guide, img: _image.new_image(img))
