@@ -6,7 +6,8 @@ models between them):
   is written): a grey guide's ``a = cov / (var + eps)`` per channel, a colour guide's
   3 x 3 system solved by its adjugate, and ``b = mean_x - a . mean_g``, written as the
   stacked float32 planes the box mean reads;
-- ``apply_kernel``: ``mean_a . guide + mean_b``, stored in the image's dtype and layout.
+- ``apply_kernel``: ``mean_a . guide + mean_b``, stored in the image's dtype and layout
+  (the fast guided filter's bilinear upsampling of the means read in place).
 
 The arithmetic is ``reference.guided.coefficients``' in float32, in its order of
 operations.
@@ -27,11 +28,6 @@ def _plus(a, b, SIGN: tl.constexpr):
     for q in tl.static_range(len(a)):
         s = s + ((a[q] + b[q]) if SIGN > 0 else (a[q] - b[q]),)
     return s
-
-
-@triton.jit
-def _plane(base, p, hw, offs, mask):
-    return tl.load(base + p * hw + offs, mask)
 
 
 @triton.jit
@@ -187,28 +183,58 @@ def models_kernel(X, GD, AB, EPS, H, W, eps_stride, sxb, sxc, sxh, sxw, sgb, sgc
 
 
 @triton.jit
-def apply_kernel(MEANS, GUIDE, Y, HW, W, sgb, sgc, sgh, sgw, syb, syc, syh, syw, G: tl.constexpr,
-                 C: tl.constexpr, OFF64: tl.constexpr, BLOCK: tl.constexpr):
-    """Y[b, c] = sum_g MEANS[b, g*C + c] * GUIDE[b, g] + MEANS[b, G*C + c], the guide read
-    in its dtype (unit scale) and Y stored in its own, both through their strides."""
-    blocks = tl.cdiv(HW, BLOCK)
+def _bilinear_axis(d, n_in, scale):
+    """``F.interpolate``'s bilinear source pixels and weight along one axis
+    (``align_corners=False``) for output indices ``d``: (j0, j1, t), weights 1 - t and t."""
+    u = tl.maximum(scale * (d.to(tl.float32) + 0.5) - 0.5, 0.0)
+    j0 = tl.minimum(u.to(tl.int32), n_in - 1)
+    t = tl.minimum(tl.maximum(u - j0.to(tl.float32), 0.0), 1.0)
+    return j0, tl.minimum(j0 + 1, n_in - 1), t
+
+
+@triton.jit
+def apply_kernel(MEANS, GUIDE, Y, H, W, h, w, scale_h, scale_w, sgb, sgc, sgh, sgw, syb, syc, syh, syw,
+                 G: tl.constexpr, C: tl.constexpr, UP: tl.constexpr, OFF64: tl.constexpr, BLOCK: tl.constexpr):
+    """Y[b, c] = sum_g M[b, g*C + c] * GUIDE[b, g] + M[b, G*C + c], the guide read in its
+    dtype (unit scale) and Y stored in its own, both through their strides. M is MEANS
+    ((B, P, h, w) float32, contiguous), or under UP its bilinear upsampling to H x W (the
+    fast guided filter's: ``resize(..., "bilinear", antialias=False)``), read in place."""
+    blocks = tl.cdiv(H * W, BLOCK)
     b = tl.program_id(0) // blocks
     offs = (tl.program_id(0) % blocks) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < HW
+    mask = offs < H * W
+    hw = h * w
     if OFF64:
-        b, offs, HW = b.to(tl.int64), offs.to(tl.int64), HW.to(tl.int64)
+        b, offs, hw = b.to(tl.int64), offs.to(tl.int64), hw.to(tl.int64)
     rows, cols = offs // W, offs % W
-    means = MEANS + b * ((G * C + C) * HW)
+    means = MEANS + b * ((G * C + C) * hw)
     guide = GUIDE + b * sgb + rows * sgh + cols * sgw
     y = Y + b * syb + rows * syh + cols * syw
+    if UP:
+        r0, r1, ty = _bilinear_axis(rows, h, scale_h)
+        c0, c1, tx = _bilinear_axis(cols, w, scale_w)
+        at00, at01, at10, at11 = r0 * w + c0, r0 * w + c1, r1 * w + c0, r1 * w + c1
     gs = ()
     for g in tl.static_range(G):
         gs = gs + (pixels.to_float(tl.load(guide + g * sgc, mask)),)
     for c in tl.static_range(C):
-        acc = _plane(means, G * C + c, HW, offs, mask)
-        for g in tl.static_range(G):
-            acc += _plane(means, g * C + c, HW, offs, mask) * gs[g]
+        if UP:
+            acc = _upsampled(means + (G * C + c) * hw, at00, at01, at10, at11, ty, tx, mask)
+            for g in tl.static_range(G):
+                acc += _upsampled(means + (g * C + c) * hw, at00, at01, at10, at11, ty, tx, mask) * gs[g]
+        else:
+            acc = tl.load(means + (G * C + c) * hw + offs, mask)
+            for g in tl.static_range(G):
+                acc += tl.load(means + (g * C + c) * hw + offs, mask) * gs[g]
         pixels.store(y + c * syc, acc, mask)
+
+
+@triton.jit
+def _upsampled(plane, at00, at01, at10, at11, ty, tx, mask):
+    """A plane's bilinear value from its four pixels (in ``F.interpolate``'s order of operations)."""
+    top = (1.0 - tx) * tl.load(plane + at00, mask) + tx * tl.load(plane + at01, mask)
+    bottom = (1.0 - tx) * tl.load(plane + at10, mask) + tx * tl.load(plane + at11, mask)
+    return (1.0 - ty) * top + ty * bottom
 
 
 def _past_int32(*tensors):
@@ -243,10 +269,13 @@ def models(x, guide, eps, radius, border):
 
 def apply(means, guide, out):
     """``out`` (B, C, H, W, any layout and supported dtype) = ``mean_a . guide + mean_b``
-    from the contiguous float32 ``means`` and the (B, G, H, W) ``guide`` (a batch stride of 0
-    shares one guide)."""
+    from the contiguous float32 ``means`` (B, P, h, w), upsampled bilinearly in the kernel
+    when smaller than ``out``, and the (B, G, H, W) ``guide`` (a batch stride of 0 shares
+    one guide)."""
     B, C, H, W = out.shape
+    h, w = means.shape[-2:]
     block = _block(H * W, out)
     launch(apply_kernel, (B * cdiv(H * W, block),),
-           (means, guide, out, H * W, W, *guide.stride(), *out.stride()),
-           dict(G=guide.shape[1], C=C, OFF64=_past_int32(means, guide, out)), out, tile_config(BLOCK=block))
+           (means, guide, out, H, W, h, w, h / H, w / W, *guide.stride(), *out.stride()),
+           dict(G=guide.shape[1], C=C, UP=(h, w) != (H, W), OFF64=_past_int32(means, guide, out)), out,
+           tile_config(BLOCK=block))

@@ -179,7 +179,7 @@ def _opcheck_cases(gen, device="cpu"):
         "estimate_noise": (plain(2, 1, 30, 30),),
         "guided_models": (plain(2, 3, 5, 10, layout=cl), plain(1, 3, 5, 10).expand(2, 3, 5, 10),
                           torch.tensor([0.01, 0.1], device=device), 2, "symmetric"),
-        "guided_apply": (plain(2, 6, 5, 10), plain(1, 1, 5, 10).expand(2, 1, 5, 10), plain(2, 3, 5, 10, layout=cl)),
+        "guided_apply": (plain(2, 6, 2, 5), plain(1, 1, 5, 10).expand(2, 1, 5, 10), plain(2, 3, 5, 10, layout=cl)),
         "jpeg": (plain(2, 3, 8, 10, layout=cl), torch.tensor([50.0, 70.0], device=device)),
         "resample": (img(1, 3, 8, 10, layout=cl), *resample),
         "pointwise": (u8, [pw.STEP_NAMES.index("scale"), pw.STEP_NAMES.index("normalize")], [2.0],

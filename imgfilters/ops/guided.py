@@ -8,12 +8,13 @@ float64 definition. Elsewhere the filter is composed of the library's own launch
 float32 unit scale. On the kernels' path with no gradient to record: one launch for the
 local linear models (``kernels/guided.py``: the window means of the guide, the image and
 their products summed in registers, the colour guide's 3 x 3 systems solved in closed
-form), one ``box_blur`` over them (and for ``subsample`` > 1 one bilinear ``resize`` of
-their means), one launch for the output (through the custom ops ``guided_models`` and
-``guided_apply``). Otherwise torch arithmetic in the same order of operations (one
-``box_blur`` over the stacked guide, image and products; the models; the second box),
-through which autograd takes gradients to the image, the guide and a tensor ``eps``
-(with the box sums' own backward); the CPU engine runs CPU tensors' box sums.
+form), one ``box_blur`` over them, one launch for the output (for ``subsample`` > 1 from
+their means upsampled bilinearly in place), through the custom ops ``guided_models`` and
+``guided_apply``. Otherwise torch arithmetic in the same order of operations (one
+``box_blur`` over the stacked guide, image and products; the models; the second box; a
+bilinear ``resize`` of its means for ``subsample`` > 1), through which autograd takes
+gradients to the image, the guide and a tensor ``eps`` (with the box sums' own
+backward); the CPU engine runs CPU tensors' box sums.
 """
 import torch
 from torch import Tensor
@@ -71,7 +72,9 @@ def guided_filter(img, guide=None, radius=4, eps=1e-2, *, subsample=1, border="r
         r = reference.subsampled_radius(radius, subsample)
         ab = _models(x.index_select(-2, rows).index_select(-1, cols),
                      g.index_select(-2, rows).index_select(-1, cols), r, eps, border, fast)
-        means = resample.resize(_box(ab, r, border), [H, W], "bilinear", antialias=False)
+        means = _box(ab, r, border)
+        if not fast:  # (the output's launch upsamples them in place)
+            means = resample.resize(means, [H, W], "bilinear", antialias=False)
     else:
         means = _box(_models(x, g, radius, eps, border, fast), radius, border)
     if fast:
@@ -198,7 +201,8 @@ def _models_op(img: Tensor, guide: Tensor, eps: Tensor, radius: int, border: str
 
 @library.op("guided_apply", lambda means, guide, img: _image.new_image(img))
 def _apply_op(means: Tensor, guide: Tensor, img: Tensor) -> Tensor:
-    """``mean_a . guide + mean_b`` as a new image of ``img``'s shape, dtype and layout."""
+    """``mean_a . guide + mean_b`` as a new image of ``img``'s shape, dtype and layout (the
+    ``means`` upsampled bilinearly to it when smaller)."""
     out = _image.new_image(img)
     kernels.apply(means.contiguous(), guide, _image.as_planes(out))
     return out
