@@ -166,6 +166,32 @@ def _batch_size(flat_inputs):
     return 1
 
 
+def _sample_step(bounds, step, count, generator):
+    """One of ``low``, ``low + step``, ... ``high``, uniformly: an int, or with ``count`` a
+    CPU int64 tensor of them."""
+    lo, hi = bounds
+    if count is None:
+        return lo if lo == hi else lo + step * _sample_int((hi - lo) // step + 1, generator)
+    device = "cpu" if generator is None else generator.device
+    return lo + step * torch.randint((hi - lo) // step + 1, (count,), generator=generator, device=device).cpu()
+
+
+def _by_draw(t, draws, fn):
+    """``fn(images, *values)`` over the images of ``t`` grouped by their rows of ``draws``
+    (a (B, k) CPU tensor: per-sample values that set the kernel itself, a window's size or
+    a count of passes), reassembled in order: one launch per distinct draw, not per image."""
+    _check_batch(t, draws[:, 0])
+    distinct = torch.unique(draws, dim=0)
+    if len(distinct) == 1 or t.ndim < 3:
+        return fn(t, *distinct[0].tolist())
+    images = t.reshape(-1, *t.shape[-3:])
+    out = torch.empty_like(images)
+    for values in distinct:
+        at = (draws == values).all(1).nonzero().flatten().to(t.device)
+        out.index_copy_(0, at, fn(images.index_select(0, at), *values.tolist()))
+    return _image_wrap(t, out.reshape(t.shape))
+
+
 class GaussianBlur(v2.GaussianBlur):
     """``v2.GaussianBlur`` computed by ``imgfilters.gaussian_blur``: the same arguments,
     sigma sampling, repr and results (float32 within 1e-5, uint8 within 1); ``seed``
@@ -218,19 +244,57 @@ class GaussianBlur(v2.GaussianBlur):
 
 
 class BoxBlur(v2.Transform):
-    """``imgfilters.box_blur`` as a transform."""
+    """``imgfilters.box_blur`` as a transform. With ``max_size`` the box is a square whose
+    side is drawn on every call from the odd sizes ``kernel_size`` to ``max_size``
+    (``seed`` as ``GaussianBlur``); with ``per_sample=True`` too each image of a batch
+    draws its own, and the batch is blurred in one launch (``separable_filter`` with a row
+    of taps per image: each box centred in a row as wide as the widest drawn)."""
 
-    def __init__(self, kernel_size, *, border="reflect", border_value=0.0):
+    def __init__(self, kernel_size, *, max_size=None, border="reflect", border_value=0.0, per_sample=False,
+                 seed=None):
         super().__init__()
-        self.kernel_size = list(_separable._kernel_sizes(kernel_size))
+        if max_size is None:
+            if per_sample:
+                raise ValueError("per_sample=True needs max_size: a box of one size draws nothing")
+            self.kernel_size, self.sizes = list(_separable._kernel_sizes(kernel_size)), None
+        else:
+            low, high = (_separable._kernel_sizes(k)[0] for k in (kernel_size, max_size))
+            if isinstance(kernel_size, (tuple, list)) or low > high:
+                raise ValueError(f"with max_size the box is square: kernel_size must be an odd integer <= max_size, "
+                                 f"got {kernel_size!r} and {max_size!r}")
+            self.kernel_size, self.sizes = [low, low], (low, high)
+        _image_check_border(border, border_value)
         self.border, self.border_value = border, border_value
+        self.per_sample, self.generator = per_sample, _generator(seed)
 
-    def transform(self, inpt, params):
-        return _filter_images(inpt, lambda t: _separable.box_blur(t, self.kernel_size, border=self.border,
-                                                                  border_value=self.border_value))
+    def make_params(self, flat_inputs):
+        if self.sizes is None:
+            return dict(kernel_size=self.kernel_size)
+        size = _sample_step(self.sizes, 2, _batch_size(flat_inputs) if self.per_sample else None, self.generator)
+        return dict(kernel_size=size if self.per_sample else [size, size])
+
+    @staticmethod
+    def _rows(sizes):
+        """(B, K) float64 rows of taps: row b a box of ``sizes[b]`` taps of 1 / size, centred,
+        zero beyond; K the largest size."""
+        x = torch.arange(int(sizes.max()), dtype=torch.float64) - int(sizes.max()) // 2
+        k = sizes.to(torch.float64)[:, None]
+        return torch.where(x.abs() <= k // 2, 1.0 / k, 0.0)
 
     def _op_call(self, img, params):
-        return _separable._box_op, (img, *_separable._box_args(img, self.kernel_size, self.border, self.border_value))
+        size = params["kernel_size"]
+        if isinstance(size, torch.Tensor):
+            _check_batch(img, size)
+            _separable._check(img, self.border, self.border_value)
+            rows = self._rows(size)
+            return _separable._separable_op, (img, rows, rows, self.border, self.border_value)
+        return _separable._box_op, (img, *_separable._box_args(img, size, self.border, self.border_value))
+
+    def transform(self, inpt, params):
+        def blur(t):
+            op, args = self._op_call(t, params)
+            return _image_wrap(t, op(*args))
+        return _filter_images(inpt, blur)
 
 
 class SeparableFilter(v2.Transform):
@@ -275,9 +339,11 @@ class Filter2D(v2.Transform):
 class MedianBlur(v2.Transform):
     """``imgfilters.median_blur`` as a transform. ``kernel_size`` may be a ``(low, high)``
     range of odd sizes: one of the odd sizes from low to high, drawn uniformly on every
-    call (``seed`` as ``GaussianBlur``)."""
+    call (``seed`` as ``GaussianBlur``); with ``per_sample=True`` each image of a batch
+    draws its own, and the batch runs one launch per distinct size drawn (the size is the
+    kernel's own: at most ``(high - low) / 2 + 1`` launches, not one per image)."""
 
-    def __init__(self, kernel_size, *, border="reflect", border_value=0.0, seed=None):
+    def __init__(self, kernel_size, *, border="reflect", border_value=0.0, per_sample=False, seed=None):
         super().__init__()
         self.generator = _generator(seed)
         if isinstance(kernel_size, (tuple, list)):
@@ -291,21 +357,27 @@ class MedianBlur(v2.Transform):
             k = _median.check_size(kernel_size)
             self.kernel_size = (k, k)
         _image_check_border(border, border_value)
-        self.border, self.border_value = border, border_value
+        self.border, self.border_value, self.per_sample = border, border_value, per_sample
+        if per_sample:  # (a batch of sizes is several launches: a fused pipeline runs it as it is)
+            self._op_call = None
 
     def make_params(self, flat_inputs):
-        lo, hi = self.kernel_size
-        if lo == hi:
-            return dict(kernel_size=lo)
-        return dict(kernel_size=lo + 2 * _sample_int((hi - lo) // 2 + 1, self.generator))
+        count = _batch_size(flat_inputs) if self.per_sample else None
+        return dict(kernel_size=_sample_step(self.kernel_size, 2, count, self.generator))
+
+    def _median(self, t, size):
+        return _median.median_blur(t, size, border=self.border, border_value=self.border_value)
 
     def transform(self, inpt, params):
-        return _filter_images(inpt, lambda t: _median.median_blur(t, params["kernel_size"], border=self.border,
-                                                                  border_value=self.border_value))
+        size = params["kernel_size"]
+        if isinstance(size, torch.Tensor):
+            return _filter_images(inpt, lambda t: _by_draw(t, size[:, None], self._median))
+        return _filter_images(inpt, lambda t: self._median(t, size))
 
     def _op_call(self, img, params):
         return _median._median_op, (img, *_median._median_args(img, params["kernel_size"], self.border,
                                                                 self.border_value))
+
 
 class Morphology(v2.Transform):
     """``imgfilters.morphology`` as a transform: ``op`` ("erode", "dilate", "opening",
@@ -313,10 +385,12 @@ class Morphology(v2.Transform):
     ("rect", "cross", "ellipse"), or by a boolean ``mask`` (then no ``kernel_size`` or
     ``shape``). ``kernel_size`` may be a ``(low, high)`` range of odd sizes and
     ``iterations`` a ``(low, high)`` range of counts, drawn uniformly on every call
-    (``seed`` as ``GaussianBlur``)."""
+    (``seed`` as ``GaussianBlur``); with ``per_sample=True`` each image of a batch draws its
+    own, and the batch runs one call per distinct draw (size and count set the kernel and
+    its passes: at most as many calls as the ranges hold pairs, not one per image)."""
 
     def __init__(self, op, kernel_size=3, *, shape="rect", mask=None, iterations=1, border=None, border_value=0.0,
-                 seed=None):
+                 per_sample=False, seed=None):
         super().__init__()
         self.generator = _generator(seed)
         self.op = _morphology.check_op(op)
@@ -339,7 +413,9 @@ class Morphology(v2.Transform):
             _morphology.check_iterations(self.iterations[1], *_morphology.check_kernel(self.kernel_size[1], shape))
         if border is not None:
             _image_check_border(border, border_value)
-        self.border, self.border_value = border, border_value
+        self.border, self.border_value, self.per_sample = border, border_value, per_sample
+        if per_sample:  # (a batch of draws is several calls: a fused pipeline runs it as it is)
+            self._op_call = None
 
     @staticmethod
     def _range(value, name, check, odd=False):
@@ -356,26 +432,31 @@ class Morphology(v2.Transform):
         return v, v
 
     def make_params(self, flat_inputs):
+        count = _batch_size(flat_inputs) if self.per_sample else None
         params = {}
         if self.kernel_size is not None:
-            lo, hi = self.kernel_size
-            params["kernel_size"] = lo if lo == hi else lo + 2 * _sample_int((hi - lo) // 2 + 1, self.generator)
-        lo, hi = self.iterations
-        params["iterations"] = lo if lo == hi else lo + _sample_int(hi - lo + 1, self.generator)
+            params["kernel_size"] = _sample_step(self.kernel_size, 2, count, self.generator)
+        params["iterations"] = _sample_step(self.iterations, 1, count, self.generator)
         return params
 
-    def _kernel(self, params):
-        if self.mask is not None:
-            return _morphology.mask_of(*self.mask)
-        return params["kernel_size"]
+    def _kernel(self, size):
+        return _morphology.mask_of(*self.mask) if self.mask is not None else size
+
+    def _morphology(self, t, size, iterations):
+        return _morphology.morphology(t, self.op, self._kernel(size), shape=self.shape, iterations=iterations,
+                                      border=self.border, border_value=self.border_value)
 
     def transform(self, inpt, params):
-        return _filter_images(inpt, lambda t: _morphology.morphology(
-            t, self.op, self._kernel(params), shape=self.shape, iterations=params["iterations"], border=self.border,
-            border_value=self.border_value))
+        size, iterations = params.get("kernel_size", 0), params["iterations"]
+        if isinstance(iterations, torch.Tensor):
+            sizes = size if isinstance(size, torch.Tensor) else torch.zeros_like(iterations)  # (a mask: no size)
+            draws = torch.stack([sizes, iterations], 1)
+            return _filter_images(inpt, lambda t: _by_draw(t, draws, self._morphology))
+        return _filter_images(inpt, lambda t: self._morphology(t, size, iterations))
 
     def _op_call(self, img, params):
-        return _morphology._morph_op, (img, *_morphology._arguments(img, self.op, self._kernel(params), self.shape,
+        kernel = self._kernel(params.get("kernel_size"))
+        return _morphology._morph_op, (img, *_morphology._arguments(img, self.op, kernel, self.shape,
                                                                     params["iterations"], self.border,
                                                                     self.border_value))
 

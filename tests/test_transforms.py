@@ -136,13 +136,74 @@ def test_unsharp_mask_per_sample_draws_a_sigma_and_amount_per_image_in_one_launc
         T.UnsharpMask((1.0, 30.0), per_sample=True)  # a radius of 90 would be drawn some day
 
 
+def test_box_blur_draws_a_size_and_per_sample_one_per_image_in_one_launch(gen, device):
+    from helpers import count_launches
+    x = random_image((4, 2, 9, 12), torch.float32, gen, device)
+    size = T.BoxBlur(3, max_size=7, seed=1).make_params([x])["kernel_size"]
+    assert size[0] == size[1] and size[0] in (3, 5, 7)
+    assert torch.equal(T.BoxBlur(3, max_size=7, seed=1)(x), imgfilters.box_blur(x, size))
+    sizes = T.BoxBlur(3, max_size=7, per_sample=True, seed=2).make_params([x])["kernel_size"]
+    assert sizes.shape == (4,) and len(set(sizes.tolist())) > 1 and set(sizes.tolist()) <= {3, 5, 7}
+    with count_launches() as launches:
+        y = T.BoxBlur(3, max_size=7, border="constant", border_value=0.5, per_sample=True, seed=2)(x)
+    assert sum(launches.values()) == 1, launches
+    expected = torch.cat([imgfilters.box_blur(x[i:i + 1], int(sizes[i]), border="constant", border_value=0.5)
+                          for i in range(4)])
+    assert (y - expected).abs().max() <= 1e-6  # (the zero taps beside a narrower box: another order of sums)
+    fused = imgfilters.fuse([T.BoxBlur(3, max_size=7, per_sample=True, seed=2), T.BoxBlur(3)])
+    assert torch.equal(fused(x), imgfilters.box_blur(T.BoxBlur(3, max_size=7, per_sample=True, seed=2)(x), 3))
+    with pytest.raises(ValueError, match="max_size"):
+        T.BoxBlur(3, per_sample=True)
+    with pytest.raises(ValueError, match="square"):
+        T.BoxBlur((3, 5), max_size=7)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
+def test_median_and_morphology_per_sample_run_one_call_per_distinct_draw(dtype, gen, device):
+    from helpers import count_launches
+    x = random_image((2, 3, 3, 10, 11), dtype, gen, device).contiguous()
+    flat = x.reshape(6, 3, 10, 11)
+    median = T.MedianBlur((3, 5), border="replicate", per_sample=True, seed=4)
+    sizes = T.MedianBlur((3, 5), border="replicate", per_sample=True, seed=4).make_params([x])["kernel_size"]
+    assert sizes.shape == (6,) and set(sizes.tolist()) == {3, 5}
+    with count_launches() as launches:
+        y = median(x)
+    assert sum(launches.values()) == 2, launches  # (one a size)
+    expected = torch.cat([imgfilters.median_blur(flat[i:i + 1], int(sizes[i]), border="replicate") for i in range(6)])
+    assert torch.equal(y, expected.reshape(x.shape))
+
+    def morph(seed):
+        return T.Morphology("gradient", (3, 5), shape="ellipse", iterations=(1, 2), per_sample=True, seed=seed)
+    params = morph(6).make_params([x])
+    assert params["kernel_size"].shape == params["iterations"].shape == (6,)
+    expected = torch.cat([imgfilters.morphology(flat[i:i + 1], "gradient", int(params["kernel_size"][i]),
+                                                shape="ellipse", iterations=int(params["iterations"][i]))
+                          for i in range(6)])
+    assert torch.equal(morph(6)(x), expected.reshape(x.shape))
+    masked = T.Morphology("erode", mask=torch.eye(3, dtype=torch.bool), iterations=(1, 3), per_sample=True, seed=7)
+    counts = T.Morphology("erode", mask=torch.eye(3, dtype=torch.bool), iterations=(1, 3), per_sample=True,
+                          seed=7).make_params([x])["iterations"]
+    expected = torch.cat([imgfilters.morphology(flat[i:i + 1], "erode", torch.eye(3, dtype=torch.bool),
+                                                iterations=int(counts[i])) for i in range(6)])
+    assert torch.equal(masked(x), expected.reshape(x.shape))
+    # a fused pipeline runs them as they are, each image its own draw
+    fused = imgfilters.fuse([T.MedianBlur((3, 5), border="replicate", per_sample=True, seed=4), T.BoxBlur(3)])
+    assert torch.equal(fused(x), imgfilters.box_blur(y, 3))
+    with pytest.raises(ValueError, match="same batch size"):
+        median.transform(x[:1], dict(kernel_size=sizes))
+
+
 SEEDED = [  # (a transform with random parameters, made with a seed)
     lambda seed: T.GaussianBlur(5, (0.1, 2.0), seed=seed),
     lambda seed: T.GaussianBlur(5, (0.1, 2.0), per_sample=True, seed=seed),
     lambda seed: T.UnsharpMask((0.5, 2.0), (0.5, 1.5), seed=seed),
     lambda seed: T.UnsharpMask((0.5, 2.0), (0.5, 1.5), per_sample=True, seed=seed),
+    lambda seed: T.BoxBlur(3, max_size=9, seed=seed),
+    lambda seed: T.BoxBlur(3, max_size=9, per_sample=True, seed=seed),
     lambda seed: T.MedianBlur((3, 7), seed=seed),
+    lambda seed: T.MedianBlur((3, 7), per_sample=True, seed=seed),
     lambda seed: T.Morphology("dilate", (3, 7), iterations=(1, 3), seed=seed),
+    lambda seed: T.Morphology("dilate", (3, 7), iterations=(1, 3), per_sample=True, seed=seed),
     lambda seed: T.Bilateral((0.05, 0.5), (0.5, 2.0), radius=2, per_sample=True, seed=seed),
     lambda seed: T.GuidedFilter(2, (1e-3, 1e-1), per_sample=True, seed=seed),
     lambda seed: T.NonLocalMeans((0.05, 0.3), sigma=(0.0, 0.05), patch_size=3, search_radius=1, per_sample=True,
