@@ -59,16 +59,25 @@ def _terms(gs, xs, G: tl.constexpr, C: tl.constexpr):
 
 @triton.jit
 def _row_sums(x_img, g_img, r, cols, H, W, sxc, sxh, sxw, sgc, sgh, sgw, zero,
-              R: tl.constexpr, G: tl.constexpr, C: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr):
+              R: tl.constexpr, G: tl.constexpr, C: tl.constexpr, BORDER: tl.constexpr, NEAR: tl.constexpr,
+              OFF64: tl.constexpr):
     """The window's terms of input row ``r`` summed over the 2R + 1 columns around each of
-    ``cols`` (the border extends the image; the constant border reads zeros)."""
-    rm = borders.remap(r, H, BORDER)
+    ``cols`` (the border extends the image; the constant border reads zeros). NEAR: the
+    radius is below both sides, so one fold maps every index the outputs read
+    (``borders.remap_near``, without ``remap``'s integer modulo a tap)."""
+    if NEAR:
+        rm = borders.remap_near(r, H, BORDER)
+    else:
+        rm = borders.remap(r, H, BORDER)
     x_row = x_img + offset(rm, sxh, OFF64)
     g_row = g_img + offset(rm, sgh, OFF64)
     sums = _no_terms(zero, G, C)
     for v in range(2 * R + 1):
         col = cols + (v - R)
-        cm = borders.remap(col, W, BORDER)
+        if NEAR:
+            cm = borders.remap_near(col, W, BORDER)
+        else:
+            cm = borders.remap(col, W, BORDER)
         gs = ()
         xs = ()
         if BORDER == borders.CONSTANT:
@@ -137,8 +146,8 @@ def _store_models(ab, o, cols, HW, W, ok, m, eps, G: tl.constexpr, C: tl.constex
 
 @triton.jit
 def models_kernel(X, GD, AB, EPS, H, W, eps_stride, sxb, sxc, sxh, sxw, sgb, sgc, sgh, sgw,
-                  R: tl.constexpr, G: tl.constexpr, C: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr,
-                  BLOCK: tl.constexpr, SEG: tl.constexpr):
+                  R: tl.constexpr, G: tl.constexpr, C: tl.constexpr, BORDER: tl.constexpr, NEAR: tl.constexpr,
+                  OFF64: tl.constexpr, BLOCK: tl.constexpr, SEG: tl.constexpr):
     """AB[b] = the models (``_store_models``) of image X[b] (C channels, any dtype, unit
     scale) and guide GD[b] (G channels) over (2R + 1)^2 windows; eps is EPS[b * eps_stride].
 
@@ -165,21 +174,21 @@ def models_kernel(X, GD, AB, EPS, H, W, eps_stride, sxb, sxc, sxh, sxw, sgb, sgc
     sums = _no_terms(zero, G, C)
     for r in range(h0 - R, h0 + R):
         sums = _plus(sums, _row_sums(x_img, g_img, r, cols, H, W, sxc, sxh, sxw, sgc, sgh, sgw, zero,
-                                     R, G, C, BORDER, OFF64), 1)
+                                     R, G, C, BORDER, NEAR, OFF64), 1)
     for o in range(h0, tl.minimum(h0 + SEG, H)):
         sums = _plus(sums, _row_sums(x_img, g_img, o + R, cols, H, W, sxc, sxh, sxw, sgc, sgh, sgw, zero,
-                                     R, G, C, BORDER, OFF64), 1)
+                                     R, G, C, BORDER, NEAR, OFF64), 1)
         if _not_finite(sums) > 0:
             sums = _no_terms(zero, G, C)
             for r in range(o - R, o + R + 1):
                 sums = _plus(sums, _row_sums(x_img, g_img, r, cols, H, W, sxc, sxh, sxw, sgc, sgh, sgw, zero,
-                                             R, G, C, BORDER, OFF64), 1)
+                                             R, G, C, BORDER, NEAR, OFF64), 1)
         means = ()
         for q in tl.static_range(len(sums)):
             means = means + (sums[q] * (1.0 / ((2 * R + 1) * (2 * R + 1))),)
         _store_models(ab, o, cols, HW, W, ok, means, eps, G, C, OFF64)
         sums = _plus(sums, _row_sums(x_img, g_img, o - R, cols, H, W, sxc, sxh, sxw, sgc, sgh, sgw, zero,
-                                     R, G, C, BORDER, OFF64), -1)
+                                     R, G, C, BORDER, NEAR, OFF64), -1)
 
 
 @triton.jit
@@ -261,7 +270,7 @@ def models(x, guide, eps, radius, border):
     block, seg = (pow2_at_least(W, 16, 1 << 16), H) if interpreted(x) else (128, 32)
     launch(models_kernel, (B * cdiv(W, block) * cdiv(H, seg),),
            (x, guide, ab, eps, H, W, 0 if eps.numel() == 1 else 1, *x.stride(), *guide.stride()),
-           dict(R=radius, G=G, C=C, BORDER=borders.border_code(border),
+           dict(R=radius, G=G, C=C, BORDER=borders.border_code(border), NEAR=radius < min(H, W),
                 OFF64=needs_int64(x, guide) or (G + 1) * C * H * W >= 2 ** 31),
            x, tile_config(BLOCK=block, SEG=seg))
     return ab
