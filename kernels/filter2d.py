@@ -36,10 +36,7 @@ def _tap(row_ptr, in_cols, v, W, c, row_in, border_value, PRO: tl.constexpr, pro
     interior and border strips: a second copy of the march doubled the compile time, and
     the fold costs about 5 integer operations a tap next to 2*RY + 1 FMAs a row."""
     cv = in_cols + (v - RX)
-    if NEAR:
-        col = borders.remap_near(cv, W, BORDER)
-    else:
-        col = borders.remap(cv, W, BORDER)
+    col = borders.remap_within(cv, W, BORDER, NEAR)
     return neighbourhood.load(row_ptr + offset(col, SXW, OFF64), borders.inside(cv, W) & row_in, border_value, c,
                               PRO, pro_args, neighbourhood.LINEAR, BORDER)
 

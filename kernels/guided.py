@@ -16,7 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .core import borders, pixels
+from .core import borders, neighbourhood, pixels
 from .core.launch import launch, tile_config
 from .core.tiling import cdiv, interpreted, needs_int64, offset, pow2_at_least
 
@@ -65,32 +65,23 @@ def _row_sums(x_img, g_img, r, cols, H, W, sxc, sxh, sxw, sgc, sgh, sgw, zero,
     ``cols`` (the border extends the image; the constant border reads zeros). NEAR: the
     radius is below both sides, so one fold maps every index the outputs read
     (``borders.remap_near``, without ``remap``'s integer modulo a tap)."""
-    if NEAR:
-        rm = borders.remap_near(r, H, BORDER)
-    else:
-        rm = borders.remap(r, H, BORDER)
+    rm = borders.remap_within(r, H, BORDER, NEAR)
     x_row = x_img + offset(rm, sxh, OFF64)
     g_row = g_img + offset(rm, sgh, OFF64)
+    row_in = borders.inside(r, H)
     sums = _no_terms(zero, G, C)
     for v in range(2 * R + 1):
         col = cols + (v - R)
-        if NEAR:
-            cm = borders.remap_near(col, W, BORDER)
-        else:
-            cm = borders.remap(col, W, BORDER)
+        cm = borders.remap_within(col, W, BORDER, NEAR)
+        ok = row_in & borders.inside(col, W)  # (read by the constant border only)
         gs = ()
+        for g in tl.static_range(G):
+            gs = gs + (neighbourhood.load(g_row + g * sgc + offset(cm, sgw, OFF64), ok, 0.0, g, (), (),
+                                          neighbourhood.UNIT, BORDER),)
         xs = ()
-        if BORDER == borders.CONSTANT:
-            ok = borders.inside(col, W) & borders.inside(r, H)
-            for g in tl.static_range(G):
-                gs = gs + (pixels.to_float(tl.load(g_row + g * sgc + offset(cm, sgw, OFF64), ok, other=0)),)
-            for c in tl.static_range(C):
-                xs = xs + (pixels.to_float(tl.load(x_row + c * sxc + offset(cm, sxw, OFF64), ok, other=0)),)
-        else:
-            for g in tl.static_range(G):
-                gs = gs + (pixels.to_float(tl.load(g_row + g * sgc + offset(cm, sgw, OFF64))),)
-            for c in tl.static_range(C):
-                xs = xs + (pixels.to_float(tl.load(x_row + c * sxc + offset(cm, sxw, OFF64))),)
+        for c in tl.static_range(C):
+            xs = xs + (neighbourhood.load(x_row + c * sxc + offset(cm, sxw, OFF64), ok, 0.0, c, (), (),
+                                          neighbourhood.UNIT, BORDER),)
         sums = _plus(sums, _terms(gs, xs, G, C), 1)
     return sums
 

@@ -105,16 +105,6 @@ def _bit(i, BITS: tl.constexpr):
 
 
 @triton.jit
-def _remap(i, n, BORDER: tl.constexpr, NEAR: tl.constexpr):
-    """``borders.remap``, or its single fold (``remap_near``: no integer modulo, a third of
-    the instructions) where the window reaches less than the image's size (``NEAR``)."""
-    if NEAR:
-        return borders.remap_near(i, n, BORDER)
-    else:
-        return borders.remap(i, n, BORDER)
-
-
-@triton.jit
 def _window_ptrs(x_base, rows, cols, u, v, H, W, sxh, R: tl.constexpr, SXW: tl.constexpr,
                  BORDER: tl.constexpr, OFF64: tl.constexpr):
     """Pointers to window position (u, v) of the outputs at (rows, cols), remapped, and
@@ -189,11 +179,11 @@ def median_kernel(X, Y, C, H, W, sxb, sxc, sxh, syb, syc, syh, border_value,
         nan = tl.zeros((BH, BW), dtype=tl.int1)
         for u in tl.static_range(K):
             rr = rows + (u - R)
-            row_ptr = x_base + offset(_remap(rr, H, BORDER, NEAR), sxh, OFF64)
+            row_ptr = x_base + offset(borders.remap_within(rr, H, BORDER, NEAR), sxh, OFF64)
             row_in = borders.inside(rr, H)
             for v in tl.static_range(K):
                 cc = cols + (v - R)
-                ptrs = row_ptr + offset(_remap(cc, W, BORDER, NEAR), SXW, OFF64)
+                ptrs = row_ptr + offset(borders.remap_within(cc, W, BORDER, NEAR), SXW, OFF64)
                 if KEY == FLOAT:
                     x = neighbourhood.load(ptrs, row_in & borders.inside(cc, W), border_value, c, PRO, pro_args,
                                            neighbourhood.UNIT, BORDER)
@@ -215,13 +205,13 @@ def median_kernel(X, Y, C, H, W, sxb, sxc, sxh, syb, syc, syh, border_value,
         col_ins = ()
         for v in tl.static_range(K):
             cc = cols + (v - R)
-            col_ptrs = col_ptrs + (offset(_remap(cc, W, BORDER, NEAR), SXW, OFF64),)
+            col_ptrs = col_ptrs + (offset(borders.remap_within(cc, W, BORDER, NEAR), SXW, OFF64),)
             col_ins = col_ins + (borders.inside(cc, W),)
         keys = ()
         nan = tl.zeros((BH, BW), dtype=tl.int1)
         for u in tl.static_range(K):
             rr = rows + (u - R)
-            row_ptr = x_base + offset(_remap(rr, H, BORDER, NEAR), sxh, OFF64)
+            row_ptr = x_base + offset(borders.remap_within(rr, H, BORDER, NEAR), sxh, OFF64)
             row_in = borders.inside(rr, H)
             for v in tl.static_range(K):
                 key, n = _key(row_ptr + col_ptrs[v], row_in & col_ins[v], border_value, c, PRO, pro_args, BORDER,

@@ -72,6 +72,17 @@ def remap_near(i, n, BORDER: tl.constexpr):
 
 
 @triton.jit
+def remap_within(i, n, BORDER: tl.constexpr, NEAR: tl.constexpr):
+    """``remap``, or its single fold (``remap_near``: no integer modulo, a third of the
+    instructions) where the caller knows its window reaches less than the image's size
+    (``NEAR``)."""
+    if NEAR:
+        return remap_near(i, n, BORDER)
+    else:
+        return remap(i, n, BORDER)
+
+
+@triton.jit
 def inside(i, n):
     """True where an index lies in the image (used by the constant border)."""
     return (i >= 0) & (i < n)
