@@ -1,13 +1,16 @@
-"""The guided filter's two launches (``imgfilters/ops/guided.py`` puts a box mean of the
-models between them):
+"""The guided filter's launches (``imgfilters/ops/guided.py`` puts a box mean of the
+models between the first two, and the box's adjoint between the gradients' launches):
 
 - ``models_kernel``: the local linear models ``a`` and ``b`` from the image and the guide,
   the window means of their products summed in registers (no plane of means or products
   is written): a grey guide's ``a = cov / (var + eps)`` per channel, a colour guide's
   3 x 3 system solved by its adjugate, and ``b = mean_x - a . mean_g``, written as the
-  stacked float32 planes the box mean reads;
+  stacked float32 planes the box mean reads. Under VJP the same window sums, recomputed,
+  and the models' gradient taken back to the window means (one plane a term) and eps;
 - ``apply_kernel``: ``mean_a . guide + mean_b``, stored in the image's dtype and layout
-  (the fast guided filter's bilinear upsampling of the means read in place).
+  (the fast guided filter's bilinear upsampling of the means read in place); under VJP
+  the gradients to the means and the guide;
+- ``terms_vjp_kernel``: the gradients to the image and the guide from their terms'.
 
 The arithmetic is ``reference.guided.coefficients``' in float32, in its order of
 operations.
@@ -97,50 +100,137 @@ def _not_finite(sums):
 
 
 @triton.jit
-def _store_models(ab, o, cols, HW, W, ok, m, eps, G: tl.constexpr, C: tl.constexpr, OFF64: tl.constexpr):
-    """The models of the window means ``m`` (``_terms``' order) into the planes ``ab``
-    (a: G * C planes, g major; then b: C planes) at row ``o``."""
-    at = offset(o, W, OFF64) + cols
+def _inverse(m, eps):
+    """The colour guide's window covariance plus eps, S = mean(g g^T) - mean_g mean_g^T + eps I,
+    from the window means ``m`` (``_terms``' order): the six entries of its adjugate
+    (c00, c01, c02, c11, c12, c22; symmetric) and its determinant, S^-1 = adj / det
+    (Cramer's rule)."""
+    g0, g1, g2 = m[0], m[1], m[2]
+    s00 = m[3] - g0 * g0 + eps
+    s01 = m[4] - g0 * g1
+    s02 = m[5] - g0 * g2
+    s11 = m[6] - g1 * g1 + eps
+    s12 = m[7] - g1 * g2
+    s22 = m[8] - g2 * g2 + eps
+    c00, c01, c02 = s11 * s22 - s12 * s12, s02 * s12 - s01 * s22, s01 * s12 - s02 * s11
+    c11, c12, c22 = s00 * s22 - s02 * s02, s01 * s02 - s00 * s12, s00 * s11 - s01 * s01
+    return (c00, c01, c02, c11, c12, c22), s00 * c00 + s01 * c01 + s02 * c02
+
+
+@triton.jit
+def _inverse_times(adj, det, v0, v1, v2):
+    """S^-1 v from ``_inverse``'s adjugate and determinant."""
+    return ((adj[0] * v0 + adj[1] * v1 + adj[2] * v2) / det,
+            (adj[1] * v0 + adj[3] * v1 + adj[4] * v2) / det,
+            (adj[2] * v0 + adj[4] * v1 + adj[5] * v2) / det)
+
+
+@triton.jit
+def _models(m, eps, G: tl.constexpr, C: tl.constexpr):
+    """The local linear models of the window means ``m`` (``_terms``' order): ``a``'s
+    G * C values (g major) and ``b``'s C. Grey guide: a = cov / (var + eps) per channel;
+    colour: a = S^-1 cov; b = mean_x - a . mean_g."""
+    a = ()
+    b = ()
     if G == 1:
         mean_g = m[0]
         denominator = m[1] - mean_g * mean_g + eps
         for c in tl.static_range(C):
             mean_x = m[2 + c]
-            a = (m[2 + C + c] - mean_g * mean_x) / denominator
-            tl.store(ab + c * HW + at, a, ok)
-            tl.store(ab + (C + c) * HW + at, mean_x - a * mean_g, ok)
+            a_c = (m[2 + C + c] - mean_g * mean_x) / denominator
+            a = a + (a_c,)
+            b = b + (mean_x - a_c * mean_g,)
     else:
         g0, g1, g2 = m[0], m[1], m[2]
-        s00 = m[3] - g0 * g0 + eps
-        s01 = m[4] - g0 * g1
-        s02 = m[5] - g0 * g2
-        s11 = m[6] - g1 * g1 + eps
-        s12 = m[7] - g1 * g2
-        s22 = m[8] - g2 * g2 + eps
-        # the inverse of the symmetric 3 x 3 matrix by its adjugate (Cramer's rule)
-        c00, c01, c02 = s11 * s22 - s12 * s12, s02 * s12 - s01 * s22, s01 * s12 - s02 * s11
-        c11, c12, c22 = s00 * s22 - s02 * s02, s01 * s02 - s00 * s12, s00 * s11 - s01 * s01
-        det = s00 * c00 + s01 * c01 + s02 * c02
+        adj, det = _inverse(m, eps)
+        a0s = ()
+        a1s = ()
+        a2s = ()
         for c in tl.static_range(C):
             mean_x = m[9 + c]
-            v0 = m[9 + C + c] - g0 * mean_x
-            v1 = m[9 + 2 * C + c] - g1 * mean_x
-            v2 = m[9 + 3 * C + c] - g2 * mean_x
-            a0 = (c00 * v0 + c01 * v1 + c02 * v2) / det
-            a1 = (c01 * v0 + c11 * v1 + c12 * v2) / det
-            a2 = (c02 * v0 + c12 * v1 + c22 * v2) / det
-            tl.store(ab + c * HW + at, a0, ok)
-            tl.store(ab + (C + c) * HW + at, a1, ok)
-            tl.store(ab + (2 * C + c) * HW + at, a2, ok)
-            tl.store(ab + (3 * C + c) * HW + at, mean_x - (a0 * g0 + a1 * g1 + a2 * g2), ok)
+            a0, a1, a2 = _inverse_times(adj, det, m[9 + C + c] - g0 * mean_x, m[9 + 2 * C + c] - g1 * mean_x,
+                                        m[9 + 3 * C + c] - g2 * mean_x)
+            a0s = a0s + (a0,)
+            a1s = a1s + (a1,)
+            a2s = a2s + (a2,)
+            b = b + (mean_x - (a0 * g0 + a1 * g1 + a2 * g2),)
+        a = a0s + a1s + a2s
+    return a, b
 
 
 @triton.jit
-def models_kernel(X, GD, AB, EPS, H, W, eps_stride, sxb, sxc, sxh, sxw, sgb, sgc, sgh, sgw,
+def _models_vjp(m, eps, da, db, G: tl.constexpr, C: tl.constexpr):
+    """Reverse mode through ``_models``: the gradients to the window means ``m`` (a tuple
+    in ``_terms``' order) and to eps, for the gradients ``da`` (G * C, g major) and ``db``
+    (C) of the models. With e_c = da_c - db_c mean_g (the gradient to a_c, b's share
+    included): the covariance's d cov_c = S^-1 e_c, and dS = -sum_c d cov_c a_c^T (S
+    symmetric); each mean's gradient collects those of the entries it enters."""
+    a, b = _models(m, eps, G, C)
+    if G == 1:
+        mean_g = m[0]
+        denominator = m[1] - mean_g * mean_g + eps
+        d_var = tl.zeros_like(mean_g)
+        d_mean_g = tl.zeros_like(mean_g)
+        d_mean_x = ()
+        d_cov = ()
+        for c in tl.static_range(C):
+            d_cov_c = (da[c] - db[c] * mean_g) / denominator
+            d_var -= d_cov_c * a[c]
+            d_mean_g -= db[c] * a[c] + d_cov_c * m[2 + c]
+            d_mean_x = d_mean_x + (db[c] - d_cov_c * mean_g,)
+            d_cov = d_cov + (d_cov_c,)
+        d_mean_g -= 2.0 * mean_g * d_var
+        return (d_mean_g, d_var) + d_mean_x + d_cov, d_var
+    else:
+        g0, g1, g2 = m[0], m[1], m[2]
+        adj, det = _inverse(m, eps)
+        zero = tl.zeros_like(g0)
+        d00, d01, d02, d10, d11, d12, d20, d21, d22 = zero, zero, zero, zero, zero, zero, zero, zero, zero
+        dg0, dg1, dg2 = zero, zero, zero
+        d_mean_x = ()
+        v0s = ()
+        v1s = ()
+        v2s = ()
+        for c in tl.static_range(C):
+            mean_x = m[9 + c]
+            a0, a1, a2 = a[c], a[C + c], a[2 * C + c]
+            v0, v1, v2 = _inverse_times(adj, det, da[c] - db[c] * g0, da[C + c] - db[c] * g1,
+                                        da[2 * C + c] - db[c] * g2)
+            d00 -= v0 * a0
+            d01 -= v0 * a1
+            d02 -= v0 * a2
+            d10 -= v1 * a0
+            d11 -= v1 * a1
+            d12 -= v1 * a2
+            d20 -= v2 * a0
+            d21 -= v2 * a1
+            d22 -= v2 * a2
+            dg0 -= db[c] * a0 + v0 * mean_x
+            dg1 -= db[c] * a1 + v1 * mean_x
+            dg2 -= db[c] * a2 + v2 * mean_x
+            d_mean_x = d_mean_x + (db[c] - (v0 * g0 + v1 * g1 + v2 * g2),)
+            v0s = v0s + (v0,)
+            v1s = v1s + (v1,)
+            v2s = v2s + (v2,)
+        # the products' means: S_ij and S_ji share one mean (i < j)
+        s01, s02, s12 = d01 + d10, d02 + d20, d12 + d21
+        dg0 -= 2.0 * d00 * g0 + s01 * g1 + s02 * g2
+        dg1 -= s01 * g0 + 2.0 * d11 * g1 + s12 * g2
+        dg2 -= s02 * g0 + s12 * g1 + 2.0 * d22 * g2
+        return (dg0, dg1, dg2, d00, s01, s02, d11, s12, d22) + d_mean_x + v0s + v1s + v2s, d00 + d11 + d22
+
+
+@triton.jit
+def models_kernel(X, GD, OUT, D_AB, EPS, D_EPS, H, W, eps_stride, sxb, sxc, sxh, sxw, sgb, sgc, sgh, sgw,
                   R: tl.constexpr, G: tl.constexpr, C: tl.constexpr, BORDER: tl.constexpr, NEAR: tl.constexpr,
-                  OFF64: tl.constexpr, BLOCK: tl.constexpr, SEG: tl.constexpr):
-    """AB[b] = the models (``_store_models``) of image X[b] (C channels, any dtype, unit
-    scale) and guide GD[b] (G channels) over (2R + 1)^2 windows; eps is EPS[b * eps_stride].
+                  VJP: tl.constexpr, EPS_GRAD: tl.constexpr, OFF64: tl.constexpr, BLOCK: tl.constexpr,
+                  SEG: tl.constexpr):
+    """OUT[b] = the models (``_models``: a's G * C planes, then b's C) of image X[b] (C
+    channels, any dtype, unit scale) and guide GD[b] (G channels) over (2R + 1)^2 windows;
+    eps is EPS[b * eps_stride]. VJP: OUT[b] = instead the gradients to the window means
+    (``_models_vjp``, one plane a term of ``_terms``) for the models' gradients D_AB[b]
+    (planes as the models'), and under EPS_GRAD D_EPS[program] = the program's share of
+    the gradient to eps.
 
     One program a block of BLOCK columns and SEG rows of one image. It marches down the
     rows keeping, for each column, the window's sums of the terms (``_terms``): each
@@ -159,9 +249,9 @@ def models_kernel(X, GD, AB, EPS, H, W, eps_stride, sxb, sxc, sxh, sxw, sgb, sgc
     HW = H * W
     if OFF64:
         HW = HW.to(tl.int64)
-    ab = AB + b * ((G + 1) * C) * HW
     eps = tl.load(EPS + b * eps_stride)
     zero = tl.zeros((BLOCK,), dtype=tl.float32)
+    d_eps = zero
     sums = _no_terms(zero, G, C)
     for r in range(h0 - R, h0 + R):
         sums = _plus(sums, _row_sums(x_img, g_img, r, cols, H, W, sxc, sxh, sxw, sgc, sgh, sgw, zero,
@@ -177,9 +267,85 @@ def models_kernel(X, GD, AB, EPS, H, W, eps_stride, sxb, sxc, sxh, sxw, sgb, sgc
         means = ()
         for q in tl.static_range(len(sums)):
             means = means + (sums[q] * (1.0 / ((2 * R + 1) * (2 * R + 1))),)
-        _store_models(ab, o, cols, HW, W, ok, means, eps, G, C, OFF64)
+        at = offset(o, W, OFF64) + cols
+        if VJP:
+            d_ab = D_AB + b * ((G + 1) * C) * HW + at
+            da = ()
+            for q in tl.static_range(G * C):
+                da = da + (tl.load(d_ab + q * HW, ok, 0.0),)
+            db = ()
+            for c in tl.static_range(C):
+                db = db + (tl.load(d_ab + (G * C + c) * HW, ok, 0.0),)
+            d_means, d_eps_o = _models_vjp(means, eps, da, db, G, C)
+            out = OUT + b * len(sums) * HW + at
+            for q in tl.static_range(len(sums)):
+                tl.store(out + q * HW, d_means[q], ok)
+            if EPS_GRAD:
+                d_eps += tl.where(ok, d_eps_o, 0.0)
+        else:
+            models_a, models_b = _models(means, eps, G, C)
+            out = OUT + b * ((G + 1) * C) * HW + at
+            for q in tl.static_range(G * C):
+                tl.store(out + q * HW, models_a[q], ok)
+            for c in tl.static_range(C):
+                tl.store(out + (G * C + c) * HW, models_b[c], ok)
         sums = _plus(sums, _row_sums(x_img, g_img, o - R, cols, H, W, sxc, sxh, sxw, sgc, sgh, sgw, zero,
                                      R, G, C, BORDER, NEAR, OFF64), -1)
+    if EPS_GRAD:
+        tl.store(D_EPS + tl.program_id(0), tl.sum(d_eps))
+
+
+@triton.jit
+def terms_vjp_kernel(D_TERMS, X, GD, DX, DG, H, W, sxb, sxc, sxh, sxw, sgb, sgc, sgh, sgw,
+                     G: tl.constexpr, C: tl.constexpr, OFF64: tl.constexpr, BLOCK: tl.constexpr):
+    """The gradients DX[b] (C planes) and DG[b] (G planes, float32, contiguous) of the
+    image X and the guide GD (any dtype and strides, unit scale) from the gradients
+    D_TERMS[b] to their ``_terms`` at each pixel (one contiguous float32 plane a term):
+    the terms' products differentiated by the product rule."""
+    blocks = tl.cdiv(H * W, BLOCK)
+    b = tl.program_id(0) // blocks
+    offs = (tl.program_id(0) % blocks) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < H * W
+    if OFF64:
+        b, offs = b.to(tl.int64), offs.to(tl.int64)
+    rows, cols = offs // W, offs % W
+    NG: tl.constexpr = 2 if G == 1 else 9  # the guide's own terms: its values and their products
+    HW = H * W
+    if OFF64:
+        HW = HW.to(tl.int64)
+    d_terms = D_TERMS + b * (NG + C + G * C) * HW + offs
+    gs = ()
+    for g in tl.static_range(G):
+        gs = gs + (pixels.to_float(tl.load(GD + b * sgb + g * sgc + rows * sgh + cols * sgw, mask)),)
+    xs = ()
+    for c in tl.static_range(C):
+        xs = xs + (pixels.to_float(tl.load(X + b * sxb + c * sxc + rows * sxh + cols * sxw, mask)),)
+    d_gx = ()
+    for q in tl.static_range(G * C):
+        d_gx = d_gx + (tl.load(d_terms + (NG + C + q) * HW, mask),)
+    for c in tl.static_range(C):
+        dx = tl.load(d_terms + (NG + c) * HW, mask)
+        for g in tl.static_range(G):
+            dx += d_gx[g * C + c] * gs[g]
+        tl.store(DX + (b * C + c) * HW + offs, dx, mask)
+    if G == 1:
+        dg = tl.load(d_terms, mask) + 2.0 * tl.load(d_terms + HW, mask) * gs[0]
+        for c in tl.static_range(C):
+            dg += d_gx[c] * xs[c]
+        tl.store(DG + b * HW + offs, dg, mask)
+    else:
+        # the six products' gradients, (0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2)
+        p = ()
+        for q in tl.static_range(3, 9):
+            p = p + (tl.load(d_terms + q * HW, mask),)
+        products = ((2.0 * p[0], p[1], p[2]), (p[1], 2.0 * p[3], p[4]), (p[2], p[4], 2.0 * p[5]))
+        for g in tl.static_range(3):
+            dg = tl.load(d_terms + g * HW, mask)
+            for j in tl.static_range(3):
+                dg += products[g][j] * gs[j]
+            for c in tl.static_range(C):
+                dg += d_gx[g * C + c] * xs[c]
+            tl.store(DG + (b * 3 + g) * HW + offs, dg, mask)
 
 
 @triton.jit
@@ -193,19 +359,23 @@ def _bilinear_axis(d, n_in, scale):
 
 
 @triton.jit
-def apply_kernel(MEANS, GUIDE, Y, H, W, h, w, scale_h, scale_w, sgb, sgc, sgh, sgw, syb, syc, syh, syw,
-                 G: tl.constexpr, C: tl.constexpr, UP: tl.constexpr, OFF64: tl.constexpr, BLOCK: tl.constexpr):
+def apply_kernel(MEANS, GUIDE, Y, D_MEANS, D_GUIDE, H, W, h, w, scale_h, scale_w, sgb, sgc, sgh, sgw,
+                 syb, syc, syh, syw, G: tl.constexpr, C: tl.constexpr, UP: tl.constexpr, VJP: tl.constexpr,
+                 OFF64: tl.constexpr, BLOCK: tl.constexpr):
     """Y[b, c] = sum_g M[b, g*C + c] * GUIDE[b, g] + M[b, G*C + c], the guide read in its
     dtype (unit scale) and Y stored in its own, both through their strides. M is MEANS
     ((B, P, h, w) float32, contiguous), or under UP its bilinear upsampling to H x W (the
-    fast guided filter's: ``resize(..., "bilinear", antialias=False)``), read in place."""
+    fast guided filter's: ``resize(..., "bilinear", antialias=False)``), read in place.
+    VJP: Y is the output's gradient, read; the gradients to M (D_MEANS, (B, P, H, W)) and
+    to the guide (D_GUIDE, (B, G, H, W)), float32 and contiguous, are stored."""
     blocks = tl.cdiv(H * W, BLOCK)
     b = tl.program_id(0) // blocks
     offs = (tl.program_id(0) % blocks) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < H * W
     hw = h * w
+    HW = H * W
     if OFF64:
-        b, offs, hw = b.to(tl.int64), offs.to(tl.int64), hw.to(tl.int64)
+        b, offs, hw, HW = b.to(tl.int64), offs.to(tl.int64), hw.to(tl.int64), HW.to(tl.int64)
     rows, cols = offs // W, offs % W
     means = MEANS + b * ((G * C + C) * hw)
     guide = GUIDE + b * sgb + rows * sgh + cols * sgw
@@ -217,16 +387,36 @@ def apply_kernel(MEANS, GUIDE, Y, H, W, h, w, scale_h, scale_w, sgb, sgc, sgh, s
     gs = ()
     for g in tl.static_range(G):
         gs = gs + (pixels.to_float(tl.load(guide + g * sgc, mask)),)
+    d_guide = ()
+    for _ in tl.static_range(G):
+        d_guide = d_guide + (tl.zeros((BLOCK,), dtype=tl.float32),)
     for c in tl.static_range(C):
-        if UP:
-            acc = _upsampled(means + (G * C + c) * hw, at00, at01, at10, at11, ty, tx, mask)
+        if VJP:
+            dy = tl.load(y + c * syc, mask).to(tl.float32)
+            d_means = D_MEANS + b * ((G * C + C) * HW) + offs
+            tl.store(d_means + (G * C + c) * HW, dy, mask)
+            grown = ()
             for g in tl.static_range(G):
-                acc += _upsampled(means + (g * C + c) * hw, at00, at01, at10, at11, ty, tx, mask) * gs[g]
+                tl.store(d_means + (g * C + c) * HW, dy * gs[g], mask)
+                if UP:
+                    mean_a = _upsampled(means + (g * C + c) * hw, at00, at01, at10, at11, ty, tx, mask)
+                else:
+                    mean_a = tl.load(means + (g * C + c) * hw + offs, mask)
+                grown = grown + (d_guide[g] + dy * mean_a,)
+            d_guide = grown
         else:
-            acc = tl.load(means + (G * C + c) * hw + offs, mask)
-            for g in tl.static_range(G):
-                acc += tl.load(means + (g * C + c) * hw + offs, mask) * gs[g]
-        pixels.store(y + c * syc, acc, mask)
+            if UP:
+                acc = _upsampled(means + (G * C + c) * hw, at00, at01, at10, at11, ty, tx, mask)
+                for g in tl.static_range(G):
+                    acc += _upsampled(means + (g * C + c) * hw, at00, at01, at10, at11, ty, tx, mask) * gs[g]
+            else:
+                acc = tl.load(means + (G * C + c) * hw + offs, mask)
+                for g in tl.static_range(G):
+                    acc += tl.load(means + (g * C + c) * hw + offs, mask) * gs[g]
+            pixels.store(y + c * syc, acc, mask)
+    if VJP:
+        for g in tl.static_range(G):
+            tl.store(D_GUIDE + (b * G + g) * HW + offs, d_guide[g], mask)
 
 
 @triton.jit
@@ -249,22 +439,77 @@ def _block(n, x):
     return pow2_at_least(n, 16, 1 << 16) if interpreted(x) else 1024
 
 
+def terms(G, C):
+    """How many terms (``_terms``) a window sums for a G-channel guide and C-channel image."""
+    return (2 if G == 1 else 9) + C + G * C
+
+
+def _strips(x):
+    """``models_kernel``'s tile (BLOCK columns, SEG rows) for the image ``x`` and its
+    programs' count: one program an image in the interpreter (whose cost is per operation)."""
+    B, C, H, W = x.shape
+    block, seg = (pow2_at_least(W, 16, 1 << 16), H) if interpreted(x) else (128, 32)
+    return block, seg, B * cdiv(W, block) * cdiv(H, seg)
+
+
+def _launch_models(x, guide, eps, radius, border, out, d_ab=None, d_eps=None):
+    """``models_kernel`` into ``out``: the models, or with ``d_ab`` their gradient to the
+    window means (and to eps into ``d_eps``, one value a program, when given)."""
+    B, C, H, W = x.shape
+    block, seg, programs = _strips(x)
+    launch(models_kernel, (programs,),
+           (x, guide, out, out if d_ab is None else d_ab, eps, out if d_eps is None else d_eps, H, W,
+            0 if eps.numel() == 1 else 1, *x.stride(), *guide.stride()),
+           dict(R=radius, G=guide.shape[1], C=C, BORDER=borders.border_code(border), NEAR=radius < min(H, W),
+                VJP=d_ab is not None, EPS_GRAD=d_eps is not None, OFF64=needs_int64(x, guide, out)),
+           x, tile_config(BLOCK=block, SEG=seg))
+
+
 def models(x, guide, eps, radius, border):
     """The stacked (B, G*C + C, H, W) float32 planes of ``a`` and ``b`` for the (B, C, H, W)
     image ``x`` and (B, G, H, W) ``guide`` (any supported dtypes and strides, unit scale;
     a batch stride of 0 shares one guide); ``eps`` a float32 device vector of one value or
     one per image."""
     B, C, H, W = x.shape
-    G = guide.shape[1]
-    ab = x.new_empty(B, (G + 1) * C, H, W, dtype=torch.float32)
-    # (the interpreter's cost is per operation: one program an image)
-    block, seg = (pow2_at_least(W, 16, 1 << 16), H) if interpreted(x) else (128, 32)
-    launch(models_kernel, (B * cdiv(W, block) * cdiv(H, seg),),
-           (x, guide, ab, eps, H, W, 0 if eps.numel() == 1 else 1, *x.stride(), *guide.stride()),
-           dict(R=radius, G=G, C=C, BORDER=borders.border_code(border), NEAR=radius < min(H, W),
-                OFF64=needs_int64(x, guide) or (G + 1) * C * H * W >= 2 ** 31),
-           x, tile_config(BLOCK=block, SEG=seg))
+    ab = x.new_empty(B, (guide.shape[1] + 1) * C, H, W, dtype=torch.float32)
+    _launch_models(x, guide, eps, radius, border, ab)
     return ab
+
+
+def models_vjp(x, guide, eps, d_ab, radius, border, eps_grad):
+    """For the gradient ``d_ab`` of ``models``' planes: the gradients to the window means
+    (B, ``terms``, H, W) float32, recomputed from ``x`` and ``guide``, and to eps, one
+    value an image (None unless ``eps_grad``)."""
+    B, C, H, W = x.shape
+    d_means = x.new_empty(B, terms(guide.shape[1], C), H, W, dtype=torch.float32)
+    d_eps = x.new_empty(_strips(x)[2], dtype=torch.float32) if eps_grad else None
+    _launch_models(x, guide, eps, radius, border, d_means, d_ab.contiguous(), d_eps)
+    return d_means, None if d_eps is None else d_eps.view(B, -1).sum(1)
+
+
+def terms_vjp(d_terms, x, guide):
+    """The gradients (float32, contiguous) to the image ``x`` (B, C, H, W) and the guide
+    (B, G, H, W) from ``d_terms``, the gradients to their terms (``terms``, contiguous)."""
+    B, C, H, W = x.shape
+    G = guide.shape[1]
+    dx = x.new_empty(B, C, H, W, dtype=torch.float32)
+    dg = x.new_empty(B, G, H, W, dtype=torch.float32)
+    block = _block(H * W, x)
+    launch(terms_vjp_kernel, (B * cdiv(H * W, block),), (d_terms, x, guide, dx, dg, H, W, *x.stride(), *guide.stride()),
+           dict(G=G, C=C, OFF64=_past_int32(d_terms, x, guide)), x, tile_config(BLOCK=block))
+    return dx, dg
+
+
+def _launch_apply(means, guide, y, d_means=None, d_guide=None):
+    B, C, H, W = y.shape
+    h, w = means.shape[-2:]
+    block = _block(H * W, y)
+    tensors = (means, guide, y) if d_means is None else (means, guide, y, d_means)
+    launch(apply_kernel, (B * cdiv(H * W, block),),
+           (means, guide, y, y if d_means is None else d_means, y if d_guide is None else d_guide, H, W, h, w,
+            h / H, w / W, *guide.stride(), *y.stride()),
+           dict(G=guide.shape[1], C=C, UP=(h, w) != (H, W), VJP=d_means is not None,
+                OFF64=_past_int32(*tensors)), y, tile_config(BLOCK=block))
 
 
 def apply(means, guide, out):
@@ -272,10 +517,16 @@ def apply(means, guide, out):
     from the contiguous float32 ``means`` (B, P, h, w), upsampled bilinearly in the kernel
     when smaller than ``out``, and the (B, G, H, W) ``guide`` (a batch stride of 0 shares
     one guide)."""
-    B, C, H, W = out.shape
-    h, w = means.shape[-2:]
-    block = _block(H * W, out)
-    launch(apply_kernel, (B * cdiv(H * W, block),),
-           (means, guide, out, H, W, h, w, h / H, w / W, *guide.stride(), *out.stride()),
-           dict(G=guide.shape[1], C=C, UP=(h, w) != (H, W), OFF64=_past_int32(means, guide, out)), out,
-           tile_config(BLOCK=block))
+    _launch_apply(means, guide, out)
+
+
+def apply_vjp(grad, means, guide):
+    """For the gradient ``grad`` (B, C, H, W, any strides) of ``apply``'s output: the
+    gradients to its means at the output's size (B, P, H, W: the caller takes them through
+    the upsampling's adjoint when ``means`` is smaller) and to the guide (B, G, H, W),
+    float32 and contiguous."""
+    B, C, H, W = grad.shape
+    d_means = grad.new_empty(B, means.shape[1], H, W, dtype=torch.float32)
+    d_guide = grad.new_empty(B, guide.shape[1], H, W, dtype=torch.float32)
+    _launch_apply(means, guide, grad, d_means, d_guide)
+    return d_means, d_guide

@@ -97,11 +97,9 @@ def test_kernels_grey_and_colour_guides(gen, device):
 
 
 @pytest.mark.parametrize("guide_channels", [1, 3])
-def test_without_gradients_the_models_and_output_are_one_launch_each(guide_channels, gen, device):
-    """Inference: the models and the output from ``kernels/guided.py``, one box launch
-    between them; uint8 in and out, channels-last, a guide shared by the batch.
-    Its result is the gradient path's torch arithmetic rounded into uint8, within a level
-    (the same operations; the window sums summed in another order)."""
+def test_the_models_and_output_are_one_launch_each(guide_channels, gen, device):
+    """The models and the output from ``kernels/guided.py``, one box launch between them;
+    uint8 in and out, channels-last, a guide shared by the batch."""
     from helpers import count_launches
     x = random_image((2, 3, 6, 9), torch.uint8, gen, device).contiguous(memory_format=torch.channels_last)
     g = random_image((1, guide_channels, 6, 9), torch.float32, gen, device)
@@ -109,10 +107,31 @@ def test_without_gradients_the_models_and_output_are_one_launch_each(guide_chann
         y = imgfilters.guided_filter(x, g, 1, 0.02)
     assert launches["models_kernel"] == launches["apply_kernel"] == 1 and sum(launches.values()) == 3, launches
     assert y.dtype == torch.uint8 and y.is_contiguous(memory_format=torch.channels_last)
-    xf = _image.to_unit(x, torch.float32).requires_grad_()  # (a gradient to record: the torch arithmetic)
-    expected = _image.from_unit(imgfilters.guided_filter(xf, g, 1, 0.02).detach(), torch.uint8)
-    assert (y.int() - expected.int()).abs().max() <= 1
     assert_matches(y, definition(x, g, 1, 0.02))
+
+
+@pytest.mark.parametrize("guide_channels, subsample, border", [(3, 2, "reflect"), (1, 1, "constant")])
+def test_kernel_gradients_to_image_guide_and_eps(guide_channels, subsample, border, gen, device):
+    """The backward kernels (the output's gradient, the models' recomputed window sums,
+    the terms' products) against autograd through the float64 definition: a colour guide
+    per image with per-image eps and the fast filter's upsampling; a grey guide shared by
+    the batch with a number eps and the constant border."""
+    from helpers import count_launches
+    x = torch.rand(2, 3, 8, 9, generator=gen).to(device).requires_grad_()
+    g = torch.rand(2 if guide_channels == 3 else 1, guide_channels, 8, 9, generator=gen).to(device).requires_grad_()
+    eps = torch.tensor([0.02, 0.05], device=device, requires_grad=True) if guide_channels == 3 else 0.03
+    w = torch.rand(2, 3, 8, 9, generator=gen)
+    inputs = (x, g, eps) if torch.is_tensor(eps) else (x, g)
+    with count_launches() as launches:
+        got = torch.autograd.grad((imgfilters.guided_filter(x, g, 2, eps, subsample=subsample, border=border)
+                                   * w.to(device)).sum(), inputs)
+    assert launches["models_kernel"] == launches["apply_kernel"] == 2 and launches["terms_vjp_kernel"] == 1, launches
+    inputs64 = [t.detach().cpu().double().requires_grad_() for t in inputs]
+    e64 = inputs64[2] if torch.is_tensor(eps) else torch.tensor(eps, dtype=torch.float64)
+    y64 = ref.guided_filter(inputs64[0], inputs64[1].expand(2, -1, -1, -1), 2, e64, subsample, border)
+    expected = torch.autograd.grad((y64 * w.double()).sum(), inputs64)
+    for a, b in zip(got, expected):
+        torch.testing.assert_close(a.cpu().double(), b, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("dtype", KERNEL_DTYPES)

@@ -5,16 +5,18 @@
 Inputs are ``(..., C, H, W)`` or ``(H, W)`` tensors of dtype uint8, uint16, float16,
 bfloat16 or float32, the result in the image's dtype and memory format; float64 runs the
 float64 definition. Elsewhere the filter is composed of the library's own launches in
-float32 unit scale. On the kernels' path with no gradient to record: one launch for the
-local linear models (``kernels/guided.py``: the window means of the guide, the image and
-their products summed in registers, the colour guide's 3 x 3 systems solved in closed
-form), one ``box_blur`` over them, one launch for the output (for ``subsample`` > 1 from
-their means upsampled bilinearly in place), through the custom ops ``guided_models`` and
-``guided_apply``. Otherwise torch arithmetic in the same order of operations (one
+float32 unit scale. On the kernels' path: one launch for the local linear models
+(``kernels/guided.py``: the window means of the guide, the image and their products
+summed in registers, the colour guide's 3 x 3 systems solved in closed form), one
+``box_blur`` over them, one launch for the output (for ``subsample`` > 1 from their means
+upsampled bilinearly in place), through the custom ops ``guided_models`` and
+``guided_apply``, each with its backward: the output's gradient to the means and the
+guide (one launch), the box's adjoint, and the models' gradient to the image, the guide
+and a tensor ``eps`` (the window sums recomputed in one launch, the box's adjoint of the
+means' gradients, one launch for the terms' products). Elsewhere (the CPU engine runs
+CPU tensors' box sums) torch arithmetic in the same order of operations: one
 ``box_blur`` over the stacked guide, image and products; the models; the second box; a
-bilinear ``resize`` of its means for ``subsample`` > 1), through which autograd takes
-gradients to the image, the guide and a tensor ``eps`` (with the box sums' own
-backward); the CPU engine runs CPU tensors' box sums.
+bilinear ``resize`` of its means for ``subsample`` > 1; autograd differentiates it.
 """
 import torch
 from torch import Tensor
@@ -62,22 +64,22 @@ def guided_filter(img, guide=None, radius=4, eps=1e-2, *, subsample=1, border="r
     if img.dtype == torch.float64:
         y = reference.guided_filter(x4, g4.to(torch.float64), radius, eps, subsample, border)
         return _image.wrap(img, y.reshape(img.shape))
-    fast = _fast(x4, g4, eps)
+    on_kernels = _image.uses_kernels(x4)
     # (the models' kernel reads the image and the guide in their own dtypes and strides)
-    x = x4 if fast else _image.to_unit(x4, torch.float32, copy=False)
-    g = (g4 if fast else _image.to_unit(g4, torch.float32, copy=False)).expand(B, *g4.shape[1:])
+    x = x4 if on_kernels else _image.to_unit(x4, torch.float32, copy=False)
+    g = (g4 if on_kernels else _image.to_unit(g4, torch.float32, copy=False)).expand(B, *g4.shape[1:])
     if subsample > 1:
         rows = reference.subsample_indices(H, subsample, img.device)
         cols = reference.subsample_indices(W, subsample, img.device)
         r = reference.subsampled_radius(radius, subsample)
         ab = _models(x.index_select(-2, rows).index_select(-1, cols),
-                     g.index_select(-2, rows).index_select(-1, cols), r, eps, border, fast)
+                     g.index_select(-2, rows).index_select(-1, cols), r, eps, border, on_kernels)
         means = _box(ab, r, border)
-        if not fast:  # (the output's launch upsamples them in place)
+        if not on_kernels:  # (the output's launch upsamples them in place)
             means = resample.resize(means, [H, W], "bilinear", antialias=False)
     else:
-        means = _box(_models(x, g, radius, eps, border, fast), radius, border)
-    if fast:
+        means = _box(_models(x, g, radius, eps, border, on_kernels), radius, border)
+    if on_kernels:
         return _image.wrap(img, _apply_op(means, g, img))
     G = g.shape[1]
     mean_a, mean_b = means[:, :G * C].unflatten(1, (G, C)), means[:, G * C:]
@@ -140,22 +142,14 @@ def _box(x, r, border):
     return separable.box_blur(x, 2 * r + 1, border=border, border_value=0.0)
 
 
-def _fast(x, g, eps):
-    """Whether the models and the output are the two kernels' launches: on the kernels'
-    path, with no gradient to record (autograd differentiates the torch arithmetic)."""
-    if not _image.uses_kernels(x):
-        return False
-    return not (torch.is_grad_enabled() and (x.requires_grad or g.requires_grad
-                                             or (torch.is_tensor(eps) and eps.requires_grad)))
-
-
-def _models(x, g, r, eps, border, fast):
+def _models(x, g, r, eps, border, on_kernels):
     """The local linear models (``reference.coefficients``) as stacked float32 planes
-    (B, G*C + C, H, W): ``a`` (g major), then ``b``. ``fast``: one launch of
-    ``kernels.guided.models`` on the image and guide as they are; else torch arithmetic
+    (B, G*C + C, H, W): ``a`` (g major), then ``b``. ``on_kernels``: one launch of
+    ``kernels.guided.models`` on the image and guide as they are (the custom op
+    ``guided_models``); else torch arithmetic
     on their float32 unit-scale planes, from one box launch over the stacked guide, image
     and products."""
-    if fast:
+    if on_kernels:
         return _models_op(x, g, eps, r, border)
     B, C = x.shape[:2]
     G = g.shape[1]
@@ -191,15 +185,42 @@ def _stacked(img, guide, eps, radius: int, border: str):
     return img.new_empty(B, (guide.shape[1] + 1) * C, H, W, dtype=torch.float32)
 
 
-@library.op("guided_models", _stacked)
+def _eps_vector(eps, device):
+    """``eps`` (a number, or a tensor of one value or one per image) as the kernels'
+    float32 device vector."""
+    return _image.on((eps,), device) if isinstance(eps, float) else eps.reshape(-1).to(device, torch.float32)
+
+
+def _models_backward(grad, img, guide, eps, radius, border):
+    """The gradients to the image, the guide and ``eps`` (None for a number) of the models'
+    planes for their gradient ``grad``: the window means' gradients (the window sums
+    recomputed), their box's adjoint, the terms' products differentiated."""
+    eps_grad = isinstance(eps, Tensor)
+    d_means, d_eps = kernels.models_vjp(img, guide, _eps_vector(eps, img.device), grad, radius, border, eps_grad)
+    dx, dg = kernels.terms_vjp(separable.box_adjoint(d_means, 2 * radius + 1, border), img, guide)
+    if not eps_grad:
+        return dx, dg, None
+    return dx, dg, (d_eps if eps.numel() == d_eps.numel() else d_eps.sum()).reshape(eps.shape)
+
+
+@library.op("guided_models", _stacked, grads=("img", "guide", "eps"), backward=_models_backward)
 def _models_op(img: Tensor, guide: Tensor, eps: Tensor, radius: int, border: str) -> Tensor:
     """``kernels.guided.models`` of the (B, C, H, W) image and (B, G, H, W) guide (``eps`` a
     number, or a tensor of one value or one per image)."""
-    e = _image.on((eps,), img.device) if isinstance(eps, float) else eps.reshape(-1).to(img.device, torch.float32)
-    return kernels.models(img, guide, e, radius, border)
+    return kernels.models(img, guide, _eps_vector(eps, img.device), radius, border)
 
 
-@library.op("guided_apply", lambda means, guide, img: _image.new_image(img))
+def _apply_backward(grad, means, guide, img):
+    """The gradients to the means and the guide of ``guided_apply`` for its output's
+    gradient ``grad``; the means' through the bilinear upsampling's adjoint when smaller."""
+    d_means, d_guide = kernels.apply_vjp(_image.as_planes(grad), means.contiguous(), guide)
+    if d_means.shape[-2:] != means.shape[-2:]:
+        d_means = resample.bilinear_adjoint(d_means, means.shape[-2:])
+    return d_means, d_guide
+
+
+@library.op("guided_apply", lambda means, guide, img: _image.new_image(img), grads=("means", "guide"),
+            backward=_apply_backward)
 def _apply_op(means: Tensor, guide: Tensor, img: Tensor) -> Tensor:
     """``mean_a . guide + mean_b`` as a new image of ``img``'s shape, dtype and layout (the
     ``means`` upsampled bilinearly to it when smaller)."""

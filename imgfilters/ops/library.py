@@ -51,8 +51,9 @@ def op(name, fake, *, grads=(), backward=None, linear=False, cpu_engine=False):
             a gradient (NLM, the noise estimate, pointwise chains), whose outputs never
             require grad.
         backward: ``backward(grad, *args)`` -> those gradients on the kernel path (a tensor,
-            or a tuple in the order of ``grads``). It becomes the op ``<name>_backward``
-            (the incoming gradient, then every argument of the forward), so that compiled
+            or a tuple in the order of ``grads``; None for an argument passed as a number).
+            It becomes the op ``<name>_backward`` (the incoming gradient, then every
+            argument of the forward), so that compiled
             graphs call it as one opaque node too. On the reference path (decided by the
             first argument, the image, as in the forward) the backward differentiates the
             float64 torch definition instead.
@@ -161,8 +162,10 @@ def _register_autograd(custom, impl, signature, name, grads, backward, linear):
         else:
             out = _reference_vjp(impl, grad, args, slots)
         out = (out,) if isinstance(out, torch.Tensor) else out
-        # as the fake allocates them: each gradient in its input's dtype and layout
-        out = tuple(_image.in_layout(args[i], g if g.dtype == args[i].dtype else g.to(args[i].dtype))
+        # as the fake allocates them: each gradient in its input's dtype and layout (None
+        # for a number: eager calls pass per-image parameters as they came)
+        out = tuple(None if g is None else _image.in_layout(args[i], g if g.dtype == args[i].dtype else
+                                                             g.to(args[i].dtype))
                     for i, g in zip(slots, out))
         return out[0] if len(out) == 1 else out
 
@@ -243,8 +246,8 @@ def _stand_in(shape, dtype, device):
 def _reference_vjp(impl, grad, args, slots):
     """Gradients of ``impl`` on its reference path (plain differentiable torch code): its
     vector-Jacobian product with ``grad``, through ``torch.func`` because autograd's own
-    dispatch is off inside an op's implementation. Integer inputs get zeros (unused)."""
-    floats = [i for i in slots if args[i].is_floating_point()]
+    dispatch is off inside an op's implementation. Integer inputs get zeros (unused), numbers None."""
+    floats = [i for i in slots if isinstance(args[i], torch.Tensor) and args[i].is_floating_point()]
 
     def forward(*inputs):
         full = list(args)
@@ -255,4 +258,5 @@ def _reference_vjp(impl, grad, args, slots):
     with _image.differentiating():
         _, vjp = torch.func.vjp(forward, *(args[i] for i in floats))
         found = dict(zip(floats, vjp(grad)))
-    return tuple(found[i] if i in found else torch.zeros_like(args[i]) for i in slots)
+    return tuple(found[i] if i in found else torch.zeros_like(args[i]) if isinstance(args[i], torch.Tensor) else None
+                 for i in slots)

@@ -358,6 +358,14 @@ def adjoint(grad, in_size, size, mode, antialias, align_corners, scale):
     return torch.einsum("oh,bop,pw->bhw", wh, g, ww).reshape(*grad.shape[:-2], *in_size)
 
 
+def bilinear_adjoint(grad, in_size):
+    """The gradient to an image of ``in_size`` (h, w) of its ``resize(img, grad's size,
+    "bilinear", antialias=False)``, for that output's gradient ``grad`` (..., H, W)."""
+    size = grad.shape[-2:]
+    scale = [_axis_scale(n, m, "bilinear", False, False, None) for n, m in zip(in_size, size)]
+    return adjoint(grad, tuple(in_size), tuple(size), "bilinear", False, False, scale)
+
+
 @functools.lru_cache(maxsize=4096)
 def _adjoint_phases(in_size, size, mode, antialias, align_corners, scale):
     """The ``PhasePlan`` pair of ``launch_adjoint`` for the transposed resampling of an

@@ -348,6 +348,12 @@ def _adjoint(grad, tx, ty, border, shape):
     return gx.reshape(shape)
 
 
+def box_adjoint(grad, kernel_size: int, border):
+    """The gradient to the image of ``box_blur(img, kernel_size, border=border)`` for its
+    output's gradient ``grad`` (B, C, H, W)."""
+    return _adjoint(grad, *_box_taps((kernel_size, kernel_size)), border, grad.shape)
+
+
 @functools.lru_cache(maxsize=256)
 def _margin_indices(n, r, mode, device):
     """For an axis of n pixels extended by r on both sides: where each margin position
