@@ -251,6 +251,96 @@ def median_kernel(X, Y, C, H, W, sxb, sxc, sxh, syb, syc, syh, border_value,
 
 
 @triton.jit
+def _input_row(x_base, r, H, col_offs, col_ins, sxh, border_value, c, PRO: tl.constexpr, pro_args,
+               BORDER: tl.constexpr, NEAR: tl.constexpr, OFF64: tl.constexpr, KEY: tl.constexpr):
+    """Input row ``r``'s values at the lanes' columns (``col_offs``, remapped), as the
+    selection networks take them: unit-scale floats (FLOAT keys) or stored integers as
+    2^23 + value (RAW; one OR, their order the values')."""
+    row_ptr = x_base + offset(borders.remap_within(r, H, BORDER, NEAR), sxh, OFF64)
+    row_in = borders.inside(r, H)
+    vals = ()
+    for d in tl.static_range(len(col_offs)):
+        if KEY == FLOAT:
+            vals = vals + (neighbourhood.load(row_ptr + col_offs[d], row_in & col_ins[d], border_value, c, PRO,
+                                              pro_args, neighbourhood.UNIT, BORDER),)
+        else:
+            vals = vals + (neighbourhood.load(row_ptr + col_offs[d], row_in & col_ins[d],
+                                              border_value + neighbourhood.BIAS, c, PRO, pro_args,
+                                              neighbourhood.BIASED, BORDER),)
+    return vals
+
+
+@triton.jit(do_not_specialize=["C", "H", "W", "sxb", "sxc", "sxh", "syb", "syc", "syh", "SIZE_CLASS"])
+def columns_kernel(X, Y, C, H, W, sxb, sxc, sxh, syb, syc, syh, border_value,
+                   PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
+                   K: tl.constexpr, SXW: tl.constexpr, SYW: tl.constexpr, BORDER: tl.constexpr,
+                   OFF64: tl.constexpr, KEY: tl.constexpr, NEAR: tl.constexpr, SIZE_CLASS,
+                   BW: tl.constexpr, S: tl.constexpr, SEG: tl.constexpr):
+    """``median_kernel``'s result for K = 3 or 5 (not ARG) with each column of a window
+    sorted once for the K windows that hold it. A program's BW lanes hold S adjacent
+    output columns each and march down SEG output rows, keeping the last K - 1 input rows'
+    values at the S + K - 1 columns a lane reads; each output row loads one more input row,
+    sorts its S + K - 1 columns of K values (``median_networks.sortK``) and selects each
+    of the S outputs' median from its K sorted columns (``column_medianK``)."""
+    R: tl.constexpr = K // 2
+    N: tl.constexpr = S + 2 * R  # the columns a lane reads
+    b, c, h0, w0 = tile_origin(tl.program_id(0), C, H, W, SEG, BW * S)
+    x_base = X + b * sxb + c * sxc
+    y_base = Y + b * syb + c * syc
+    lanes = w0 + S * tl.arange(0, BW)  # a lane's first output column
+    unit = pixels.unit_scale(X.dtype.element_ty)
+    col_offs = ()
+    col_ins = ()
+    for d in tl.static_range(N):
+        cc = lanes + (d - R)
+        col_offs = col_offs + (offset(borders.remap_within(cc, W, BORDER, NEAR), SXW, OFF64),)
+        col_ins = col_ins + (borders.inside(cc, W),)
+    kept = ()  # input rows o - R .. o + R - 1, row-major: row u's column d at u * N + d
+    for u in tl.static_range(2 * R):
+        kept = kept + _input_row(x_base, h0 - R + u, H, col_offs, col_ins, sxh, border_value, c, PRO, pro_args,
+                                 BORDER, NEAR, OFF64, KEY)
+    for o in range(h0, tl.minimum(h0 + SEG, H)):
+        window = kept + _input_row(x_base, o + R, H, col_offs, col_ins, sxh, border_value, c, PRO, pro_args,
+                                   BORDER, NEAR, OFF64, KEY)
+        columns = ()  # column d's value of rank u at d * K + u
+        nans = ()
+        for d in tl.static_range(N):
+            column = ()
+            for u in tl.static_range(K):
+                column = column + (window[u * N + d],)
+            if KEY == FLOAT:
+                nan = column[0] != column[0]
+                for u in tl.static_range(1, K):
+                    nan = nan | (column[u] != column[u])
+                nans = nans + (nan,)
+            if K == 3:
+                columns = columns + median_networks.sort3(column)
+            else:
+                columns = columns + median_networks.sort5(column)
+        for s in tl.static_range(S):
+            sorted_window = ()
+            for q in tl.static_range(K * K):
+                sorted_window = sorted_window + (columns[s * K + q],)
+            if K == 3:
+                y = median_networks.column_median3(sorted_window)
+            else:
+                y = median_networks.column_median5(sorted_window)
+            if KEY == FLOAT:
+                nan = nans[s]
+                for v in tl.static_range(1, K):
+                    nan = nan | nans[s + v]
+            else:
+                nan = False
+                y = (y - neighbourhood.BIAS) * unit
+            cols = lanes + s
+            _finish(y, nan, y, x_base, y_base + offset(o, syh, OFF64) + offset(cols, SYW, OFF64), o, cols, cols < W,
+                    b, c, H, W, sxh, PRO, pro_args, EPI, epi_args, SXW, BORDER, OFF64, KEY, False)
+        kept = ()
+        for q in tl.static_range(N, K * N):
+            kept = kept + (window[q],)
+
+
+@triton.jit
 def plane_kernel(X, Y, C, H, W, sxb, sxc, sxh, syb, syc, syh, border_value,
                  PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
                  K: tl.constexpr, SXW: tl.constexpr, SYW: tl.constexpr, BORDER: tl.constexpr,
@@ -299,6 +389,13 @@ CANDIDATES = ((3, (_tile(16, 64, 4), _tile(8, 128, 4), _tile(4, 128, 4), _tile(3
               (KEEP_SIZE, (_tile(4, 64, 4), _tile(8, 32, 4), _tile(4, 32, 2))),
               (MAX_SIZE, (_tile(8, 64, 4), _tile(16, 64, 8))))
 ALL_TILES = [t for _, tiles in CANDIDATES for t in tiles]
+# ``columns_kernel``'s: BW lanes of S outputs marching down SEG rows (the first is the
+# default). More outputs a lane share more columns, but cost registers and compile time:
+# 5 x 5 at S = 8 took 5 s to compile for sm_90a (1.7 at S = 4).
+COLUMN_CANDIDATES = {3: (dict(BW=128, S=4, SEG=32, num_warps=4), dict(BW=128, S=8, SEG=16, num_warps=4),
+                         dict(BW=128, S=2, SEG=32, num_warps=4)),
+                     5: (dict(BW=128, S=4, SEG=32, num_warps=4), dict(BW=128, S=2, SEG=32, num_warps=4))}
+COLUMN_TILES = [t for tiles in COLUMN_CANDIDATES.values() for t in tiles]
 
 
 def candidates(k):
@@ -306,9 +403,10 @@ def candidates(k):
     return next(tiles for limit, tiles in CANDIDATES if k <= limit)
 
 
+_KEY = ["K", "C", "SXW", "SYW", "BORDER", "OFF64", "KEY", "NEAR", "PRO", "EPI", "SIZE_CLASS"]
 tuning = Tuning(lambda meta: [tile_config(**t) for t in candidates(meta["K"])],
-                key=["K", "C", "SXW", "SYW", "BORDER", "OFF64", "KEY", "BITS", "ARG", "NETWORK", "NEAR", "PRO", "EPI",
-                     "SIZE_CLASS"])
+                key=_KEY + ["BITS", "ARG", "NETWORK"])
+column_tuning = Tuning(lambda meta: [tile_config(**t) for t in COLUMN_CANDIDATES[meta["K"]]], key=_KEY)
 
 
 def raw_keys(x, pro, border, border_value):
@@ -323,29 +421,36 @@ def raw_keys(x, pro, border, border_value):
     return float(round(level)) if border == borders.border_code("constant") else 0.0
 
 
-def launch(x, y, k, border=0, border_value=0.0, pro=((), ()), epi=((), ()), arg=False, tile=None, network=None):
+def launch(x, y, k, border=0, border_value=0.0, pro=((), ()), epi=((), ()), arg=False, tile=None, method=None):
     """Median of 4-D ``x`` (B, C, H, W) over ``k x k`` windows into 4-D ``y`` (any
     supported dtype; int32 with ``arg``: the median's window position). ``pro``/``epi``
-    are (steps, args) chains, ``border`` a code from ``core.borders``; ``tile`` (one of
-    ``ALL_TILES``) bypasses autotuning and, in the interpreter, runs ``median_kernel``;
-    ``network`` (default: wherever it applies, windows up to KEEP without ``arg``) picks
-    the selection network or the radix select there."""
+    are (steps, args) chains, ``border`` a code from ``core.borders``. ``method``:
+    ``"columns"`` (``columns_kernel``: 3 x 3 and 5 x 5 without ``arg``), ``"network"``
+    (``median_kernel``'s selection network: windows up to KEEP without ``arg``) or
+    ``"radix"`` (its radix select); by default the first that applies. ``tile`` (one of
+    ``ALL_TILES``, or ``COLUMN_TILES`` for the columns) bypasses autotuning and, in the
+    interpreter, runs the GPU's kernel instead of ``plane_kernel``."""
     B, C, H, W = x.shape
     level = raw_keys(x, pro, border, border_value)
     key, bits = (0, 8 if x.element_size() == 1 else 16) if level is not None else (1, 32)
     args = (x, y, C, H, W, x.stride(0), x.stride(1), x.stride(2), y.stride(0), y.stride(1), y.stride(2),
             float(border_value) if level is None else level, pro[0], pro[1], epi[0], epi[1])
-    meta = dict(K=k, SXW=x.stride(3), SYW=y.stride(3), BORDER=border, OFF64=needs_int64(x, y), KEY=key, BITS=bits,
-                ARG=bool(arg))
+    meta = dict(K=k, SXW=x.stride(3), SYW=y.stride(3), BORDER=border, OFF64=needs_int64(x, y), KEY=key)
     if interpreting() and tile is None:
         n_p = pow2_at_least(k * k, 1, 1024)
         room = tl.TRITON_MAX_TENSOR_NUMEL // n_p
         bw = pow2_at_least(W, 1, room)
         bh = pow2_at_least(H, 1, room // bw)
-        launch_kernel(plane_kernel, lambda m: (programs(B * C, H, W, bh, bw),), args, meta, x,
-                      tile_config(BH=bh, BW=bw, NP=n_p))
+        launch_kernel(plane_kernel, lambda m: (programs(B * C, H, W, bh, bw),), args, dict(meta, BITS=bits, ARG=bool(arg)),
+                      x, tile_config(BH=bh, BW=bw, NP=n_p))
         return
-    network = k in (3, 5, 7) and not arg if network is None else network
-    meta.update(NETWORK=bool(network), NEAR=k // 2 < min(H, W), SIZE_CLASS=size_class(H, W))
-    grid = lambda m: (programs(B * C, H, W, m["BH"], m["BW"]),)
-    launch_kernel(median_kernel, grid, args, meta, x, None if tile is None else tile_config(**tile), tuning)
+    if method is None:
+        method = "radix" if arg or k > KEEP_SIZE else "columns" if k in COLUMN_CANDIDATES else "network"
+    meta.update(NEAR=k // 2 < min(H, W), SIZE_CLASS=size_class(H, W))
+    config = None if tile is None else tile_config(**tile)
+    if method == "columns":
+        launch_kernel(columns_kernel, lambda m: (programs(B * C, H, W, m["SEG"], m["BW"] * m["S"]),), args, meta, x,
+                      config, column_tuning)
+        return
+    meta.update(BITS=bits, ARG=bool(arg), NETWORK=method == "network")
+    launch_kernel(median_kernel, lambda m: (programs(B * C, H, W, m["BH"], m["BW"]),), args, meta, x, config, tuning)

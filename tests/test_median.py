@@ -51,21 +51,23 @@ def test_results_are_values_of_the_window_with_many_ties(gen, device):
     assert torch.equal(imgfilters.median_blur(x, 5).cpu(), reference(x, 5).float())
 
 
-@pytest.mark.parametrize("k,dtype,border,value,network", [
-    (5, torch.uint8, "reflect", 0.0, True), (3, torch.uint16, "constant", 0.2, True),
-    (3, torch.float32, "constant", 0.3, True), (3, torch.uint8, "constant", 0.3, False),
-    (9, torch.uint8, "symmetric", 0.0, False)])
-def test_gpu_kernel_in_small_tiles(k, dtype, border, value, network, gen, device):
-    """The GPU's kernel (the interpreter runs a per-plane one unless told): tiles that cut
-    the plane; selection networks (stored integers, a border level, floats with a NaN),
-    the radix select on kept keys (float keys: 0.3 is no uint8 level) and on keys
-    reloaded every round (k = 9: slow in the interpreter, one tile)."""
+@pytest.mark.parametrize("k,dtype,border,value,method", [
+    (5, torch.uint8, "reflect", 0.0, "network"), (3, torch.uint16, "constant", 0.2, "network"),
+    (3, torch.float32, "constant", 0.3, "network"), (3, torch.uint8, "constant", 0.3, "radix"),
+    (9, torch.uint8, "symmetric", 0.0, "radix"), (3, torch.uint8, "constant", 0.2, "columns"),
+    (5, torch.float32, "replicate", 0.0, "columns"), (5, torch.uint16, "reflect", 0.0, "columns")])
+def test_gpu_kernel_in_small_tiles(k, dtype, border, value, method, gen, device):
+    """The GPU's kernels (the interpreter runs a per-plane one unless told): tiles that cut
+    the plane; selection networks over the whole window (stored integers, a border level,
+    floats with a NaN) and over sorted columns shared by a lane's outputs (two a lane), the
+    radix select on kept keys (float keys: 0.3 is no uint8 level) and on keys reloaded
+    every round (k = 9: slow in the interpreter, one tile)."""
     x = random_image((1, 1, 4, 4) if k == 9 else (1, 1, 5, 7), dtype, gen, device)
     if dtype == torch.float32:
         x[0, 0, 2, 3] = float("nan")
     y = torch.empty_like(x)
-    kernels.launch(x, y, k, border=_image.check_border(border), border_value=value, tile=dict(BH=4, BW=4, num_warps=1),
-                   network=network)
+    tile = dict(BW=2, S=2, SEG=2, num_warps=1) if method == "columns" else dict(BH=4, BW=4, num_warps=1)
+    kernels.launch(x, y, k, border=_image.check_border(border), border_value=value, tile=tile, method=method)
     torch.testing.assert_close(y.cpu().double(), _image.from_unit(reference(x, k, border, value), dtype).double(),
                                rtol=0, atol=0, equal_nan=True)
 
@@ -229,9 +231,20 @@ def test_batch_matches_reference_on_gpu_autotuned(dtype, k, gen, monkeypatch):
 @pytest.mark.parametrize("tile", range(len(kernels.ALL_TILES)))
 def test_every_tile(tile, gen):
     x = random_image((2, 3, 50, 133), torch.uint8, gen, "cuda")
-    for k, border in ((3, 0), (5, 3), (9, 1)):
+    for k, border, method in ((3, 0, "network"), (5, 3, "network"), (9, 1, "radix")):
         y = torch.empty_like(x)
-        kernels.launch(x, y, k, border=border, tile=kernels.ALL_TILES[tile])
+        kernels.launch(x, y, k, border=border, tile=kernels.ALL_TILES[tile], method=method)
+        assert_matches(y, reference(x, k, BORDERS[border]))
+
+
+@gpu
+@pytest.mark.parametrize("tile", range(len(kernels.COLUMN_TILES)))
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
+def test_every_column_tile(tile, dtype, gen):
+    x = random_image((2, 3, 50, 133), dtype, gen, "cuda")
+    for k, border in ((3, 0), (5, 3), (5, 2)):
+        y = torch.empty_like(x)
+        kernels.launch(x, y, k, border=border, tile=kernels.COLUMN_TILES[tile], method="columns")
         assert_matches(y, reference(x, k, BORDERS[border]))
 
 
