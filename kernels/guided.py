@@ -221,16 +221,16 @@ def _models_vjp(m, eps, da, db, G: tl.constexpr, C: tl.constexpr):
 
 
 @triton.jit
-def models_kernel(X, GD, OUT, D_AB, EPS, D_EPS, H, W, eps_stride, sxb, sxc, sxh, sxw, sgb, sgc, sgh, sgw,
+def models_kernel(X, GD, OUT, D_AB, EPS, D_EPS, H, W, R0, ROWS, eps_stride, sxb, sxc, sxh, sxw, sgb, sgc, sgh, sgw,
                   R: tl.constexpr, G: tl.constexpr, C: tl.constexpr, BORDER: tl.constexpr, NEAR: tl.constexpr,
                   VJP: tl.constexpr, EPS_GRAD: tl.constexpr, OFF64: tl.constexpr, BLOCK: tl.constexpr,
                   SEG: tl.constexpr):
     """OUT[b] = the models (``_models``: a's G * C planes, then b's C) of image X[b] (C
-    channels, any dtype, unit scale) and guide GD[b] (G channels) over (2R + 1)^2 windows;
-    eps is EPS[b * eps_stride]. VJP: OUT[b] = instead the gradients to the window means
-    (``_models_vjp``, one plane a term of ``_terms``) for the models' gradients D_AB[b]
-    (planes as the models'), and under EPS_GRAD D_EPS[program] = the program's share of
-    the gradient to eps.
+    channels, any dtype, unit scale) and guide GD[b] (G channels) over (2R + 1)^2 windows,
+    at the ROWS rows from R0 (OUT's planes ROWS x W); eps is EPS[b * eps_stride]. VJP:
+    OUT[b] = instead the gradients to the window means (``_models_vjp``, one plane a term
+    of ``_terms``) for the models' gradients D_AB[b] (planes as the models'), and under
+    EPS_GRAD D_EPS[program] = the program's share of the gradient to eps.
 
     One program a block of BLOCK columns and SEG rows of one image. It marches down the
     rows keeping, for each column, the window's sums of the terms (``_terms``): each
@@ -238,15 +238,15 @@ def models_kernel(X, GD, OUT, D_AB, EPS, D_EPS, H, W, eps_stride, sxb, sxc, sxh,
     summed across the window's columns from L1-resident loads. Where a sum is not finite
     the window is summed afresh (a NaN or inf reaches only the windows that hold it)."""
     col_blocks = tl.cdiv(W, BLOCK)
-    per_image = col_blocks * tl.cdiv(H, SEG)
+    per_image = col_blocks * tl.cdiv(ROWS, SEG)
     b = (tl.program_id(0) // per_image).to(tl.int64)
     t = tl.program_id(0) % per_image
-    h0 = (t // col_blocks) * SEG
+    h0 = R0 + (t // col_blocks) * SEG
     cols = (t % col_blocks) * BLOCK + tl.arange(0, BLOCK)
     ok = cols < W
     x_img = X + b * sxb
     g_img = GD + b * sgb
-    HW = H * W
+    HW = ROWS * W  # (OUT's and D_AB's planes)
     if OFF64:
         HW = HW.to(tl.int64)
     eps = tl.load(EPS + b * eps_stride)
@@ -256,7 +256,7 @@ def models_kernel(X, GD, OUT, D_AB, EPS, D_EPS, H, W, eps_stride, sxb, sxc, sxh,
     for r in range(h0 - R, h0 + R):
         sums = _plus(sums, _row_sums(x_img, g_img, r, cols, H, W, sxc, sxh, sxw, sgc, sgh, sgw, zero,
                                      R, G, C, BORDER, NEAR, OFF64), 1)
-    for o in range(h0, tl.minimum(h0 + SEG, H)):
+    for o in range(h0, tl.minimum(h0 + SEG, R0 + ROWS)):
         sums = _plus(sums, _row_sums(x_img, g_img, o + R, cols, H, W, sxc, sxh, sxw, sgc, sgh, sgw, zero,
                                      R, G, C, BORDER, NEAR, OFF64), 1)
         if _not_finite(sums) > 0:
@@ -267,7 +267,7 @@ def models_kernel(X, GD, OUT, D_AB, EPS, D_EPS, H, W, eps_stride, sxb, sxc, sxh,
         means = ()
         for q in tl.static_range(len(sums)):
             means = means + (sums[q] * (1.0 / ((2 * R + 1) * (2 * R + 1))),)
-        at = offset(o, W, OFF64) + cols
+        at = offset(o - R0, W, OFF64) + cols
         if VJP:
             d_ab = D_AB + b * ((G + 1) * C) * HW + at
             da = ()
@@ -359,31 +359,33 @@ def _bilinear_axis(d, n_in, scale):
 
 
 @triton.jit
-def apply_kernel(MEANS, GUIDE, Y, D_MEANS, D_GUIDE, H, W, h, w, scale_h, scale_w, sgb, sgc, sgh, sgw,
+def apply_kernel(MEANS, GUIDE, Y, D_MEANS, D_GUIDE, H, W, h, w, scale_h, scale_w, smb, smp, smh, sgb, sgc, sgh, sgw,
                  syb, syc, syh, syw, G: tl.constexpr, C: tl.constexpr, UP: tl.constexpr, VJP: tl.constexpr,
                  OFF64: tl.constexpr, BLOCK: tl.constexpr):
     """Y[b, c] = sum_g M[b, g*C + c] * GUIDE[b, g] + M[b, G*C + c], the guide read in its
     dtype (unit scale) and Y stored in its own, both through their strides. M is MEANS
-    ((B, P, h, w) float32, contiguous), or under UP its bilinear upsampling to H x W (the
-    fast guided filter's: ``resize(..., "bilinear", antialias=False)``), read in place.
-    VJP: Y is the output's gradient, read; the gradients to M (D_MEANS, (B, P, H, W)) and
-    to the guide (D_GUIDE, (B, G, H, W)), float32 and contiguous, are stored."""
+    ((B, P, h, w) float32, rows of unit stride), or under UP its bilinear upsampling to
+    H x W (the fast guided filter's: ``resize(..., "bilinear", antialias=False)``), read
+    in place. VJP: Y is the output's gradient, read; the gradients to M (D_MEANS,
+    (B, P, H, W)) and to the guide (D_GUIDE, (B, G, H, W)), float32 and contiguous, are
+    stored."""
     blocks = tl.cdiv(H * W, BLOCK)
     b = tl.program_id(0) // blocks
     offs = (tl.program_id(0) % blocks) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < H * W
-    hw = h * w
     HW = H * W
     if OFF64:
-        b, offs, hw, HW = b.to(tl.int64), offs.to(tl.int64), hw.to(tl.int64), HW.to(tl.int64)
+        b, offs, HW = b.to(tl.int64), offs.to(tl.int64), HW.to(tl.int64)
     rows, cols = offs // W, offs % W
-    means = MEANS + b * ((G * C + C) * hw)
+    means = MEANS + b * smb
     guide = GUIDE + b * sgb + rows * sgh + cols * sgw
     y = Y + b * syb + rows * syh + cols * syw
     if UP:
         r0, r1, ty = _bilinear_axis(rows, h, scale_h)
         c0, c1, tx = _bilinear_axis(cols, w, scale_w)
-        at00, at01, at10, at11 = r0 * w + c0, r0 * w + c1, r1 * w + c0, r1 * w + c1
+        at00, at01, at10, at11 = r0 * smh + c0, r0 * smh + c1, r1 * smh + c0, r1 * smh + c1
+    else:
+        at = rows * smh + cols
     gs = ()
     for g in tl.static_range(G):
         gs = gs + (pixels.to_float(tl.load(guide + g * sgc, mask)),)
@@ -399,20 +401,20 @@ def apply_kernel(MEANS, GUIDE, Y, D_MEANS, D_GUIDE, H, W, h, w, scale_h, scale_w
             for g in tl.static_range(G):
                 tl.store(d_means + (g * C + c) * HW, dy * gs[g], mask)
                 if UP:
-                    mean_a = _upsampled(means + (g * C + c) * hw, at00, at01, at10, at11, ty, tx, mask)
+                    mean_a = _upsampled(means + (g * C + c) * smp, at00, at01, at10, at11, ty, tx, mask)
                 else:
-                    mean_a = tl.load(means + (g * C + c) * hw + offs, mask)
+                    mean_a = tl.load(means + (g * C + c) * smp + at, mask)
                 grown = grown + (d_guide[g] + dy * mean_a,)
             d_guide = grown
         else:
             if UP:
-                acc = _upsampled(means + (G * C + c) * hw, at00, at01, at10, at11, ty, tx, mask)
+                acc = _upsampled(means + (G * C + c) * smp, at00, at01, at10, at11, ty, tx, mask)
                 for g in tl.static_range(G):
-                    acc += _upsampled(means + (g * C + c) * hw, at00, at01, at10, at11, ty, tx, mask) * gs[g]
+                    acc += _upsampled(means + (g * C + c) * smp, at00, at01, at10, at11, ty, tx, mask) * gs[g]
             else:
-                acc = tl.load(means + (G * C + c) * hw + offs, mask)
+                acc = tl.load(means + (G * C + c) * smp + at, mask)
                 for g in tl.static_range(G):
-                    acc += tl.load(means + (g * C + c) * hw + offs, mask) * gs[g]
+                    acc += tl.load(means + (g * C + c) * smp + at, mask) * gs[g]
             pixels.store(y + c * syc, acc, mask)
     if VJP:
         for g in tl.static_range(G):
@@ -428,9 +430,9 @@ def _upsampled(plane, at00, at01, at10, at11, ty, tx, mask):
 
 
 def _past_int32(*tensors):
-    """Whether an offset into these tensors (the batch's included) can pass 2**31: each
-    offset is below its tensor's element count (an expanded guide's, smaller still)."""
-    return max(t.numel() for t in tensors) >= 2 ** 31
+    """Whether an offset into these tensors (the batch's included) can pass 2**31: the
+    largest is the sum of (size - 1) * stride (views and expanded guides included)."""
+    return max(sum((n - 1) * st for n, st in zip(t.shape, t.stride())) for t in tensors) >= 2 ** 31
 
 
 def _block(n, x):
@@ -444,35 +446,38 @@ def terms(G, C):
     return (2 if G == 1 else 9) + C + G * C
 
 
-def _strips(x):
-    """``models_kernel``'s tile (BLOCK columns, SEG rows) for the image ``x`` and its
-    programs' count: one program an image in the interpreter (whose cost is per operation)."""
+def _strips(x, rows):
+    """``models_kernel``'s tile (BLOCK columns, SEG rows) for ``rows`` rows of the image
+    ``x`` and its programs' count: one program an image in the interpreter (whose cost is
+    per operation)."""
     B, C, H, W = x.shape
-    block, seg = (pow2_at_least(W, 16, 1 << 16), H) if interpreted(x) else (128, 32)
-    return block, seg, B * cdiv(W, block) * cdiv(H, seg)
+    block, seg = (pow2_at_least(W, 16, 1 << 16), rows) if interpreted(x) else (128, 32)
+    return block, seg, B * cdiv(W, block) * cdiv(rows, seg)
 
 
-def _launch_models(x, guide, eps, radius, border, out, d_ab=None, d_eps=None):
-    """``models_kernel`` into ``out``: the models, or with ``d_ab`` their gradient to the
-    window means (and to eps into ``d_eps``, one value a program, when given)."""
+def _launch_models(x, guide, eps, radius, border, out, rows, d_ab=None, d_eps=None):
+    """``models_kernel`` into ``out``: the models at image rows ``rows`` (first, end), or
+    with ``d_ab`` their gradient to the window means (and to eps into ``d_eps``, one
+    value a program, when given)."""
     B, C, H, W = x.shape
-    block, seg, programs = _strips(x)
+    block, seg, programs = _strips(x, rows[1] - rows[0])
     launch(models_kernel, (programs,),
-           (x, guide, out, out if d_ab is None else d_ab, eps, out if d_eps is None else d_eps, H, W,
-            0 if eps.numel() == 1 else 1, *x.stride(), *guide.stride()),
+           (x, guide, out, out if d_ab is None else d_ab, eps, out if d_eps is None else d_eps, H, W, rows[0],
+            rows[1] - rows[0], 0 if eps.numel() == 1 else 1, *x.stride(), *guide.stride()),
            dict(R=radius, G=guide.shape[1], C=C, BORDER=borders.border_code(border), NEAR=radius < min(H, W),
                 VJP=d_ab is not None, EPS_GRAD=d_eps is not None, OFF64=needs_int64(x, guide, out)),
            x, tile_config(BLOCK=block, SEG=seg))
 
 
-def models(x, guide, eps, radius, border):
-    """The stacked (B, G*C + C, H, W) float32 planes of ``a`` and ``b`` for the (B, C, H, W)
-    image ``x`` and (B, G, H, W) ``guide`` (any supported dtypes and strides, unit scale;
-    a batch stride of 0 shares one guide); ``eps`` a float32 device vector of one value or
-    one per image."""
+def models(x, guide, eps, radius, border, rows=None):
+    """The stacked (B, G*C + C, rows, W) float32 planes of ``a`` and ``b`` for the (B, C,
+    H, W) image ``x`` and (B, G, H, W) ``guide`` (any supported dtypes and strides, unit
+    scale; a batch stride of 0 shares one guide) at image rows ``rows`` (first, end;
+    default all); ``eps`` a float32 device vector of one value or one per image."""
     B, C, H, W = x.shape
-    ab = x.new_empty(B, (guide.shape[1] + 1) * C, H, W, dtype=torch.float32)
-    _launch_models(x, guide, eps, radius, border, ab)
+    rows = (0, H) if rows is None else rows
+    ab = x.new_empty(B, (guide.shape[1] + 1) * C, rows[1] - rows[0], W, dtype=torch.float32)
+    _launch_models(x, guide, eps, radius, border, ab, rows)
     return ab
 
 
@@ -482,8 +487,8 @@ def models_vjp(x, guide, eps, d_ab, radius, border, eps_grad):
     value an image (None unless ``eps_grad``)."""
     B, C, H, W = x.shape
     d_means = x.new_empty(B, terms(guide.shape[1], C), H, W, dtype=torch.float32)
-    d_eps = x.new_empty(_strips(x)[2], dtype=torch.float32) if eps_grad else None
-    _launch_models(x, guide, eps, radius, border, d_means, d_ab.contiguous(), d_eps)
+    d_eps = x.new_empty(_strips(x, H)[2], dtype=torch.float32) if eps_grad else None
+    _launch_models(x, guide, eps, radius, border, d_means, (0, H), d_ab.contiguous(), d_eps)
     return d_means, None if d_eps is None else d_eps.view(B, -1).sum(1)
 
 
@@ -507,16 +512,16 @@ def _launch_apply(means, guide, y, d_means=None, d_guide=None):
     tensors = (means, guide, y) if d_means is None else (means, guide, y, d_means)
     launch(apply_kernel, (B * cdiv(H * W, block),),
            (means, guide, y, y if d_means is None else d_means, y if d_guide is None else d_guide, H, W, h, w,
-            h / H, w / W, *guide.stride(), *y.stride()),
+            h / H, w / W, *means.stride()[:3], *guide.stride(), *y.stride()),
            dict(G=guide.shape[1], C=C, UP=(h, w) != (H, W), VJP=d_means is not None,
                 OFF64=_past_int32(*tensors)), y, tile_config(BLOCK=block))
 
 
 def apply(means, guide, out):
     """``out`` (B, C, H, W, any layout and supported dtype) = ``mean_a . guide + mean_b``
-    from the contiguous float32 ``means`` (B, P, h, w), upsampled bilinearly in the kernel
-    when smaller than ``out``, and the (B, G, H, W) ``guide`` (a batch stride of 0 shares
-    one guide)."""
+    from the float32 ``means`` (B, P, h, w; rows of unit stride), upsampled bilinearly in
+    the kernel when smaller than ``out``, and the (B, G, H, W) ``guide`` (a batch stride of
+    0 shares one guide)."""
     _launch_apply(means, guide, out)
 
 

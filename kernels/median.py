@@ -44,9 +44,9 @@ floats. Time grows with ``K*K``: 3 x 3 144 instructions a pixel, 7 x 7 about 850
 thread), 9 x 9 and up the reloading radix select.
 
 Three programs: ``columns_kernel`` (above), ``median_kernel`` (the GPU's otherwise) gives
-each program a ``BH x BW`` tile of one plane; for ``K <= KEEP`` it keeps the window in registers (a tuple of ``K*K`` tiles),
-for larger windows and ``ARG`` it reloads the keys every round (a run-time loop, L1
-hits, and a program that compiles in a fraction of a second: the kept keys' position
+each program a ``BH x BW`` tile of one plane; for ``K <= KEEP`` it keeps the window in
+registers (a tuple of ``K*K`` tiles), for larger windows and ``ARG`` it reloads the keys
+every round (a run-time loop, L1 hits, and a program that compiles in a fraction of a second: the kept keys' position
 search unrolled to 12 000 instructions and 14 s of compile for 5 x 5 floats).
 ``plane_kernel`` (the interpreter's, which pays per operation and per jitted call)
 gathers the whole window as one ``(NP, BH, BW)`` tensor and runs the radix select with
@@ -455,8 +455,8 @@ def launch(x, y, k, border=0, border_value=0.0, pro=((), ()), epi=((), ()), arg=
         room = tl.TRITON_MAX_TENSOR_NUMEL // n_p
         bw = pow2_at_least(W, 1, room)
         bh = pow2_at_least(H, 1, room // bw)
-        launch_kernel(plane_kernel, lambda m: (programs(B * C, H, W, bh, bw),), args, dict(meta, BITS=bits, ARG=bool(arg)),
-                      x, tile_config(BH=bh, BW=bw, NP=n_p))
+        launch_kernel(plane_kernel, lambda m: (programs(B * C, H, W, bh, bw),), args,
+                      dict(meta, BITS=bits, ARG=bool(arg)), x, tile_config(BH=bh, BW=bw, NP=n_p))
         return
     if method is None:
         method = "radix" if arg or k > KEEP_SIZE else "columns" if k in COLUMN_CANDIDATES else "network"

@@ -110,6 +110,23 @@ def test_the_models_and_output_are_one_launch_each(guide_channels, gen, device):
     assert_matches(y, definition(x, g, 1, 0.02))
 
 
+@pytest.mark.parametrize("guide_channels, border", [(3, "reflect"), (1, "constant")])
+def test_bands_of_rows_keep_the_models_small(guide_channels, border, gen, device, monkeypatch):
+    """Without gradients the models and their means are made band by band of rows (G + 1
+    bands: 4 for a colour guide), each band's models reaching ``radius`` rows past it;
+    the result is the definition's, band edges included."""
+    from helpers import count_launches
+    from imgfilters.ops import guided
+    monkeypatch.setattr(guided, "MIN_BAND_ROWS", 3)
+    x = random_image((1, 3, 13, 9), torch.float32, gen, device)
+    g = random_image((1, guide_channels, 13, 9), torch.uint8, gen, device)
+    with count_launches() as launches:
+        y = imgfilters.guided_filter(x, g, 2, 0.01, border=border)
+    bands = guide_channels + 1
+    assert launches["models_kernel"] == launches["apply_kernel"] == bands, launches
+    assert_matches(y, definition(x, g, 2, 0.01, 1, border))
+
+
 @pytest.mark.parametrize("guide_channels, subsample, border", [(3, 2, "reflect"), (1, 1, "constant")])
 def test_kernel_gradients_to_image_guide_and_eps(guide_channels, subsample, border, gen, device):
     """The backward kernels (the output's gradient, the models' recomputed window sums,

@@ -10,7 +10,8 @@ float32 unit scale. On the kernels' path: one launch for the local linear models
 summed in registers, the colour guide's 3 x 3 systems solved in closed form), one
 ``box_blur`` over them, one launch for the output (for ``subsample`` > 1 from their means
 upsampled bilinearly in place), through the custom ops ``guided_models`` and
-``guided_apply``, each with its backward: the output's gradient to the means and the
+``guided_apply`` (in an eager call without gradients, band by band of rows: ``_bands``),
+each with its backward: the output's gradient to the means and the
 guide (one launch), the box's adjoint, and the models' gradient to the image, the guide
 and a tensor ``eps`` (the window sums recomputed in one launch, the box's adjoint of the
 means' gradients, one launch for the terms' products). Elsewhere (the CPU engine runs
@@ -78,6 +79,9 @@ def guided_filter(img, guide=None, radius=4, eps=1e-2, *, subsample=1, border="r
         if not on_kernels:  # (the output's launch upsamples them in place)
             means = resample.resize(means, [H, W], "bilinear", antialias=False)
     else:
+        bands = _bands(H, g.shape[1]) if on_kernels and library.direct((x4, g4, eps)) else [(0, H)]
+        if len(bands) > 1:
+            return _image.wrap(img, _banded(x, g, img, radius, eps, border, bands))
         means = _box(_models(x, g, radius, eps, border, on_kernels), radius, border)
     if on_kernels:
         return _image.wrap(img, _apply_op(means, g, img))
@@ -136,6 +140,34 @@ def halo(name, a, channels):
         raise ValueError("guided_filter with subsample > 1 cannot be tiled: its subsampled grid depends on the "
                          "whole image's size")
     return 2 * radius, 2 * radius
+
+
+MIN_BAND_ROWS = 256  # (a band's launches fill the GPU, and its halo of 2 radius rows costs little)
+
+
+def _bands(H, G):
+    """The output's row bands (first, end) in an eager call without gradients: the models
+    (G*C + C planes of float32) and their means take G + 1 times the image's own float32
+    size; in G + 1 bands they take twice it (plus two halos of ``radius`` rows a band)."""
+    n = max(1, min(G + 1, H // MIN_BAND_ROWS))
+    edges = [i * H // n for i in range(n + 1)]
+    return list(zip(edges[:-1], edges[1:]))
+
+
+def _banded(x, g, img, radius, eps, border, bands):
+    """The guided filter on the kernels, band by band of output rows: each band's models
+    at its rows and ``radius`` more on each side (the image's border at the image's
+    edges), their box mean, and its output launch into the band of the result."""
+    out = _image.new_image(img)
+    y = _image.as_planes(out)
+    H = x.shape[-2]
+    e = _eps_vector(eps, x.device)
+    for y0, y1 in bands:
+        m0, m1 = max(0, y0 - radius), min(H, y1 + radius)
+        means = _box(kernels.models(x, g, e, radius, border, (m0, m1)), radius, border)
+        kernels.apply(means[:, :, y0 - m0:y1 - m0], g[:, :, y0:y1], y[:, :, y0:y1])
+        del means  # (before the next band's models are allocated)
+    return out
 
 
 def _box(x, r, border):

@@ -112,6 +112,14 @@ def op(name, fake, *, grads=(), backward=None, linear=False, cpu_engine=False):
     return register
 
 
+def direct(args):
+    """Whether a public function may run launches of its own between the ops (a plain
+    eager call, ``_plain_eager``, that records no gradient): otherwise it calls only ops,
+    which traces and autograd see."""
+    recording = _plain_eager(args)
+    return recording is not None and not (recording and torch.is_grad_enabled())
+
+
 def _tensor_slots(signature):
     """The positions of the parameters that the op's schema types as tensors."""
     tensor = (torch.Tensor, Optional[torch.Tensor])
