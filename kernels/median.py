@@ -308,9 +308,14 @@ def columns_kernel(X, Y, C, H, W, sxb, sxc, sxh, syb, syc, syh, border_value,
     for u in tl.static_range(2 * R):
         kept = kept + _input_row(x_base, h0 - R + u, H, col_offs, col_ins, sxh, border_value, c, PRO, pro_args,
                                  BORDER, NEAR, OFF64, KEY)
+    ahead = _input_row(x_base, h0 + R, H, col_offs, col_ins, sxh, border_value, c, PRO, pro_args, BORDER, NEAR,
+                       OFF64, KEY)
     for o in range(h0, tl.minimum(h0 + SEG, H)):
-        window = kept + _input_row(x_base, o + R, H, col_offs, col_ins, sxh, border_value, c, PRO, pro_args,
-                                   BORDER, NEAR, OFF64, KEY)
+        window = kept + ahead
+        # the next output row's input row, loaded a row ahead: its memory latency passes
+        # while this row's medians are selected (one row in flight a lane is not enough)
+        ahead = _input_row(x_base, o + R + 1, H, col_offs, col_ins, sxh, border_value, c, PRO, pro_args, BORDER,
+                           NEAR, OFF64, KEY)
         columns = ()  # column d's value of rank u at d * K + u
         nans = ()
         for d in tl.static_range(N):
