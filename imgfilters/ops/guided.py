@@ -11,10 +11,10 @@ summed in registers, the colour guide's 3 x 3 systems solved in closed form), on
 ``box_blur`` over them, one launch for the output (for ``subsample`` > 1 from their means
 upsampled bilinearly in place), through the custom ops ``guided_models`` and
 ``guided_apply`` (in an eager call without gradients, band by band of rows: ``_bands``),
-each with its backward: the output's gradient to the means and the
-guide (one launch), the box's adjoint, and the models' gradient to the image, the guide
-and a tensor ``eps`` (the window sums recomputed in one launch, the box's adjoint of the
-means' gradients, one launch for the terms' products). Elsewhere (the CPU engine runs
+each with its backward: the output's gradient to the means and the guide (one launch),
+the box's adjoint, and the models' gradient to the image, the guide and a tensor ``eps``
+(the window sums recomputed in one launch, the box's adjoint of the means' gradients,
+one launch for the terms' products). Elsewhere (the CPU engine runs
 CPU tensors' box sums) torch arithmetic in the same order of operations: one
 ``box_blur`` over the stacked guide, image and products; the models; the second box; a
 bilinear ``resize`` of its means for ``subsample`` > 1; autograd differentiates it.
@@ -178,9 +178,8 @@ def _models(x, g, r, eps, border, on_kernels):
     """The local linear models (``reference.coefficients``) as stacked float32 planes
     (B, G*C + C, H, W): ``a`` (g major), then ``b``. ``on_kernels``: one launch of
     ``kernels.guided.models`` on the image and guide as they are (the custom op
-    ``guided_models``); else torch arithmetic
-    on their float32 unit-scale planes, from one box launch over the stacked guide, image
-    and products."""
+    ``guided_models``); else torch arithmetic on their float32 unit-scale planes, from one
+    box launch over the stacked guide, image and products."""
     if on_kernels:
         return _models_op(x, g, eps, r, border)
     B, C = x.shape[:2]

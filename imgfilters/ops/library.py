@@ -53,10 +53,9 @@ def op(name, fake, *, grads=(), backward=None, linear=False, cpu_engine=False):
         backward: ``backward(grad, *args)`` -> those gradients on the kernel path (a tensor,
             or a tuple in the order of ``grads``; None for an argument passed as a number).
             It becomes the op ``<name>_backward`` (the incoming gradient, then every
-            argument of the forward), so that compiled
-            graphs call it as one opaque node too. On the reference path (decided by the
-            first argument, the image, as in the forward) the backward differentiates the
-            float64 torch definition instead.
+            argument of the forward), so that compiled graphs call it as one opaque node
+            too. On the reference path (decided by the first argument, the image, as in
+            the forward) the backward differentiates the float64 torch definition instead.
         linear: the op is linear (or affine) in its image, the first argument, so its
             backward needs only the image's shape, dtype and device: autograd then keeps a
             one-element stand-in, not the image, until the backward pass.
@@ -254,7 +253,8 @@ def _stand_in(shape, dtype, device):
 def _reference_vjp(impl, grad, args, slots):
     """Gradients of ``impl`` on its reference path (plain differentiable torch code): its
     vector-Jacobian product with ``grad``, through ``torch.func`` because autograd's own
-    dispatch is off inside an op's implementation. Integer inputs get zeros (unused), numbers None."""
+    dispatch is off inside an op's implementation. Integer inputs get zeros (unused),
+    numbers None."""
     floats = [i for i in slots if isinstance(args[i], torch.Tensor) and args[i].is_floating_point()]
 
     def forward(*inputs):
