@@ -159,6 +159,26 @@ def _count_below(x_base, rows, cols, cand, c, H, W, sxh, border_value, PRO: tl.c
     return below, nan
 
 
+@triton.jit
+def _input_row(x_base, r, H, col_offs, col_ins, sxh, border_value, c, PRO: tl.constexpr, pro_args,
+               BORDER: tl.constexpr, NEAR: tl.constexpr, OFF64: tl.constexpr, KEY: tl.constexpr):
+    """Input row ``r``'s values at the lanes' columns (``col_offs``, remapped), as the
+    selection networks take them: unit-scale floats (FLOAT keys) or stored integers as
+    2^23 + value (RAW; one OR, their order the values')."""
+    row_ptr = x_base + offset(borders.remap_within(r, H, BORDER, NEAR), sxh, OFF64)
+    row_in = borders.inside(r, H)
+    vals = ()
+    for d in tl.static_range(len(col_offs)):
+        if KEY == FLOAT:
+            vals = vals + (neighbourhood.load(row_ptr + col_offs[d], row_in & col_ins[d], border_value, c, PRO,
+                                              pro_args, neighbourhood.UNIT, BORDER),)
+        else:
+            vals = vals + (neighbourhood.load(row_ptr + col_offs[d], row_in & col_ins[d],
+                                              border_value + neighbourhood.BIAS, c, PRO, pro_args,
+                                              neighbourhood.BIASED, BORDER),)
+    return vals
+
+
 # Sizes and the strides other than the last are not specialised (one compile per window
 # size, dtype and layout, whatever the image size).
 @triton.jit(do_not_specialize=["C", "H", "W", "sxb", "sxc", "sxh", "syb", "syc", "syh", "SIZE_CLASS"])
@@ -184,23 +204,21 @@ def median_kernel(X, Y, C, H, W, sxb, sxc, sxh, syb, syc, syh, border_value,
     y = tl.zeros((BH, BW), dtype=tl.float32)
     if NETWORK:  # the window's values in registers, through a selection network
         tl.static_assert((K == 3 or K == 5 or K == 7) and not ARG)
+        col_offs = ()
+        col_ins = ()
+        for v in tl.static_range(K):
+            cc = cols + (v - R)
+            col_offs = col_offs + (offset(borders.remap_within(cc, W, BORDER, NEAR), SXW, OFF64),)
+            col_ins = col_ins + (borders.inside(cc, W),)
         vals = ()
         nan = tl.zeros((BH, BW), dtype=tl.int1)
         for u in tl.static_range(K):
-            rr = rows + (u - R)
-            row_ptr = x_base + offset(borders.remap_within(rr, H, BORDER, NEAR), sxh, OFF64)
-            row_in = borders.inside(rr, H)
-            for v in tl.static_range(K):
-                cc = cols + (v - R)
-                ptrs = row_ptr + offset(borders.remap_within(cc, W, BORDER, NEAR), SXW, OFF64)
-                if KEY == FLOAT:
-                    x = neighbourhood.load(ptrs, row_in & borders.inside(cc, W), border_value, c, PRO, pro_args,
-                                           neighbourhood.UNIT, BORDER)
-                    nan = nan | (x != x)
-                else:  # stored integers as 2^23 + value (one OR; their order is the values')
-                    x = neighbourhood.load(ptrs, row_in & borders.inside(cc, W), border_value + neighbourhood.BIAS,
-                                           c, PRO, pro_args, neighbourhood.BIASED, BORDER)
-                vals = vals + (x,)
+            row = _input_row(x_base, rows + (u - R), H, col_offs, col_ins, sxh, border_value, c, PRO, pro_args,
+                             BORDER, NEAR, OFF64, KEY)
+            if KEY == FLOAT:
+                for v in tl.static_range(K):
+                    nan = nan | (row[v] != row[v])
+            vals = vals + row
         if K == 3:
             y = median_networks.median9(vals)
         elif K == 5:
@@ -257,26 +275,6 @@ def median_kernel(X, Y, C, H, W, sxb, sxc, sxh, syb, syc, syh, border_value,
     y_ptrs = Y + b * syb + c * syc + offset(rows, syh, OFF64) + offset(cols, SYW, OFF64)
     _finish(y, nan, pos, x_base, y_ptrs, rows, cols, mask, b, c, H, W, sxh, PRO, pro_args, EPI, epi_args,
             SXW, BORDER, OFF64, KEY, ARG)
-
-
-@triton.jit
-def _input_row(x_base, r, H, col_offs, col_ins, sxh, border_value, c, PRO: tl.constexpr, pro_args,
-               BORDER: tl.constexpr, NEAR: tl.constexpr, OFF64: tl.constexpr, KEY: tl.constexpr):
-    """Input row ``r``'s values at the lanes' columns (``col_offs``, remapped), as the
-    selection networks take them: unit-scale floats (FLOAT keys) or stored integers as
-    2^23 + value (RAW; one OR, their order the values')."""
-    row_ptr = x_base + offset(borders.remap_within(r, H, BORDER, NEAR), sxh, OFF64)
-    row_in = borders.inside(r, H)
-    vals = ()
-    for d in tl.static_range(len(col_offs)):
-        if KEY == FLOAT:
-            vals = vals + (neighbourhood.load(row_ptr + col_offs[d], row_in & col_ins[d], border_value, c, PRO,
-                                              pro_args, neighbourhood.UNIT, BORDER),)
-        else:
-            vals = vals + (neighbourhood.load(row_ptr + col_offs[d], row_in & col_ins[d],
-                                              border_value + neighbourhood.BIAS, c, PRO, pro_args,
-                                              neighbourhood.BIASED, BORDER),)
-    return vals
 
 
 @triton.jit(do_not_specialize=["C", "H", "W", "sxb", "sxc", "sxh", "syb", "syc", "syh", "SIZE_CLASS"])
