@@ -506,6 +506,8 @@ def terms_vjp(d_terms, x, guide):
 
 
 def _launch_apply(means, guide, y, d_means=None, d_guide=None):
+    """``apply_kernel`` into the image ``y``, or with ``d_means`` from the gradient ``y``
+    into ``d_means`` and ``d_guide``."""
     B, C, H, W = y.shape
     h, w = means.shape[-2:]
     block = _block(H * W, y)
