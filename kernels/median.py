@@ -157,20 +157,6 @@ def _count_below(x_base, rows, cols, cand, c, H, W, sxh, border_value, PRO: tl.c
 
 
 @triton.jit
-def _columns(first, N: tl.constexpr, W, R: tl.constexpr, SXW: tl.constexpr, BORDER: tl.constexpr,
-             NEAR: tl.constexpr, OFF64: tl.constexpr):
-    """The remapped offsets of the N columns from ``first - R`` on, and whether each lies
-    in the image (shared by every row a program reads)."""
-    col_offs = ()
-    col_ins = ()
-    for d in tl.static_range(N):
-        cc = first + (d - R)
-        col_offs = col_offs + (offset(borders.remap_within(cc, W, BORDER, NEAR), SXW, OFF64),)
-        col_ins = col_ins + (borders.inside(cc, W),)
-    return col_offs, col_ins
-
-
-@triton.jit
 def _input_row(x_base, r, H, col_offs, col_ins, sxh, border_value, c, PRO: tl.constexpr, pro_args,
                BORDER: tl.constexpr, NEAR: tl.constexpr, OFF64: tl.constexpr, KEY: tl.constexpr):
     """Input row ``r``'s values at the lanes' columns (``col_offs``, remapped), as the
@@ -215,7 +201,7 @@ def median_kernel(X, Y, C, H, W, sxb, sxc, sxh, syb, syc, syh, border_value,
     y = tl.zeros((BH, BW), dtype=tl.float32)
     if NETWORK:  # the window's values in registers, through a selection network
         tl.static_assert(K == 7 and not ARG)
-        col_offs, col_ins = _columns(cols, K, W, R, SXW, BORDER, NEAR, OFF64)
+        col_offs, col_ins = neighbourhood.columns(cols - R, K, W, SXW, BORDER, NEAR, OFF64)
         vals = ()
         nan = tl.zeros((BH, BW), dtype=tl.int1)
         for u in tl.static_range(K):
@@ -229,7 +215,7 @@ def median_kernel(X, Y, C, H, W, sxb, sxc, sxh, syb, syc, syh, border_value,
         if KEY == RAW:
             y = (y - neighbourhood.BIAS) * unit
     elif K <= KEEP and not ARG:  # the window's keys in registers, loaded once
-        col_ptrs, col_ins = _columns(cols, K, W, R, SXW, BORDER, NEAR, OFF64)
+        col_ptrs, col_ins = neighbourhood.columns(cols - R, K, W, SXW, BORDER, NEAR, OFF64)
         keys = ()
         nan = tl.zeros((BH, BW), dtype=tl.int1)
         for u in tl.static_range(K):
@@ -292,7 +278,7 @@ def columns_kernel(X, Y, C, H, W, sxb, sxc, sxh, syb, syc, syh, border_value,
     y_base = Y + b * syb + c * syc
     lanes = w0 + S * tl.arange(0, BW)  # a lane's first output column
     unit = pixels.unit_scale(X.dtype.element_ty)
-    col_offs, col_ins = _columns(lanes, N, W, R, SXW, BORDER, NEAR, OFF64)
+    col_offs, col_ins = neighbourhood.columns(lanes - R, N, W, SXW, BORDER, NEAR, OFF64)
     kept = ()  # input rows o - R .. o + R - 1, row-major: row u's column d at u * N + d
     for u in tl.static_range(2 * R):
         kept = kept + _input_row(x_base, h0 - R + u, H, col_offs, col_ins, sxh, border_value, c, PRO, pro_args,

@@ -22,6 +22,7 @@ import triton
 import triton.language as tl
 
 from . import borders, pixels, pointwise
+from .tiling import offset
 
 # SCALE: the scale of the values ``load`` returns.
 UNIT: tl.constexpr = tl.constexpr(0)  # unit scale (integers as value / max) through the prologue
@@ -55,6 +56,22 @@ def load(ptrs, inside, border_value, channel, PRO: tl.constexpr, pro_args, SCALE
         if inside is not None:
             x = tl.where(inside, x, border_value)
     return x
+
+
+@triton.jit
+def columns(first, N: tl.constexpr, W, SXW: tl.constexpr, BORDER: tl.constexpr, NEAR: tl.constexpr,
+            OFF64: tl.constexpr):
+    """The N columns ``first + d`` (d < N) that a program's lanes read on every row (the
+    median's and morphology's marching lanes): their offsets remapped into the image
+    (``NEAR``: ``borders.remap_near``'s one fold) and whether each lies in the image, as
+    tuples."""
+    col_offs = ()
+    col_ins = ()
+    for d in tl.static_range(N):
+        cc = first + d
+        col_offs = col_offs + (offset(borders.remap_within(cc, W, BORDER, NEAR), SXW, OFF64),)
+        col_ins = col_ins + (borders.inside(cc, W),)
+    return col_offs, col_ins
 
 
 @triton.jit
