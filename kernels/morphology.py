@@ -5,21 +5,23 @@ j + v - ax]`` (``X~``: X extended by the border; the default border, "never wins
 constant +inf for erosion and -inf for dilation). The host (``plan``) picks one of three
 shapes of work from the mask:
 
-- **Rectangles** (an all-True mask): a marching pass (``march_kernel``): a program owns
-  16 output rows of 128 columns, each thread a column; it reads the ``16 + kh - 1`` input
-  rows once, each row's value the min over its ``kw`` columns (L1 hits but the first, at
-  immediate offsets of one pointer), into a tuple of registers, and takes the window
-  minima there by van Herk over the tuple (``_window_mins``: prefix minima of segments of
-  ``kh`` and suffix minima back from each segment's end, about 3 min/max an output
-  whatever ``kh``). Small rectangles (``one_march``: 5 x 5 at most) are one such launch, no
-  buffer; wider ones are separable: ``row_march_kernel`` (the same march along a row: a
-  thread owns 16 consecutive outputs) into a buffer of the image's dtype (float32 after a
-  prologue), then ``march_kernel`` with ``kw = 1`` over it. Windows longer than 31 (the
-  rectangles OpenCV's rule makes for iterations) take ``row_kernel`` / ``column_kernel``
-  instead: van Herk by two segmented ``tl.associative_scan`` s of a tile (a window is the
-  suffix minimum of its first position's segment and the prefix minimum of the next
-  segment up to its last position), whose tile of ``BW`` positions gives ``BW - k + 1``
-  outputs.
+- **Rectangles** (an all-True mask): up to ``LANES_HEIGHT`` x ``LANES_WIDTH`` one launch
+  of ``lanes_kernel``, no buffer: a program's lanes hold S adjacent output columns each
+  and march down the rows; each input row is loaded once a lane (S + kw - 1 columns), its
+  S row-window minima taken in registers by van Herk over the tuple (``_window_mins``:
+  prefix minima of segments of ``kw`` and suffix minima back from each segment's end,
+  about 3 min/max an output whatever ``kw``) and kept for the ``kh`` output rows that use
+  them. Larger rectangles are separable: the row pass (``lanes_kernel`` with one row)
+  into a buffer of the image's dtype (float32 after a prologue), then ``march_kernel``
+  over it: a program owns 16 output rows of 128 columns, each thread a column; it reads
+  the ``16 + kh - 1`` rows once into a tuple of registers and takes the window minima
+  there by the same van Herk. Windows longer than 31 (the rectangles OpenCV's rule makes
+  for iterations) take ``row_kernel`` / ``column_kernel`` instead: van Herk by two
+  segmented ``tl.associative_scan`` s of a tile (a window is the suffix minimum of its
+  first position's segment and the prefix minimum of the next segment up to its last
+  position), whose tile of ``BW`` positions gives ``BW - k + 1`` outputs. The default
+  border ("never wins") is the replicated one for a rectangle, which holds its anchor and
+  so the edge pixels replication reads: no select a load.
 - **Direct** (other masks of at most ``DIRECT_TAPS`` positions: 5 x 5 ellipses, crosses):
   one launch of ``taps_kernel`` on the image, each output the min over its taps; interior
   tiles unroll the taps as constants (row pointers once, columns as immediate offsets).
@@ -32,11 +34,11 @@ shapes of work from the mask:
   lengths and 15 runs: 5 row passes (each a read and a write of the image) and 15 loads and
   14 min/max an output instead of its 169 positions.
 
-Loads (``_load``, ``SOURCE``): integer images and buffers without a prologue load as the
-float ``2^23 + value`` (one OR: ``neighbourhood.BIASED``, whose order is the values'), the
-bias taken off and the unit scale applied once after the min (``_unit``); the rest in unit
-scale through the prologue. Tiles whose reads all lie inside the image (most of them)
-take plain offsets: no border remapping, one address add a tap.
+Loads (``_load``, ``SOURCE``): integer images and buffers without a prologue load their
+stored integers as int32 (a min or max one integer instruction), stored as they are when
+nothing follows, else converted to unit scale once after the min (``_unit``); the rest in
+unit scale through the prologue. Tiles whose reads all lie inside the image (most of
+them) take plain offsets: no border remapping, one address add a tap.
 
 The finishing (``_finish``): ``SUB`` subtracts the pass's result from, or subtracts from
 it, a second image ``Z`` (the compound operations: gradient, tophat, blackhat), then the
@@ -44,11 +46,10 @@ epilogue and the typed store. NaN: every min/max propagates NaN (``tl.PropagateN
 an output whose window holds a NaN is NaN, whatever the order of the taps.
 
 Costs per output pixel, counted in the sm_90a SASS that Triton 3.8 compiles offline
-(``scripts/offline_sass.py``; the H200 issues 33 T instructions a second, 24.9 M outputs
-for 4K RGB; PERFORMANCE.md has the table): a 3 x 3 rectangle on uint8 in one march, about
-25 instructions (0.02 ms of issue against 0.01 ms for its 50 MB); a 15 x 15 rectangle a
-row march (about 23) and a column march (about 31); a 5 x 5 float32 march about 32
-(memory-bound: 200 MB); a direct pass about 23 for nine taps, 40 with its store.
+(``scripts/offline_sass.py``; PERFORMANCE.md, "The lanes", has the table and the H100's
+times): the lanes' row loop 17 instructions an output for a 3 x 3 rectangle on uint8 (S =
+8), 24 for 5 x 5, 30 for 5 x 5 float32 (S = 4, memory-bound: 200 MB a pass); a direct
+pass about 23 for nine taps, 40 with its store.
 
 In the interpreter (which pays per operation and per program) every kernel takes one
 tile per plane.
@@ -59,7 +60,7 @@ import math
 import triton
 import triton.language as tl
 
-from .core import borders
+from .core import borders, neighbourhood
 from .core.launch import launch as launch_kernel, tile_config
 from .core.tiling import interpreting, needs_int64, offset, pow2_at_least, programs, tile_origin
 from .morphology_common import _NAN, _finish, _index, _load, _pick
@@ -68,15 +69,19 @@ MAX_SIDE = 63  # a mask's sides
 MAX_RECT = 1023  # an all-True mask after OpenCV's enlargement for iterations
 DIRECT_TAPS = 25  # masks of at most this many positions: one launch reading the image
 MARCH_HEIGHT = 31  # column windows up to this: ``march_kernel``; taller: the scans
-MARCH_WIDTH = 31  # row windows up to this: ``row_march_kernel``; wider: the scans
-MARCH_LOADS = 100  # rectangles whose march loads at most this many pixels a thread: one launch, no buffer
-# (5 x 5: 100; each load is code: 7 x 7's 154 took 8 s to compile, 9 x 9's 17 s)
+MARCH_WIDTH = 31  # row windows up to this: ``lanes_kernel``; wider: the scans
 # GPU tiles, 4 warps each: the direct taps' (rows, columns); the van Herk passes' (elements
 # a tile, the fewest positions along the scanned axis: at least twice the window); the
-# marches' (output rows, columns: one column a thread) and the row march's (rows, groups,
-# outputs a group: one group a thread). From the sm_90a SASS (PERFORMANCE.md); to be timed
-# on the H200.
-TILES = dict(taps=(32, 64), row_scan=(1024, 128), column_scan=(2048, 64), march=(16, 128), row_march=(8, 16, 16))
+# column march's (output rows, columns: one column a thread); the lanes' (lanes, outputs a
+# lane, rows a program) for float32 and for stored integers (``lanes_raw``). From the
+# sm_90a SASS and the H100 (PERFORMANCE.md).
+TILES = dict(taps=(32, 64), row_scan=(1024, 128), column_scan=(2048, 64), march=(16, 128), lanes=(128, 4, 32),
+             lanes_raw=(128, 8, 16))
+# Rectangles up to LANES_HEIGHT x LANES_WIDTH: one launch of ``lanes_kernel`` (each output
+# takes the min of HEIGHT rows' minima: tall windows want the column march's van Herk)
+LANES_HEIGHT = 7
+LANES_WIDTH = 15
+
 @triton.jit
 def _seg_min(av, aseg, bv, bseg):
     """Segmented minimum: the combine of a scan that restarts where the segment changes."""
@@ -159,52 +164,6 @@ def row_kernel(X, Y, C, H, W, WO, S0, sxb, sxc, sxh, syb, syc, syh, border_value
     _finish(y, X.dtype.element_ty, SOURCE, y_ptrs, y_ptrs, ok, b, c, PRO, pro_args, (), (), 0, False, 0)
 
 
-@triton.jit
-def _march_columns(x_base, row_off, first, W, border_value, c, PRO: tl.constexpr, pro_args, WIDTH: tl.constexpr,
-                   SXW: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr, DILATE: tl.constexpr,
-                   SOURCE: tl.constexpr, INTERIOR: tl.constexpr, R: tl.constexpr):
-    """``row_march_kernel``'s R window minima from columns ``first`` .. ``first + R + WIDTH
-    - 2`` (a tensor of each thread's first column)."""
-    vals = ()
-    if INTERIOR:  # one pointer a thread; the columns as the loads' immediate offsets
-        ptrs = x_base + row_off + offset(first, SXW, OFF64)
-        for i in tl.static_range(R + WIDTH - 1):
-            vals = vals + (_load(ptrs + i * SXW, None, border_value, c, PRO, pro_args, SOURCE, BORDER),)
-    else:
-        for i in tl.static_range(R + WIDTH - 1):
-            q = first + i
-            vals = vals + (_load(x_base + row_off + offset(borders.remap(q, W, BORDER), SXW, OFF64),
-                                 borders.inside(q, W), border_value, c, PRO, pro_args, SOURCE, BORDER),)
-    return _window_mins(vals, WIDTH, R, DILATE)
-
-
-@triton.jit(do_not_specialize=["C", "H", "W", "WO", "S0", "sxb", "sxc", "sxh", "syb", "syc", "syh"])
-def row_march_kernel(X, Y, C, H, W, WO, S0, sxb, sxc, sxh, syb, syc, syh, border_value,
-                     PRO: tl.constexpr, pro_args, WIDTH: tl.constexpr, SXW: tl.constexpr, SYW: tl.constexpr,
-                     BORDER: tl.constexpr, OFF64: tl.constexpr, DILATE: tl.constexpr, SOURCE: tl.constexpr,
-                     BH: tl.constexpr, G: tl.constexpr, R: tl.constexpr):
-    """``row_kernel``'s result for windows up to ``MARCH_WIDTH`` columns: a program owns BH
-    rows of G groups of R consecutive outputs, each thread a group: it loads the group's
-    R + WIDTH - 1 columns once into a tuple of registers (immediate offsets of one pointer
-    inside the image) and takes the windows' minima there (``_window_mins``)."""
-    b, c, h0, w0 = tile_origin(tl.program_id(0), C, H, WO, BH, G * R)
-    x_base = X + b * sxb + c * sxc
-    rows = h0 + tl.arange(0, BH)[:, None]
-    group = w0 + tl.arange(0, G)[None, :] * R  # each thread's first output column
-    row_off = offset(tl.minimum(rows, H - 1), sxh, OFF64)
-    if (w0 + S0 >= 0) & (w0 + G * R + S0 + WIDTH - 1 <= W):
-        out = _march_columns(x_base, row_off, group + S0, W, border_value, c, PRO, pro_args, WIDTH, SXW, BORDER,
-                             OFF64, DILATE, SOURCE, True, R)
-    else:
-        out = _march_columns(x_base, row_off, group + S0, W, border_value, c, PRO, pro_args, WIDTH, SXW, BORDER,
-                             OFF64, DILATE, SOURCE, False, R)
-    y_ptrs = Y + b * syb + c * syc + offset(rows, syh, OFF64) + offset(group, SYW, OFF64)
-    for o in tl.static_range(R):
-        ok = (rows < H) & (group + o < WO)
-        _finish(out[o], X.dtype.element_ty, SOURCE, y_ptrs + o * SYW, y_ptrs, ok, b, c, PRO, pro_args, (), (), 0, False,
-                0)
-
-
 @triton.jit(do_not_specialize=["C", "H", "W", "S0", "sxb", "sxc", "sxh", "syb", "syc", "syh", "szb", "szc", "szh"])
 def column_kernel(X, Y, Z, C, H, W, S0, sxb, sxc, sxh, syb, syc, syh, szb, szc, szh, border_value,
                   PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args, HEIGHT: tl.constexpr,
@@ -264,70 +223,119 @@ def _window_mins(vals, K: tl.constexpr, R: tl.constexpr, DILATE: tl.constexpr):
 
 
 @triton.jit
-def _march_rows(x_base, cols, first, sxh, border_value, c, PRO: tl.constexpr, pro_args, HEIGHT: tl.constexpr,
-                KW: tl.constexpr, SXW: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr,
-                DILATE: tl.constexpr, SOURCE: tl.constexpr, R: tl.constexpr):
+def _march_rows(x_base, col_off, first, sxh, border_value, c, PRO: tl.constexpr, pro_args, HEIGHT: tl.constexpr,
+                BORDER: tl.constexpr, OFF64: tl.constexpr, DILATE: tl.constexpr,
+                SOURCE: tl.constexpr, R: tl.constexpr):
     """``march_kernel``'s R window minima from rows ``first`` .. ``first + R + HEIGHT - 2``
-    (all inside the image; each row's value the min over its KW columns from ``cols``, at
-    immediate offsets of one pointer)."""
+    (all inside the image)."""
     vals = ()
-    ptrs = x_base + offset(first, sxh, OFF64) + offset(cols, SXW, OFF64)
+    ptrs = x_base + offset(first, sxh, OFF64) + col_off
     for _ in tl.static_range(R + HEIGHT - 1):
-        y = _load(ptrs, None, border_value, c, PRO, pro_args, SOURCE, BORDER)
-        for j in tl.static_range(1, KW):
-            y = _pick(y, _load(ptrs + j * SXW, None, border_value, c, PRO, pro_args, SOURCE, BORDER), DILATE)
-        vals = vals + (y,)
+        vals = vals + (_load(ptrs, None, border_value, c, PRO, pro_args, SOURCE, BORDER),)
         ptrs += sxh
     return _window_mins(vals, HEIGHT, R, DILATE)
 
 
-@triton.jit(do_not_specialize=["C", "H", "W", "S0", "SX0", "sxb", "sxc", "sxh", "syb", "syc", "syh", "szb", "szc",
-                               "szh"])
-def march_kernel(X, Y, Z, C, H, W, S0, SX0, sxb, sxc, sxh, syb, syc, syh, szb, szc, szh, border_value,
-                 PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args, HEIGHT: tl.constexpr, KW: tl.constexpr,
+@triton.jit(do_not_specialize=["C", "H", "W", "S0", "sxb", "sxc", "sxh", "syb", "syc", "syh", "szb", "szc", "szh"])
+def march_kernel(X, Y, Z, C, H, W, S0, sxb, sxc, sxh, syb, syc, syh, szb, szc, szh, border_value,
+                 PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args, HEIGHT: tl.constexpr,
                  SXW: tl.constexpr, SYW: tl.constexpr, SZW: tl.constexpr, BORDER: tl.constexpr,
                  OFF64: tl.constexpr, DILATE: tl.constexpr, SOURCE: tl.constexpr, SUB: tl.constexpr,
                  Z_INPUT: tl.constexpr, LEVELS: tl.constexpr, R: tl.constexpr, BW: tl.constexpr):
-    """Y = finish(min over the HEIGHT x KW rectangle at (S0, SX0) of X~), for HEIGHT up to
-    ``MARCH_HEIGHT``: the column pass of a separable rectangle (KW = 1), or a whole narrow
-    rectangle in one launch (``one_march``: no buffer). A program owns R
-    output rows of BW columns, each thread a column of them: it reads the R + HEIGHT - 1
-    input rows once (a row's border remapping a scalar's; KW loads a row, L1 hits but the
-    first, at immediate offsets inside the image), keeps each row's min in a tuple of
-    registers and takes the windows' minima there (``_window_mins``): about (R + HEIGHT -
-    1) / R rows an output, KW loads and 3 min/max a row. Tiles at the image's edges take
-    the rectangle's taps in run-time loops instead (small code: the unrolled march is
-    compiled once)."""
+    """Y = finish(min over the column window of HEIGHT rows from S0 of X~), for HEIGHT up
+    to ``MARCH_HEIGHT``: the column pass of a separable rectangle, or a whole one-column
+    rectangle. A program owns R output rows of BW columns, each thread a column of them:
+    it reads the R + HEIGHT - 1 input rows once (immediate offsets of one pointer) into a
+    tuple of registers and takes the windows' minima there (``_window_mins``): about (R +
+    HEIGHT - 1) / R loads and 3 min/max an output. Tiles at the image's top and bottom
+    take the window's rows in a run-time loop through the border instead (small code: the
+    unrolled march is compiled once)."""
     b, c, h0, w0 = tile_origin(tl.program_id(0), C, H, W, R, BW)
     x_base = X + b * sxb + c * sxc
     cols = w0 + tl.arange(0, BW)
-    if (h0 + S0 >= 0) & (h0 + S0 + R + HEIGHT - 1 <= H) & (w0 + SX0 >= 0) & (w0 + SX0 + BW + KW - 1 <= W):
-        out = _march_rows(x_base, cols + SX0, h0 + S0, sxh, border_value, c, PRO, pro_args, HEIGHT, KW, SXW, BORDER,
-                          OFF64, DILATE, SOURCE, R)
+    col_off = offset(tl.minimum(cols, W - 1), SXW, OFF64)
+    if (h0 + S0 >= 0) & (h0 + S0 + R + HEIGHT - 1 <= H):
+        out = _march_rows(x_base, col_off, h0 + S0, sxh, border_value, c, PRO, pro_args, HEIGHT, BORDER, OFF64,
+                          DILATE, SOURCE, R)
         for o in tl.static_range(R):
             row = h0 + o
             _finish(out[o], X.dtype.element_ty, SOURCE, Y + b * syb + c * syc + offset(row, syh, OFF64)
                     + offset(cols, SYW, OFF64), Z + b * szb + c * szc + offset(row, szh, OFF64)
                     + offset(cols, SZW, OFF64), (cols < W) & (row < H), b, c, PRO, pro_args, EPI, epi_args, SUB,
                     Z_INPUT, LEVELS)
-    else:  # tiles at the image's edges (a few percent): the rectangle's taps in run-time loops, through the border
+    else:  # tiles at the image's top and bottom: the window's rows in a run-time loop, through the border
         rows = h0 + tl.arange(0, R)[:, None]
         cols2 = cols[None, :]
-        y = _load(x_base + offset(borders.remap(rows + S0, H, BORDER), sxh, OFF64)
-                  + offset(borders.remap(cols2 + SX0, W, BORDER), SXW, OFF64),
-                  borders.inside(rows + S0, H) & borders.inside(cols2 + SX0, W), border_value, c, PRO, pro_args,
-                  SOURCE, BORDER)
-        for k in range(1, HEIGHT * KW):
-            rr = rows + S0 + k // KW
-            cc = cols2 + SX0 + k % KW
-            y = _pick(y, _load(x_base + offset(borders.remap(rr, H, BORDER), sxh, OFF64)
-                               + offset(borders.remap(cc, W, BORDER), SXW, OFF64),
-                               borders.inside(rr, H) & borders.inside(cc, W), border_value, c, PRO, pro_args, SOURCE,
-                               BORDER), DILATE)
+        col_off2 = col_off[None, :]
+        y = _load(x_base + offset(borders.remap(rows + S0, H, BORDER), sxh, OFF64) + col_off2,
+                  borders.inside(rows + S0, H), border_value, c, PRO, pro_args, SOURCE, BORDER)
+        for k in range(1, HEIGHT):
+            rr = rows + S0 + k
+            y = _pick(y, _load(x_base + offset(borders.remap(rr, H, BORDER), sxh, OFF64) + col_off2,
+                               borders.inside(rr, H), border_value, c, PRO, pro_args, SOURCE, BORDER), DILATE)
         _finish(y, X.dtype.element_ty, SOURCE, Y + b * syb + c * syc + offset(rows, syh, OFF64)
                 + offset(cols2, SYW, OFF64), Z + b * szb + c * szc + offset(rows, szh, OFF64)
                 + offset(cols2, SZW, OFF64), (cols2 < W) & (rows < H), b, c, PRO, pro_args, EPI, epi_args, SUB, Z_INPUT,
                 LEVELS)
+
+
+@triton.jit
+def _lane_row(x_base, r, H, col_offs, col_ins, sxh, border_value, c, PRO: tl.constexpr, pro_args,
+              SOURCE: tl.constexpr, BORDER: tl.constexpr, NEAR: tl.constexpr, OFF64: tl.constexpr):
+    """Input row ``r``'s values at a lane's columns (``col_offs``, remapped), through the
+    border."""
+    row_ptr = x_base + offset(borders.remap_within(r, H, BORDER, NEAR), sxh, OFF64)
+    row_in = borders.inside(r, H)
+    vals = ()
+    for d in tl.static_range(len(col_offs)):
+        vals = vals + (_load(row_ptr + col_offs[d], row_in & col_ins[d], border_value, c, PRO, pro_args, SOURCE,
+                             BORDER),)
+    return vals
+
+
+@triton.jit(do_not_specialize=["C", "H", "W", "WO", "S0", "SX0", "sxb", "sxc", "sxh", "syb", "syc", "syh", "szb",
+                               "szc", "szh"])
+def lanes_kernel(X, Y, Z, C, H, W, WO, S0, SX0, sxb, sxc, sxh, syb, syc, syh, szb, szc, szh, border_value,
+                 PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args, HEIGHT: tl.constexpr, KW: tl.constexpr,
+                 SXW: tl.constexpr, SYW: tl.constexpr, SZW: tl.constexpr, BORDER: tl.constexpr, NEAR: tl.constexpr,
+                 OFF64: tl.constexpr, DILATE: tl.constexpr, SOURCE: tl.constexpr, SUB: tl.constexpr,
+                 Z_INPUT: tl.constexpr, LEVELS: tl.constexpr, BW: tl.constexpr, S: tl.constexpr, SEG: tl.constexpr):
+    """Y = finish(min over the HEIGHT x KW rectangle at (S0, SX0) of X~) at output columns
+    j < WO (the row pass of wider rectangles and of masks' runs: HEIGHT = 1, WO past W for
+    a runs buffer): rectangles up to ``LANES_HEIGHT`` x ``LANES_WIDTH`` in one launch. A
+    program's BW lanes hold S adjacent output columns each and march down SEG output rows
+    (the median's sorted columns' scheme). Each output row loads one input row's S + KW - 1
+    columns at the lane (the next row's a row ahead: its latency passes while this row is
+    reduced), takes its S row-window minima over KW columns (``_window_mins``) and keeps
+    them for the HEIGHT output rows that use them; an output is the min of its HEIGHT
+    rows' minima. Per output: (S + KW - 1) / S loads, about 3 + HEIGHT - 1 min/max, one
+    store; the border's remapping once a program (columns) and once a row."""
+    N: tl.constexpr = S + KW - 1  # the columns a lane reads
+    b, c, h0, w0 = tile_origin(tl.program_id(0), C, H, WO, SEG, BW * S)
+    x_base = X + b * sxb + c * sxc
+    lanes = w0 + S * tl.arange(0, BW)  # a lane's first output column
+    col_offs, col_ins = neighbourhood.columns(lanes + SX0, N, W, SXW, BORDER, NEAR, OFF64)
+    kept = ()  # the row minima of input rows o + S0 .. o + S0 + HEIGHT - 2: row u's S at u * S
+    for u in tl.static_range(HEIGHT - 1):
+        kept = kept + _window_mins(_lane_row(x_base, h0 + S0 + u, H, col_offs, col_ins, sxh, border_value, c, PRO,
+                                             pro_args, SOURCE, BORDER, NEAR, OFF64), KW, S, DILATE)
+    ahead = _lane_row(x_base, h0 + S0 + HEIGHT - 1, H, col_offs, col_ins, sxh, border_value, c, PRO, pro_args,
+                      SOURCE, BORDER, NEAR, OFF64)
+    for o in range(h0, tl.minimum(h0 + SEG, H)):
+        window = kept + _window_mins(ahead, KW, S, DILATE)
+        ahead = _lane_row(x_base, o + S0 + HEIGHT, H, col_offs, col_ins, sxh, border_value, c, PRO, pro_args,
+                          SOURCE, BORDER, NEAR, OFF64)
+        for s in tl.static_range(S):
+            y = window[s]
+            for u in tl.static_range(1, HEIGHT):
+                y = _pick(y, window[u * S + s], DILATE)
+            cols = lanes + s
+            _finish(y, X.dtype.element_ty, SOURCE, Y + b * syb + c * syc + offset(o, syh, OFF64)
+                    + offset(cols, SYW, OFF64), Z + b * szb + c * szc + offset(o, szh, OFF64)
+                    + offset(cols, SZW, OFF64), cols < WO, b, c, PRO, pro_args, EPI, epi_args, SUB, Z_INPUT, LEVELS)
+        kept = ()
+        for q in tl.static_range(S, HEIGHT * S):
+            kept = kept + (window[q],)
 
 
 @triton.jit
@@ -471,21 +479,13 @@ def _source(x, inp, pro, border, value):
 
 
 def _row(x, y, width, s0, border, value, pro, dilate, inp):
+    """y[..., j] = min over ``width`` columns of x~ from column j + s0, for j < y's width."""
+    if width <= MARCH_WIDTH:
+        _lanes(x, y, y, 1, width, 0, s0, border, value, pro, ((), ()), dilate, inp, 0, False, 0)
+        return
     B, C, H, W = x.shape
     source, value = _source(x, inp, pro, border, value)
     WO = y.shape[3]
-    if width <= MARCH_WIDTH:
-        if interpreting():
-            bh, g, r = pow2_at_least(H, 1, 1 << 20), pow2_at_least(-(-WO // 4), 1, 1 << 16), 4
-        else:
-            bh, g, r = TILES["row_march"]
-        args = (x, y, C, H, W, WO, s0, x.stride(0), x.stride(1), x.stride(2), y.stride(0), y.stride(1), y.stride(2),
-                float(value), pro[0], pro[1])
-        meta = dict(WIDTH=width, SXW=x.stride(3), SYW=y.stride(3), BORDER=border, OFF64=needs_int64(x, y),
-                    DILATE=bool(dilate), SOURCE=source)
-        launch_kernel(row_march_kernel, lambda m: (programs(B * C, H, WO, bh, g * r),), args, meta, x,
-                      tile_config(BH=bh, G=g, R=r, num_warps=1 if interpreting() else 4))
-        return
     if interpreting():
         bh, bw = pow2_at_least(H, 1, 1 << 20), pow2_at_least(WO + width - 1, 1, 1 << 20)
     else:
@@ -501,7 +501,7 @@ def _row(x, y, width, s0, border, value, pro, dilate, inp):
     launch_kernel(row_kernel, lambda m: (programs(B * C, H, WO, bh, step),), args, meta, x, cfg)
 
 
-def _column(x, y, z, height, s0, border, value, pro, epi, dilate, inp, sub, z_input, levels, kw=1, sx0=0):
+def _column(x, y, z, height, s0, border, value, pro, epi, dilate, inp, sub, z_input, levels):
     B, C, H, W = x.shape
     source, value = _source(x, inp, pro, border, value)
     if height <= MARCH_HEIGHT:
@@ -509,9 +509,9 @@ def _column(x, y, z, height, s0, border, value, pro, epi, dilate, inp, sub, z_in
             r, bw = pow2_at_least(H, 1, 8), pow2_at_least(W, 1, 1 << 20)
         else:
             r, bw = TILES["march"]
-        args = (x, y, z, C, H, W, s0, sx0, x.stride(0), x.stride(1), x.stride(2), y.stride(0), y.stride(1),
+        args = (x, y, z, C, H, W, s0, x.stride(0), x.stride(1), x.stride(2), y.stride(0), y.stride(1),
                 y.stride(2), z.stride(0), z.stride(1), z.stride(2), float(value), pro[0], pro[1], epi[0], epi[1])
-        meta = dict(HEIGHT=height, KW=kw, SXW=x.stride(3), SYW=y.stride(3), SZW=z.stride(3), BORDER=border,
+        meta = dict(HEIGHT=height, SXW=x.stride(3), SYW=y.stride(3), SZW=z.stride(3), BORDER=border,
                     OFF64=needs_int64(x, y, z), DILATE=bool(dilate), SOURCE=source, SUB=sub, Z_INPUT=bool(z_input),
                     LEVELS=levels if sub else 0)
         launch_kernel(march_kernel, lambda m: (programs(B * C, H, W, r, bw),), args, meta, x,
@@ -556,9 +556,35 @@ def _taps(x, y, z, taps, planes_stride, xw, border, value, pro, epi, dilate, inp
     launch_kernel(taps_kernel, lambda m: (programs(B * C, H, W, bh, bw),), args, meta, x, cfg)
 
 
+def _lanes(x, y, z, kh, kw, s0, sx0, border, value, pro, epi, dilate, inp, sub, z_input, levels):
+    B, C, H, W = x.shape
+    WO = y.shape[3]
+    source, value = _source(x, inp, pro, border, value)
+    if interpreting():  # (one program a plane; S = 2 keeps the lanes' column arithmetic in the tests)
+        s, seg = 2, H
+        bw = pow2_at_least(-(-WO // s), 1, 1 << 20)
+    else:
+        bw, s, seg = TILES["lanes_raw" if source == 2 else "lanes"]
+    args = (x, y, z, C, H, W, WO, s0, sx0, x.stride(0), x.stride(1), x.stride(2), y.stride(0), y.stride(1),
+            y.stride(2), z.stride(0), z.stride(1), z.stride(2), float(value), pro[0], pro[1], epi[0], epi[1])
+    # NEAR: every position read lies within one image size of the image (one fold remaps it)
+    near = -H < s0 and H + s0 + kh - 2 < 2 * H - 1 and -W < sx0 and WO + sx0 + kw - 2 < 2 * W - 1
+    meta = dict(HEIGHT=kh, KW=kw, SXW=x.stride(3), SYW=y.stride(3), SZW=z.stride(3), BORDER=border,
+                NEAR=near, OFF64=needs_int64(x, y, z), DILATE=bool(dilate), SOURCE=source, SUB=sub,
+                Z_INPUT=bool(z_input), LEVELS=levels if sub else 0)
+    launch_kernel(lanes_kernel, lambda m: (programs(B * C, H, WO, seg, bw * s),), args, meta, x,
+                  tile_config(BW=bw, S=s, SEG=seg, num_warps=1 if interpreting() else 4))
+
+
+def lanes(kh, kw):
+    """Whether a kh x kw rectangle is one launch of ``lanes_kernel``."""
+    return kh <= LANES_HEIGHT and kw <= LANES_WIDTH
+
+
 def one_march(kh, kw):
-    """Whether a kh x kw rectangle is one launch of ``march_kernel`` (no buffer)."""
-    return kw == 1 or (kw * (TILES["march"][0] + kh - 1) <= MARCH_LOADS and kh <= MARCH_HEIGHT)
+    """Whether a kh x kw rectangle is one launch (``lanes_kernel``, or ``march_kernel``
+    for one column), no buffer."""
+    return kw == 1 or lanes(kh, kw)
 
 
 def launch(x, y, rows, kw, dilate, border=0, border_value=0.0, pro=((), ()), epi=((), ()), inp=True, z=None,
@@ -583,8 +609,15 @@ def launch(x, y, rows, kw, dilate, border=0, border_value=0.0, pro=((), ()), epi
     if how[0] == "direct":
         _taps(x, y, z, how[1], 0, W, border, border_value, pro, epi, dilate, inp, False, sub, z_input, levels)
     elif how[0] == "rect":
-        if one_march(kh, kw):  # one launch, no buffer
-            _column(x, y, z, kh, -ay, border, border_value, pro, epi, dilate, inp, sub, z_input, levels, kw, -ax)
+        if border == borders.CONSTANT and border_value == (-math.inf if dilate else math.inf):
+            # the border that never wins is the replicated one here: a rectangle that holds
+            # its anchor holds the edge pixels that replication reads (no select a load)
+            border = borders.border_code("replicate")
+        if lanes(kh, kw):  # one launch, no buffer
+            _lanes(x, y, z, kh, kw, -ay, -ax, border, border_value, pro, epi, dilate, inp, sub, z_input, levels)
+            return
+        if kw == 1:
+            _column(x, y, z, kh, -ay, border, border_value, pro, epi, dilate, inp, sub, z_input, levels)
             return
         t = torch.empty(B, C, H, W, dtype=buffer_dtype, device=x.device)
         _row(x, t, kw, -ax, border, border_value, pro, dilate, inp)

@@ -59,8 +59,9 @@ def test_structuring_elements_are_opencvs_bit_for_bit(gen):
 def test_every_dtype_and_border(dtype, border, gen, device):
     x = random_image((2, 3, 9, 11), dtype, gen, device)
     op = "erode" if dtype in (torch.uint8, torch.float16) else "dilate"
-    y = imgfilters.morphology(x, op, 3, shape="cross", border=border, border_value=0.4)
-    assert_matches(y, reference(x, op, 3, "cross", 1, border, 0.4))
+    shape = "rect" if dtype.is_floating_point else "cross"  # (the lanes' march; the direct taps)
+    y = imgfilters.morphology(x, op, 3, shape=shape, border=border, border_value=0.4)
+    assert_matches(y, reference(x, op, 3, shape, 1, border, 0.4))
 
 
 # each of the kernels' plans, with an operation, iterations (2: OpenCV's larger rectangle,
@@ -307,20 +308,25 @@ def test_kernel_plans_decompose_masks():
     assert how == "runs" and lengths == (1, 9, 11, 13, 15) and len(taps) == 15
 
 
-@pytest.mark.parametrize("kernel,shape,border,size", [(3, "rect", None, (20, 40)), (11, "rect", "reflect", (12, 60)),
+@pytest.mark.parametrize("kernel,shape,border,size", [(3, "rect", None, (20, 40)),
+                                                     ((7, 15), "rect", "reflect", (9, 40)),
+                                                     (11, "rect", "reflect", (12, 60)),
                                                      ((13, 1), "rect", None, (60, 12)),
                                                      (5, "ellipse", "reflect", (20, 40)),
                                                      (9, "ellipse", "reflect", (20, 40)),
+                                                     (9, "ellipse", "symmetric", (10, 12)),
                                                      ((1, 33), "rect", "symmetric", (3, 240)),
                                                      ((35, 1), "rect", None, (240, 3))])
 def test_gpu_tiles_in_the_interpreter(kernel, shape, border, size, gen, device, monkeypatch):
     """The GPU's programs (the interpreter takes one tile per plane unless told), in small
-    tiles: tiles that cut the plane, interior tiles (plain offsets) and border tiles of the
-    marches, the direct taps and the runs, van Herk tiles (windows over 31) of fewer
-    outputs than positions, an interior one along each axis."""
+    tiles: tiles that cut the plane, the lanes' tiles (rectangles up to 7 x 15; the row
+    passes of larger ones and of the runs, whose buffer is wider than the image: on a
+    narrow image its reads lie beyond one fold), the column march's interior and border
+    tiles, the direct taps and the runs, van Herk tiles (windows over 31) of fewer outputs
+    than positions, an interior one along each axis."""
     monkeypatch.setattr(kernels, "interpreting", lambda: False)
     monkeypatch.setattr(kernels, "TILES", dict(taps=(4, 16), row_scan=(64, 16), column_scan=(64, 16), march=(4, 16),
-                                               row_march=(4, 4, 4)))
+                                               lanes=(4, 2, 4), lanes_raw=(4, 4, 4)))
     x = random_image((1, 1, *size), torch.uint8, gen)
     got = imgfilters.morphology(x.to(device), "dilate", kernel, shape=shape, border=border)
     assert np.array_equal(got.cpu().numpy()[0], opencv(x[0], "dilate", kernel, shape, 1, border))

@@ -241,9 +241,9 @@ def _border_value(border, border_value, dilate):
 
 def _chain(x4, out, is_input, dilate, plan, border, border_value, pro, buffer_dtype, epi=((), ()), sub=0, z=None,
            z_input=False):
-    levels = int(_image.MAX_VALUE.get(buffer_dtype, 0))  # (an integer operation: results as stored)
     """The passes of one erosion (dilation) of ``x4`` into ``out`` (None: a new buffer),
     the last with the epilogue and ``sub``."""
+    levels = int(_image.MAX_VALUE.get(buffer_dtype, 0))  # (an integer operation: results as stored)
     code = border_code("constant" if border is None else border)
     value = _border_value(border, border_value, dilate)
     for k, (rows, kw, anchor) in enumerate(plan):
