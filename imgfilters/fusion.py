@@ -73,9 +73,11 @@ class _Filter:
     """One imgfilters filter with its ``pointwise.Fusion``: one launch (``Morphology``: its
     passes, the prologue in the first, the epilogue in the last)."""
 
-    def __init__(self, transform, fusion):
+    def __init__(self, transform, fusion, raw):
+        """``raw``: the filter loads stored integers as they are (an integer stage input, no
+        prologue)."""
         self.transform, self.fusion, self.out_dtype = transform, fusion, fusion.out_dtype
-        self.launches = transform._launches() if hasattr(transform, "_launches") else 1
+        self.launches = transform._launches(raw) if hasattr(transform, "_launches") else 1
 
     def __call__(self, x):
         op, args = self.transform._op_call(x, self.transform.make_params([x]))
@@ -186,7 +188,8 @@ class Fused:
                 epilogue += step[0]
                 out = step[1]
                 i += 1
-            return _Filter(t, pw.Fusion(tuple(steps), tuple(epilogue), cur, out)), i
+            return _Filter(t, pw.Fusion(tuple(steps), tuple(epilogue), cur, out),
+                           not steps and not dtype.is_floating_point), i
         if steps or cur != dtype:
             return _Pointwise(steps, cur), i
         if i == n:

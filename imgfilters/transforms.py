@@ -460,14 +460,14 @@ class Morphology(v2.Transform):
                                                                     params["iterations"], self.border,
                                                                     self.border_value))
 
-    def _launches(self):
+    def _launches(self, raw):
         """Kernel launches of one call (``imgfilters.fuse`` counts them), at the smallest
-        parameters of a range."""
+        parameters of a range (``raw``: an integer image without a prologue)."""
         if self.mask is not None:
             rows, kw = self.mask
         else:
             rows, kw = _morphology.check_kernel(self.kernel_size[0], self.shape)
-        return _morphology.launches(self.op, rows, kw, self.iterations[0])
+        return _morphology.launches(self.op, rows, kw, self.iterations[0], self.border, raw)
 
 
 class _Derivative(v2.Transform):

@@ -21,7 +21,9 @@ shapes of work from the mask:
   first position's segment and the prefix minimum of the next segment up to its last
   position), whose tile of ``BW`` positions gives ``BW - k + 1`` outputs. The default
   border ("never wins") is the replicated one for a rectangle, which holds its anchor and
-  so the edge pixels replication reads: no select a load.
+  so the edge pixels replication reads: no select a load. An opening or closing of float
+  pixels by a rectangle up to ``PAIR_SIDE`` with that border is one launch of
+  ``pair_kernel``: both passes in the lanes, the first pass's image never stored.
 - **Direct** (other masks of at most ``DIRECT_TAPS`` positions: 5 x 5 ellipses, crosses):
   one launch of ``taps_kernel`` on the image, each output the min over its taps; interior
   tiles unroll the taps as constants (row pointers once, columns as immediate offsets).
@@ -76,11 +78,15 @@ MARCH_WIDTH = 31  # row windows up to this: ``lanes_kernel``; wider: the scans
 # lane, rows a program) for float32 and for stored integers (``lanes_raw``). From the
 # sm_90a SASS and the H100 (PERFORMANCE.md).
 TILES = dict(taps=(32, 64), row_scan=(1024, 128), column_scan=(2048, 64), march=(16, 128), lanes=(128, 4, 32),
-             lanes_raw=(128, 8, 16))
+             lanes_raw=(128, 8, 16), pair=(128, 4, 16))
 # Rectangles up to LANES_HEIGHT x LANES_WIDTH: one launch of ``lanes_kernel`` (each output
 # takes the min of HEIGHT rows' minima: tall windows want the column march's van Herk)
 LANES_HEIGHT = 7
 LANES_WIDTH = 15
+# Openings and closings of float pixels by rectangles up to PAIR_SIDE a side with the
+# default border: one launch of ``pair_kernel`` (stored integers, whose passes are
+# compute-bound, run faster as two ``lanes_kernel`` passes: PERFORMANCE.md)
+PAIR_SIDE = 5
 
 @triton.jit
 def _seg_min(av, aseg, bv, bseg):
@@ -280,6 +286,39 @@ def march_kernel(X, Y, Z, C, H, W, S0, sxb, sxc, sxh, syb, syc, syh, szb, szc, s
 
 
 @triton.jit
+def _stack_mins(rows, N: tl.constexpr, HEIGHT: tl.constexpr, DILATE: tl.constexpr):
+    """The mins (maxes) down HEIGHT rows of N values held as one tuple (row u at u * N)."""
+    out = ()
+    for t in tl.static_range(N):
+        y = rows[t]
+        for u in tl.static_range(1, HEIGHT):
+            y = _pick(y, rows[u * N + t], DILATE)
+        out = out + (y,)
+    return out
+
+
+@triton.jit
+def _drop_row(rows, N: tl.constexpr):
+    """``rows`` (rows of N values as one tuple) without its first row."""
+    out = ()
+    for q in tl.static_range(N, len(rows)):
+        out = out + (rows[q],)
+    return out
+
+
+@triton.jit
+def _store_lanes(vals, in_dtype: tl.constexpr, SOURCE: tl.constexpr, y_row, z_row, lanes, WO, SYW: tl.constexpr,
+                 SZW: tl.constexpr, OFF64: tl.constexpr, b, c, PRO: tl.constexpr, pro_args, EPI: tl.constexpr,
+                 epi_args, SUB: tl.constexpr, Z_INPUT: tl.constexpr, LEVELS: tl.constexpr):
+    """Finish and store a lane's S = len(vals) adjacent outputs of one row (columns from
+    ``lanes``, those before ``WO``)."""
+    for s in tl.static_range(len(vals)):
+        cols = lanes + s
+        _finish(vals[s], in_dtype, SOURCE, y_row + offset(cols, SYW, OFF64), z_row + offset(cols, SZW, OFF64),
+                cols < WO, b, c, PRO, pro_args, EPI, epi_args, SUB, Z_INPUT, LEVELS)
+
+
+@triton.jit
 def _lane_row(x_base, r, H, col_offs, col_ins, sxh, border_value, c, PRO: tl.constexpr, pro_args,
               SOURCE: tl.constexpr, BORDER: tl.constexpr, NEAR: tl.constexpr, OFF64: tl.constexpr):
     """Input row ``r``'s values at a lane's columns (``col_offs``, remapped), through the
@@ -325,17 +364,79 @@ def lanes_kernel(X, Y, Z, C, H, W, WO, S0, SX0, sxb, sxc, sxh, syb, syc, syh, sz
         window = kept + _window_mins(ahead, KW, S, DILATE)
         ahead = _lane_row(x_base, o + S0 + HEIGHT, H, col_offs, col_ins, sxh, border_value, c, PRO, pro_args,
                           SOURCE, BORDER, NEAR, OFF64)
-        for s in tl.static_range(S):
-            y = window[s]
-            for u in tl.static_range(1, HEIGHT):
-                y = _pick(y, window[u * S + s], DILATE)
-            cols = lanes + s
-            _finish(y, X.dtype.element_ty, SOURCE, Y + b * syb + c * syc + offset(o, syh, OFF64)
-                    + offset(cols, SYW, OFF64), Z + b * szb + c * szc + offset(o, szh, OFF64)
-                    + offset(cols, SZW, OFF64), cols < WO, b, c, PRO, pro_args, EPI, epi_args, SUB, Z_INPUT, LEVELS)
-        kept = ()
-        for q in tl.static_range(S, HEIGHT * S):
-            kept = kept + (window[q],)
+        _store_lanes(_stack_mins(window, S, HEIGHT, DILATE), X.dtype.element_ty, SOURCE, Y + b * syb + c * syc
+                     + offset(o, syh, OFF64), Z + b * szb + c * szc + offset(o, szh, OFF64), lanes, WO, SYW, SZW,
+                     OFF64, b, c, PRO, pro_args, EPI, epi_args, SUB, Z_INPUT, LEVELS)
+        kept = _drop_row(window, S)
+
+
+@triton.jit
+def _pair_step(vals, rho, H, kept, e_ins, neutral, KW: tl.constexpr, HEIGHT: tl.constexpr, S: tl.constexpr,
+               DILATE: tl.constexpr):
+    """``pair_kernel``'s step: an input row's values at a lane (S + 2 KW - 2 columns) in;
+    the first pass's row ``rho`` at the lane's S + KW - 1 columns (the min down this row's
+    and ``kept``'s KW-column minima; positions outside the image ``neutral``, which never
+    wins the second pass), then that row's S minima of the second pass across KW columns.
+    Returns (kept moved on a row, those S values)."""
+    NE: tl.constexpr = S + KW - 1
+    rows = kept + _window_mins(vals, KW, NE, DILATE)
+    first = _stack_mins(rows, NE, HEIGHT, DILATE)
+    row_in = borders.inside(rho, H)
+    never = (tl.zeros((), tl.float32) + neutral).to(first[0].dtype)
+    masked = ()
+    for t in tl.static_range(NE):
+        masked = masked + (tl.where(row_in & e_ins[t], first[t], never),)
+    return _drop_row(rows, NE), _window_mins(masked, KW, S, not DILATE)
+
+
+@triton.jit(do_not_specialize=["C", "H", "W", "S0", "SX0", "sxb", "sxc", "sxh", "syb", "syc", "syh", "szb", "szc",
+                               "szh"])
+def pair_kernel(X, Y, Z, C, H, W, S0, SX0, sxb, sxc, sxh, syb, syc, syh, szb, szc, szh, neutral,
+                PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args, HEIGHT: tl.constexpr, KW: tl.constexpr,
+                SXW: tl.constexpr, SYW: tl.constexpr, SZW: tl.constexpr, NEAR: tl.constexpr, OFF64: tl.constexpr,
+                DILATE: tl.constexpr, SOURCE: tl.constexpr, SUB: tl.constexpr, Z_INPUT: tl.constexpr,
+                LEVELS: tl.constexpr, BW: tl.constexpr, S: tl.constexpr, SEG: tl.constexpr):
+    """Y = finish(the opening (DILATE: the closing) by the HEIGHT x KW rectangle at (S0,
+    SX0) with the default border) in one launch, the eroded (dilated) image never stored:
+    ``lanes_kernel``'s lanes, each marching two passes. A lane reads S + 2 KW - 2 columns
+    of each input row; the first pass's rows (S + KW - 1 columns) come from the HEIGHT
+    latest rows' KW-column minima, and the second pass's S outputs of a row from the
+    HEIGHT latest first-pass rows' minima. The default border of both passes is exact so:
+    the first pass's reads replicate the edge (a rectangle holds its anchor), and its
+    positions outside the image are the second pass's neutral value, as the second pass's
+    window always holds the edge position they would replicate."""
+    NE: tl.constexpr = S + KW - 1  # the first pass's columns a lane needs
+    NX: tl.constexpr = NE + KW - 1  # the input columns a lane reads
+    b, c, h0, w0 = tile_origin(tl.program_id(0), C, H, W, SEG, BW * S)
+    x_base = X + b * sxb + c * sxc
+    lanes = w0 + S * tl.arange(0, BW)  # a lane's first output column
+    col_offs, col_ins = neighbourhood.columns(lanes + 2 * SX0, NX, W, SXW, borders.REPLICATE, NEAR, OFF64)
+    e_ins = ()
+    for t in tl.static_range(NE):
+        e_ins = e_ins + (borders.inside(lanes + SX0 + t, W),)
+    r0 = h0 + 2 * S0  # the first input row read: the first pass's row h0 + S0 reads from it
+    kept = ()  # the KW-column minima of the HEIGHT - 1 latest input rows: row u's NE at u * NE
+    for u in tl.static_range(HEIGHT - 1):
+        kept = kept + _window_mins(_lane_row(x_base, r0 + u, H, col_offs, col_ins, sxh, neutral, c, PRO, pro_args,
+                                             SOURCE, borders.REPLICATE, NEAR, OFF64), KW, NE, DILATE)
+    seconds = ()  # the second pass's row minima of first-pass rows o + S0 .. o + S0 + HEIGHT - 2
+    for v in tl.static_range(HEIGHT - 1):
+        kept, second = _pair_step(_lane_row(x_base, r0 + HEIGHT - 1 + v, H, col_offs, col_ins, sxh, neutral, c, PRO,
+                                            pro_args, SOURCE, borders.REPLICATE, NEAR, OFF64), h0 + S0 + v, H, kept,
+                                  e_ins, neutral, KW, HEIGHT, S, DILATE)
+        seconds = seconds + second
+    ahead = _lane_row(x_base, r0 + 2 * HEIGHT - 2, H, col_offs, col_ins, sxh, neutral, c, PRO, pro_args, SOURCE,
+                      borders.REPLICATE, NEAR, OFF64)
+    for o in range(h0, tl.minimum(h0 + SEG, H)):
+        vals = ahead
+        ahead = _lane_row(x_base, o + 2 * S0 + 2 * HEIGHT - 1, H, col_offs, col_ins, sxh, neutral, c, PRO, pro_args,
+                          SOURCE, borders.REPLICATE, NEAR, OFF64)
+        kept, second = _pair_step(vals, o + S0 + HEIGHT - 1, H, kept, e_ins, neutral, KW, HEIGHT, S, DILATE)
+        window = seconds + second
+        _store_lanes(_stack_mins(window, S, HEIGHT, not DILATE), X.dtype.element_ty, SOURCE, Y + b * syb + c * syc
+                     + offset(o, syh, OFF64), Z + b * szb + c * szc + offset(o, szh, OFF64), lanes, W, SYW, SZW,
+                     OFF64, b, c, PRO, pro_args, EPI, epi_args, SUB, Z_INPUT, LEVELS)
+        seconds = _drop_row(window, S)
 
 
 @triton.jit
@@ -574,6 +675,36 @@ def _lanes(x, y, z, kh, kw, s0, sx0, border, value, pro, epi, dilate, inp, sub, 
                 Z_INPUT=bool(z_input), LEVELS=levels if sub else 0)
     launch_kernel(lanes_kernel, lambda m: (programs(B * C, H, WO, seg, bw * s),), args, meta, x,
                   tile_config(BW=bw, S=s, SEG=seg, num_warps=1 if interpreting() else 4))
+
+
+def pair(x, y, z, kh, kw, anchor, dilate, pro=((), ()), epi=((), ()), sub=0, z_input=False, levels=0):
+    """The opening of 4-D ``x`` into ``y`` (``dilate``: the closing; ``sub`` and ``z`` as
+    ``launch``'s) by the kh x kw rectangle anchored at ``anchor`` with the default border,
+    in one launch (``pairs``: float pixels, or integers through a prologue)."""
+    B, C, H, W = x.shape
+    source, _ = _source(x, True, pro, borders.border_code("replicate"), 0.0)
+    assert source != 2, "pair_kernel takes float pixels"
+    if interpreting():  # (one program a plane; S = 2 keeps the lanes' column arithmetic in the tests)
+        bw, s, seg = pow2_at_least(-(-W // 2), 1, 1 << 20), 2, H
+    else:
+        bw, s, seg = TILES["pair"]
+    # the second pass's value that never wins
+    args = (x, y, z, C, H, W, -anchor[0], -anchor[1], x.stride(0), x.stride(1), x.stride(2), y.stride(0),
+            y.stride(1), y.stride(2), z.stride(0), z.stride(1), z.stride(2), math.inf if dilate else -math.inf,
+            pro[0], pro[1], epi[0], epi[1])
+    # NEAR: the reads replicate the edge, which one clamp does at any distance
+    meta = dict(HEIGHT=kh, KW=kw, SXW=x.stride(3), SYW=y.stride(3), SZW=z.stride(3), NEAR=True,
+                OFF64=needs_int64(x, y, z), DILATE=bool(dilate), SOURCE=source, SUB=sub, Z_INPUT=bool(z_input),
+                LEVELS=levels if sub else 0)
+    launch_kernel(pair_kernel, lambda m: (programs(B * C, H, W, seg, bw * s),), args, meta, x,
+                  tile_config(BW=bw, S=s, SEG=seg, num_warps=1 if interpreting() else 4))
+
+
+def pairs(kh, kw, raw):
+    """Whether the opening or closing by a kh x kw rectangle (default border) is one
+    launch of ``pair_kernel``; ``raw``: the pixels load as stored integers (an integer
+    image without a prologue)."""
+    return not raw and kh <= PAIR_SIDE and kw <= PAIR_SIDE
 
 
 def lanes(kh, kw):

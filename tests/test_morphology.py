@@ -92,6 +92,41 @@ def test_compound_operations_on_uint16_and_float32_equal_opencv(op, gen, device)
         assert np.array_equal(got.cpu().numpy(), opencv(x, op, 5, "ellipse", 1, "replicate"))
 
 
+# the opening and closing (and tophat, blackhat) of float pixels by a rectangle up to 5 x 5
+# with the default border: one launch, the first pass's image never stored
+# (``kernels.pair``); anchors off centre (a 2 x 2 rectangle twice: a 3 x 3 one anchored at
+# its corner), one row or column, the GPU's tiles of lanes in the interpreter (programs
+# that cut the plane: their first rows' halo, the lanes past the image). Stored integers
+# take two passes, unless a prologue makes them float.
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.uint8])
+@pytest.mark.parametrize("tiles", [None, (4, 2, 4)])
+def test_paired_passes_equal_opencv(dtype, tiles, gen, device, monkeypatch):
+    if tiles is not None:
+        monkeypatch.setattr(kernels, "interpreting", lambda: False)
+        monkeypatch.setattr(kernels, "TILES", dict(kernels.TILES, pair=tiles))
+    x = random_image((2, 13, 17), dtype, gen)
+    for op, kernel, iterations in (("opening", 3, 1), ("closing", (5, 3), 1), ("tophat", (1, 5), 1),
+                                   ("blackhat", (4, 1), 1), ("opening", 2, 2), ("closing", 5, 1)):
+        with count_launches() as counted:
+            got = imgfilters.morphology(x.to(device), op, kernel, iterations=iterations)
+        one = {"pair_kernel": 1} if dtype.is_floating_point else {"lanes_kernel": 2}
+        assert dict(counted) in ({}, one), counted  # ({}: the CPU engine)
+        if dtype == torch.float16:  # (OpenCV has no float16 morphology)
+            assert_matches(got, reference(x, op, kernel, "rect", iterations))
+        else:
+            assert np.array_equal(got.cpu().numpy(), opencv(x, op, kernel, "rect", iterations)), (op, kernel)
+    if dtype == torch.uint8:  # fused: a conversion alone keeps the stored integers, a prologue makes floats
+        for steps, one in (([v2.ToDtype(torch.float32, scale=True), T.Morphology("opening", 5)], False),
+                           ([v2.ToDtype(torch.float32, scale=True), v2.Normalize([0.1, 0.2], [2.0, 0.5]),
+                             T.Morphology("opening", 5)], True)):
+            fused = imgfilters.fuse(steps)
+            with count_launches() as counted:
+                got = fused(x.to(device))
+            assert fused.launches(torch.uint8) == (1 if one else 2), steps
+            assert dict(counted) in ({}, {"pair_kernel": 1} if one else {"lanes_kernel": 2}), counted
+            torch.testing.assert_close(got.cpu(), v2.Compose(steps)(x), rtol=0, atol=1e-6)
+
+
 def test_buffers_after_a_border_value_that_is_no_level_and_windows_wholly_outside(gen, device):
     # 0.3 is no uint8 level: the buffers between passes hold stored levels (each pass as
     # the image's dtype stores it); a one-position mask far from its anchor reads only the

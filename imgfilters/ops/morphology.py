@@ -202,8 +202,21 @@ def _chains(op):
             "blackhat": ("dilate", "erode", 1, "input")}[op]
 
 
-def launches(op, rows, kw, n):
-    """The kernel launches of one call on the kernel path."""
+def _paired(second, z, border, plan, raw):
+    """Whether an operation of two chains runs as one ``kernels.pair`` launch: the second
+    chain on the first's result (not the gradient's two chains on the image), the default
+    border, one pass of a small enough rectangle, float pixels (``raw``: an integer image
+    without a prologue)."""
+    return (second is not None and z != "first" and border is None and len(plan) == 1
+            and _all_true(plan[0][0], plan[0][1]) and kernels.pairs(len(plan[0][0]), plan[0][1], raw))
+
+
+def launches(op, rows, kw, n, border=None, raw=False):
+    """The kernel launches of one call on the kernel path (``raw``: an integer image
+    without a prologue)."""
+    _, second, _, z = _chains(op)
+    if _paired(second, z, border, _passes(rows, kw, n), raw):
+        return 1
     per_pass = 0
     for r, w, anchor in _passes(rows, kw, n):
         how = kernels.plan(r, w, *anchor)
@@ -265,7 +278,12 @@ def _run(img, op, rows, kw, n, border, border_value, fusion=None):
     plan = _passes(rows, kw, n)
     first, second, sub, z = _chains(op)
     common = (plan, border, border_value, pro, buffer_dtype)
-    if second is None:
+    if _paired(second, z, border, plan, not img.dtype.is_floating_point and len(pro[0]) == 0):
+        # one launch, the first pass's image never stored
+        (prows, pkw, anchor), = plan
+        kernels.pair(x4, y4, x4 if z else y4, len(prows), pkw, anchor, first == "dilate", pro, epi, sub,
+                     z == "input", int(_image.MAX_VALUE.get(buffer_dtype, 0)))
+    elif second is None:
         _chain(x4, y4, True, first == "dilate", *common, epi=epi)
     elif z == "first":  # gradient: dilate(x) - erode(x)
         e = _chain(x4, None, True, first == "dilate", *common)
