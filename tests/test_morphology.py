@@ -323,9 +323,9 @@ def test_int64_offsets_past_2_31_elements(gen):
 @gpu
 def test_4k_rgb_rectangles_take_the_separable_path():
     # a rectangle's cost does not grow with its area as a mask's does: 15 x 15 dilate on 4K
-    # RGB uint8 took 0.18 ms, the 15 x 15 ellipse (five row lengths, fifteen taps) 1.1 ms on
-    # the H200 (issue 40's speed musts are measured by scripts/benchmark.py, not here, where
-    # fifteen other workers share the GPU)
+    # RGB uint8 took 0.096 ms, the 15 x 15 ellipse (five row lengths, fifteen taps) 0.47 ms
+    # on an H100 (issue 40's speed musts are measured by scripts/benchmark.py, not here,
+    # where fifteen other workers share the GPU)
     import triton
     x = torch.randint(0, 256, (1, 3, 2160, 3840), dtype=torch.uint8, device="cuda")
     rect = lambda: imgfilters.dilate(x, 15)  # noqa: E731
