@@ -382,10 +382,9 @@ def _pair_step(vals, rho, H, kept, e_ins, neutral, KW: tl.constexpr, HEIGHT: tl.
     rows = kept + _window_mins(vals, KW, NE, DILATE)
     first = _stack_mins(rows, NE, HEIGHT, DILATE)
     row_in = borders.inside(rho, H)
-    never = (tl.zeros((), tl.float32) + neutral).to(first[0].dtype)
     masked = ()
     for t in tl.static_range(NE):
-        masked = masked + (tl.where(row_in & e_ins[t], first[t], never),)
+        masked = masked + (tl.where(row_in & e_ins[t], first[t], neutral),)
     return _drop_row(rows, NE), _window_mins(masked, KW, S, not DILATE)
 
 
@@ -393,9 +392,9 @@ def _pair_step(vals, rho, H, kept, e_ins, neutral, KW: tl.constexpr, HEIGHT: tl.
                                "szh"])
 def pair_kernel(X, Y, Z, C, H, W, S0, SX0, sxb, sxc, sxh, syb, syc, syh, szb, szc, szh, neutral,
                 PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args, HEIGHT: tl.constexpr, KW: tl.constexpr,
-                SXW: tl.constexpr, SYW: tl.constexpr, SZW: tl.constexpr, NEAR: tl.constexpr, OFF64: tl.constexpr,
-                DILATE: tl.constexpr, SOURCE: tl.constexpr, SUB: tl.constexpr, Z_INPUT: tl.constexpr,
-                LEVELS: tl.constexpr, BW: tl.constexpr, S: tl.constexpr, SEG: tl.constexpr):
+                SXW: tl.constexpr, SYW: tl.constexpr, SZW: tl.constexpr, OFF64: tl.constexpr, DILATE: tl.constexpr,
+                SOURCE: tl.constexpr, SUB: tl.constexpr, Z_INPUT: tl.constexpr, BW: tl.constexpr, S: tl.constexpr,
+                SEG: tl.constexpr):
     """Y = finish(the opening (DILATE: the closing) by the HEIGHT x KW rectangle at (S0,
     SX0) with the default border) in one launch, the eroded (dilated) image never stored:
     ``lanes_kernel``'s lanes, each marching two passes. A lane reads S + 2 KW - 2 columns
@@ -404,7 +403,10 @@ def pair_kernel(X, Y, Z, C, H, W, S0, SX0, sxb, sxc, sxh, syb, syc, syh, szb, sz
     HEIGHT latest first-pass rows' minima. The default border of both passes is exact so:
     the first pass's reads replicate the edge (a rectangle holds its anchor), and its
     positions outside the image are the second pass's neutral value, as the second pass's
-    window always holds the edge position they would replicate."""
+    window always holds the edge position they would replicate. Float pixels only (the
+    images and prologues whose results are not stored levels): no LEVELS at the store.
+    The reads replicate the edge, which one clamp (``NEAR``) does at any distance."""
+    NEAR: tl.constexpr = True
     NE: tl.constexpr = S + KW - 1  # the first pass's columns a lane needs
     NX: tl.constexpr = NE + KW - 1  # the input columns a lane reads
     b, c, h0, w0 = tile_origin(tl.program_id(0), C, H, W, SEG, BW * S)
@@ -435,7 +437,7 @@ def pair_kernel(X, Y, Z, C, H, W, S0, SX0, sxb, sxc, sxh, syb, syc, syh, szb, sz
         window = seconds + second
         _store_lanes(_stack_mins(window, S, HEIGHT, not DILATE), X.dtype.element_ty, SOURCE, Y + b * syb + c * syc
                      + offset(o, syh, OFF64), Z + b * szb + c * szc + offset(o, szh, OFF64), lanes, W, SYW, SZW,
-                     OFF64, b, c, PRO, pro_args, EPI, epi_args, SUB, Z_INPUT, LEVELS)
+                     OFF64, b, c, PRO, pro_args, EPI, epi_args, SUB, Z_INPUT, 0)
         seconds = _drop_row(window, S)
 
 
@@ -677,7 +679,7 @@ def _lanes(x, y, z, kh, kw, s0, sx0, border, value, pro, epi, dilate, inp, sub, 
                   tile_config(BW=bw, S=s, SEG=seg, num_warps=1 if interpreting() else 4))
 
 
-def pair(x, y, z, kh, kw, anchor, dilate, pro=((), ()), epi=((), ()), sub=0, z_input=False, levels=0):
+def pair(x, y, z, kh, kw, anchor, dilate, pro=((), ()), epi=((), ()), sub=0, z_input=False):
     """The opening of 4-D ``x`` into ``y`` (``dilate``: the closing; ``sub`` and ``z`` as
     ``launch``'s) by the kh x kw rectangle anchored at ``anchor`` with the default border,
     in one launch (``pairs``: float pixels, or integers through a prologue)."""
@@ -692,10 +694,8 @@ def pair(x, y, z, kh, kw, anchor, dilate, pro=((), ()), epi=((), ()), sub=0, z_i
     args = (x, y, z, C, H, W, -anchor[0], -anchor[1], x.stride(0), x.stride(1), x.stride(2), y.stride(0),
             y.stride(1), y.stride(2), z.stride(0), z.stride(1), z.stride(2), math.inf if dilate else -math.inf,
             pro[0], pro[1], epi[0], epi[1])
-    # NEAR: the reads replicate the edge, which one clamp does at any distance
-    meta = dict(HEIGHT=kh, KW=kw, SXW=x.stride(3), SYW=y.stride(3), SZW=z.stride(3), NEAR=True,
-                OFF64=needs_int64(x, y, z), DILATE=bool(dilate), SOURCE=source, SUB=sub, Z_INPUT=bool(z_input),
-                LEVELS=levels if sub else 0)
+    meta = dict(HEIGHT=kh, KW=kw, SXW=x.stride(3), SYW=y.stride(3), SZW=z.stride(3), OFF64=needs_int64(x, y, z),
+                DILATE=bool(dilate), SOURCE=source, SUB=sub, Z_INPUT=bool(z_input))
     launch_kernel(pair_kernel, lambda m: (programs(B * C, H, W, seg, bw * s),), args, meta, x,
                   tile_config(BW=bw, S=s, SEG=seg, num_warps=1 if interpreting() else 4))
 

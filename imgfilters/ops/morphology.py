@@ -282,7 +282,7 @@ def _run(img, op, rows, kw, n, border, border_value, fusion=None):
         # one launch, the first pass's image never stored
         (prows, pkw, anchor), = plan
         kernels.pair(x4, y4, x4 if z else y4, len(prows), pkw, anchor, first == "dilate", pro, epi, sub,
-                     z == "input", int(_image.MAX_VALUE.get(buffer_dtype, 0)))
+                     z == "input")
     elif second is None:
         _chain(x4, y4, True, first == "dilate", *common, epi=epi)
     elif z == "first":  # gradient: dilate(x) - erode(x)
