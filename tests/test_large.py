@@ -117,6 +117,7 @@ FILTERS = {
     "bilateral disk l1": lambda x: imgfilters.bilateral(x, 0.1, 2.0, radius=4, window="disk", color_distance="l1"),
     "nl_means": lambda x: imgfilters.nl_means(x, 0.05, sigma=0.02, patch_size=5, search_radius=6),
     "pointwise": lambda x: imgfilters.pointwise(x, [pw.gamma(2.2), pw.clamp(0.1, 0.9)]),
+    "median_blur 15 x 15 (nibbles)": lambda x: imgfilters.median_blur(x, 15, border="replicate"),
 }
 
 

@@ -55,21 +55,36 @@ def test_results_are_values_of_the_window_with_many_ties(gen, device):
     (7, torch.uint8, "reflect", 0.0, "network"), (7, torch.float32, "constant", 0.3, "network"),
     (3, torch.uint8, "constant", 0.3, "radix"),
     (9, torch.uint8, "symmetric", 0.0, "radix"), (3, torch.uint8, "constant", 0.2, "columns"),
-    (5, torch.float32, "replicate", 0.0, "columns"), (5, torch.uint16, "reflect", 0.0, "columns")])
+    (5, torch.float32, "replicate", 0.0, "columns"), (5, torch.uint16, "reflect", 0.0, "columns"),
+    (9, torch.uint8, "constant", 0.2, "nibbles")])
 def test_gpu_kernel_in_small_tiles(k, dtype, border, value, method, gen, device):
     """The GPU's kernels (the interpreter runs a per-plane one unless told): tiles that cut
     the plane; selection networks over the whole 7 x 7 window (stored integers, floats with
     a NaN) and over sorted columns shared by a lane's outputs (two a lane; a border level), the
     radix select on kept keys (float keys: 0.3 is no uint8 level) and on keys reloaded
-    every round (k = 9: slow in the interpreter, one tile)."""
-    x = random_image((1, 1, 4, 4) if k == 9 else (1, 1, 5, 7), dtype, gen, device)
+    every round (k = 9: slow in the interpreter, one tile), and the nibbles of uint8 windows
+    (two lanes of two rows: each program carries its columns and counts down its rows)."""
+    x = random_image((1, 1, 4, 4) if method == "radix" and k == 9 else (1, 1, 5, 7), dtype, gen, device)
     if dtype == torch.float32:
         x[0, 0, 2, 3] = float("nan")
     y = torch.empty_like(x)
-    tile = dict(BW=2, S=2, SEG=2, num_warps=1) if method == "columns" else dict(BH=4, BW=4, num_warps=1)
+    tile = (dict(BW=2, S=2, SEG=2, num_warps=1) if method == "columns" else dict(BW=2, SEG=2, num_warps=1)
+            if method == "nibbles" else dict(BH=4, BW=4, num_warps=1))
     kernels.launch(x, y, k, border=_image.check_border(border), border_value=value, tile=tile, method=method)
     torch.testing.assert_close(y.cpu().double(), _image.from_unit(reference(x, k, border, value), dtype).double(),
                                rtol=0, atol=0, equal_nan=True)
+
+
+def test_nibbles_at_the_ends_of_the_range(gen, device):
+    """uint8 values at both ends (the top coarse lane, thresholds 240, and the bottom one),
+    many tied, and a window that reaches past the image's height: the nibbles' counts stay
+    exact."""
+    x = random_image((1, 1, 6, 8), torch.uint8, gen, device)
+    x = torch.where(x < 128, x % 4, 252 + x % 4)
+    y = torch.empty_like(x)
+    kernels.launch(x, y, 7, border=_image.check_border("symmetric"), tile=dict(BW=4, SEG=4, num_warps=1),
+                   method="nibbles")
+    assert torch.equal(y.cpu(), _image.from_unit(reference(x, 7, "symmetric"), torch.uint8))
 
 
 @pytest.mark.parametrize("tile", [None, dict(BH=4, BW=4, num_warps=1)])
@@ -246,6 +261,19 @@ def test_every_column_tile(tile, dtype, gen):
         y = torch.empty_like(x)
         kernels.launch(x, y, k, border=border, tile=kernels.COLUMN_TILES[tile], method="columns")
         assert_matches(y, reference(x, k, BORDERS[border]))
+
+
+@gpu
+@pytest.mark.parametrize("tile", range(len(kernels.NIBBLE_TILES)))
+def test_every_nibble_tile(tile, gen):
+    x = random_image((2, 3, 150, 133), torch.uint8, gen, "cuda")
+    ends = torch.where(x < 128, x % 8, 248 + x % 8)
+    for k, border, value in ((7, 0, 0.0), (11, 3, 0.0), (15, 3, 0.2), (15, 1, 0.0), (9, 3, 1.0), (13, 2, 0.0)):
+        for img in (x, ends):
+            y = torch.empty_like(img)
+            kernels.launch(img, y, k, border=border, border_value=value, tile=kernels.NIBBLE_TILES[tile],
+                           method="nibbles")
+            assert_matches(y, reference(img, k, BORDERS[border], value))
 
 
 @gpu
