@@ -418,7 +418,7 @@ def nibbles_kernel(X, Y, C, H, W, sxb, sxc, sxh, syb, syc, syh, border_value,
         row_in = borders.inside(r, H)
         shifted = ()
         for d in tl.static_range(K):
-            new, _ = _key(row_ptr + col_offs[d], row_in & col_ins[d], border_value, c, (), (), BORDER, RAW)
+            new, _nan = _key(row_ptr + col_offs[d], row_in & col_ins[d], border_value, c, (), (), BORDER, RAW)
             add_low, add_high = _coarse(new)
             drop_low, drop_high = _coarse(packed[d * WORDS] & 0xFF)
             low = low + add_low - drop_low
