@@ -417,27 +417,34 @@ def pair_kernel(X, Y, Z, C, H, W, S0, SX0, sxb, sxc, sxh, syb, syc, syh, szb, sz
     for t in tl.static_range(NE):
         e_ins = e_ins + (borders.inside(lanes + SX0 + t, W),)
     r0 = h0 + 2 * S0  # the first input row read: the first pass's row h0 + S0 reads from it
+    # The rows before the first output are run-time loops over tuples of a fixed size,
+    # first filled with values that leave them before any result is stored: one copy of
+    # each step to compile (unrolled, the 2 (HEIGHT - 1) rows before it cost 5x5 float32
+    # about 3 s of a cold call's compile).
+    fill = tl.zeros((BW,), dtype=tl.float32)
     kept = ()  # the KW-column minima of the HEIGHT - 1 latest input rows: row u's NE at u * NE
-    for u in tl.static_range(HEIGHT - 1):
-        kept = kept + _window_mins(_lane_row(x_base, r0 + u, H, col_offs, col_ins, sxh, neutral, c, PRO, pro_args,
-                                             SOURCE, borders.REPLICATE, NEAR, OFF64), KW, NE, DILATE)
+    for _ in tl.static_range((HEIGHT - 1) * NE):
+        kept = kept + (fill,)
+    for r in range(r0, r0 + HEIGHT - 1):
+        kept = _drop_row(kept + _window_mins(_lane_row(x_base, r, H, col_offs, col_ins, sxh, neutral, c, PRO,
+                                                       pro_args, SOURCE, borders.REPLICATE, NEAR, OFF64),
+                                             KW, NE, DILATE), NE)
     seconds = ()  # the second pass's row minima of first-pass rows o + S0 .. o + S0 + HEIGHT - 2
-    for v in tl.static_range(HEIGHT - 1):
-        kept, second = _pair_step(_lane_row(x_base, r0 + HEIGHT - 1 + v, H, col_offs, col_ins, sxh, neutral, c, PRO,
-                                            pro_args, SOURCE, borders.REPLICATE, NEAR, OFF64), h0 + S0 + v, H, kept,
-                                  e_ins, neutral, KW, HEIGHT, S, DILATE)
-        seconds = seconds + second
-    ahead = _lane_row(x_base, r0 + 2 * HEIGHT - 2, H, col_offs, col_ins, sxh, neutral, c, PRO, pro_args, SOURCE,
-                      borders.REPLICATE, NEAR, OFF64)
-    for o in range(h0, tl.minimum(h0 + SEG, H)):
+    for _ in tl.static_range((HEIGHT - 1) * S):
+        seconds = seconds + (fill,)
+    first_o = h0 - (HEIGHT - 1)  # its HEIGHT - 1 steps only fill ``seconds``
+    ahead = _lane_row(x_base, first_o + 2 * S0 + 2 * HEIGHT - 2, H, col_offs, col_ins, sxh, neutral, c, PRO, pro_args,
+                      SOURCE, borders.REPLICATE, NEAR, OFF64)
+    for o in range(first_o, tl.minimum(h0 + SEG, H)):
         vals = ahead
         ahead = _lane_row(x_base, o + 2 * S0 + 2 * HEIGHT - 1, H, col_offs, col_ins, sxh, neutral, c, PRO, pro_args,
                           SOURCE, borders.REPLICATE, NEAR, OFF64)
         kept, second = _pair_step(vals, o + S0 + HEIGHT - 1, H, kept, e_ins, neutral, KW, HEIGHT, S, DILATE)
         window = seconds + second
-        _store_lanes(_stack_mins(window, S, HEIGHT, not DILATE), X.dtype.element_ty, SOURCE, Y + b * syb + c * syc
-                     + offset(o, syh, OFF64), Z + b * szb + c * szc + offset(o, szh, OFF64), lanes, W, SYW, SZW,
-                     OFF64, b, c, PRO, pro_args, EPI, epi_args, SUB, Z_INPUT, 0)
+        if o >= h0:
+            _store_lanes(_stack_mins(window, S, HEIGHT, not DILATE), X.dtype.element_ty, SOURCE,
+                         Y + b * syb + c * syc + offset(o, syh, OFF64), Z + b * szb + c * szc + offset(o, szh, OFF64),
+                         lanes, W, SYW, SZW, OFF64, b, c, PRO, pro_args, EPI, epi_args, SUB, Z_INPUT, 0)
         seconds = _drop_row(window, S)
 
 
