@@ -10,7 +10,7 @@ import triton
 
 from imgfilters.reference import bilateral as ref
 
-from helpers import COLD_CALL_S, SAMPLE_NAMES, cold_first_call, gpu, sample
+from helpers import SAMPLE_NAMES, gpu, sample
 
 
 def unit(t):
@@ -530,24 +530,6 @@ def test_every_tile_and_both_variants_match_the_reference_on_photos(tile):
                                  (7, "square", "l2")] + ([] if tile["SLIDE"] else [(12, "square", "l2")]):
         y = launch_tile(x, tile, 0.1, 2.0, radius, window, dist)
         assert_matches(y, ref.bilateral(x4, x4, 0.1, 2.0, radius, window, dist))
-
-
-@gpu
-@pytest.mark.timed
-@pytest.mark.parametrize("setup,first,again", [
-    ("x = torch.rand(1, 3, 720, 1280, device='cuda')",
-     "imgfilters.bilateral(x, 0.1, 1.5, radius=3)", "imgfilters.bilateral(x, 0.2, 1.5, radius=3)"),
-    ("x = (torch.rand(1, 3, 720, 1280, device='cuda') * 255).to(torch.uint8)",
-     "imgfilters.bilateral(x, 0.1, 1.5, radius=7)", "imgfilters.bilateral(x, 0.2, 1.5, radius=7)"),
-    ("low = torch.rand(1, 1, 270, 480, device='cuda'); g = torch.rand(1, 3, 1080, 1920, device='cuda')",
-     "imgfilters.joint_bilateral_upsample(low, g, 0.1, radius=2)",
-     "imgfilters.joint_bilateral_upsample(low, g, 0.2, radius=2)"),
-], ids=["filter", "filter 15x15 uint8", "upsample"])
-def test_a_new_radius_compiles_and_runs_from_a_cold_cache(tmp_path, setup, first, again):
-    # the first call compiles (and tunes) its variant; a new sigma reuses it
-    cpu, wall, again_s = cold_first_call(tmp_path, setup, first, again)
-    assert cpu <= COLD_CALL_S, (cpu, wall)
-    assert again_s <= 0.1
 
 
 # ---- joint bilateral upsampling --------------------------------------------------------------

@@ -13,8 +13,7 @@ from imgfilters.kernels import filter2d as kernels
 from imgfilters.kernels.core.borders import BORDERS
 from imgfilters.reference import filter2d as ref
 
-from helpers import (KERNEL_DTYPES, assert_matches, cold_first_call, count_compiles, gpu, random_image,
-                     sample)
+from helpers import KERNEL_DTYPES, assert_matches, count_compiles, gpu, random_image, sample
 
 CV_BORDER = {"reflect": cv2.BORDER_REFLECT_101, "symmetric": cv2.BORDER_REFLECT,
              "replicate": cv2.BORDER_REPLICATE, "constant": cv2.BORDER_CONSTANT}
@@ -221,20 +220,3 @@ def test_new_sizes_never_recompile(gen, monkeypatch):
         x = random_image(shape, torch.float32, gen, "cuda")
         assert_matches(imgfilters.filter2d(x, k), reference(x, k))
     assert not compiles, compiles
-
-
-FILTER2D_COLD_CALL_S = 8.0
-
-
-@gpu
-@pytest.mark.timed
-def test_cold_first_call_compiles_in_8_s_and_new_taps_never_recompile(tmp_path):
-    cpu, wall, again = cold_first_call(
-        tmp_path, "x = torch.rand(32, 3, 256, 256, device='cuda')",
-        "imgfilters.filter2d(x, torch.rand(32, 21, 21, device='cuda'))",
-        "imgfilters.filter2d(x, torch.rand(32, 21, 21, device='cuda'))")
-    # the 21 x 21 variant (16 rows a step, prefetch: the 5x speed-up over grouped conv2d)
-    # compiles in 4 s offline (sm_90a, Triton 3.6), 6.3 s of CPU on the H200 under the
-    # suite's load; the others' bound would need the slower tile
-    assert cpu <= FILTER2D_COLD_CALL_S, (cpu, wall)
-    assert again <= 0.1
