@@ -369,8 +369,8 @@ def _in_bin_below(packed, bin_bytes, f):
     """How many of the values packed four to a uint32 (byte lanes) have the high nibble of
     ``bin_bytes`` (16 b in every byte) and a low nibble below ``f`` (1..15), i.e. ``y = x ^
     bin_bytes < f``: 127 + f - (y & 127) keeps a byte's top bit iff y & 127 < f (no byte
-    borrows), and y's own top bit must be clear. Per byte lane sums (<= 4 a word) are
-    added up by one multiplication at the end."""
+    borrows), and y's own top bit must be clear. Each byte lane counts at most one value a
+    word, and their total (<= 225) is summed by one multiplication at the end."""
     limits = 0x7F7F7F7F + f * 0x01010101
     not_bin = bin_bytes ^ 0xFFFFFFFF  # (^, not ~: the interpreter has no ~ of uint32)
     acc = tl.zeros_like(f)
