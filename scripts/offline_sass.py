@@ -5,9 +5,12 @@ SASS instruction mix. Device time is scarce; this answers "does it compile on Tr
 
     python -m venv .venv-triton36 && .venv-triton36/bin/pip install triton==3.6.0 numpy
     .venv-triton36/bin/python scripts/offline_sass.py "R=4" "R=7,dtype='uint8',K=128,BW=256,nw=8" [--sass out.txt]
+    python scripts/offline_sass.py "nibbles:K=15" "columns:K=5,dtype='float32'" "opening:S=2"
 
-Each case is keyword arguments of ``bilateral_case`` (the forward bilateral kernel on 4K
-RGB); other kernels follow the same pattern with their own argument lists. Triton's
+Each case is keyword arguments of one of ``CASES`` (``family:arguments``; the family
+``bilateral`` when none is named): the forward bilateral kernel on 4K RGB, the median's
+nibbles and sorted columns and the one-launch opening on 1x3x1024x1536 (the cold-call
+tests' image; these kernels compile the same for any size). Triton's
 launcher is fed stand-ins for the driver and for tensors (only their dtype and a 16-byte
 aligned address matter to the compiler), and ptxas/cuobjdump come with Triton's wheel.
 """
@@ -118,13 +121,52 @@ def bilateral_case(dtype="float32", C=3, R=4, DISK=False, L1=False, JOINT=False,
     return bilateral.bilateral_kernel, args, meta, nw
 
 
+def _image_args(dtype, H=1024, W=1536, C=3):
+    """A stand-in image and its (C, H, W, batch, channel and row strides) arguments."""
+    return Tensor(dtype), (C, H, W, C * H * W, H * W, W)
+
+
+def nibbles_case(K=15, BW=128, SEG=64, nw=4):
+    """The median's ``nibbles_kernel`` (uint8)."""
+    from kernels import median
+    x, (C, H, W, *strides) = _image_args("uint8")
+    args = (x, x, C, H, W, *strides, *strides, 0.0, (), ())
+    meta = dict(K=K, SXW=1, SYW=1, BORDER=0, OFF64=False, NEAR=True, SIZE_CLASS=20, BW=BW, SEG=SEG)
+    return median.nibbles_kernel, args, meta, nw
+
+
+def columns_case(K=5, dtype="uint8", BW=128, S=4, SEG=32, nw=4):
+    """The median's ``columns_kernel`` (sorted columns, 3 x 3 and 5 x 5)."""
+    from kernels import median
+    x, (C, H, W, *strides) = _image_args(dtype)
+    args = (x, x, C, H, W, *strides, *strides, 0.0, (), (), (), ())
+    meta = dict(K=K, SXW=1, SYW=1, BORDER=0, OFF64=False, KEY=median.RAW if dtype == "uint8" else median.FLOAT,
+                NEAR=True, SIZE_CLASS=20, BW=BW, S=S, SEG=SEG)
+    return median.columns_kernel, args, meta, nw
+
+
+def opening_case(K=5, BW=128, S=4, SEG=16, nw=4):
+    """Morphology's ``pair_kernel``: the opening of a float32 image by a K x K rectangle."""
+    import math
+    from kernels import morphology, morphology_common
+    x, (C, H, W, *strides) = _image_args("float32")
+    args = (x, x, x, C, H, W, -(K // 2), -(K // 2), *strides, *strides, *strides, -math.inf, (), (), (), ())
+    meta = dict(HEIGHT=K, KW=K, SXW=1, SYW=1, SZW=1, OFF64=False, DILATE=False, SOURCE=morphology_common.IMAGE.value,
+                SUB=0, Z_INPUT=False, BW=BW, S=S, SEG=SEG)
+    return morphology.pair_kernel, args, meta, nw
+
+
+CASES = {"bilateral": bilateral_case, "nibbles": nibbles_case, "columns": columns_case, "opening": opening_case}
+
+
 def main():
     cases = [a for a in sys.argv[1:] if not a.startswith("--")]
     sass_out = sys.argv[sys.argv.index("--sass") + 1] if "--sass" in sys.argv else None
     cases = [c for c in cases if c != sass_out]
     print(f"# triton {triton.__version__}, sm_90a")
     for case in cases:
-        kernel, args, meta, num_warps = bilateral_case(**eval(f"dict({case})"))
+        family, _, arguments = case.rpartition(":")
+        kernel, args, meta, num_warps = CASES[family or "bilateral"](**eval(f"dict({arguments})"))
         seconds, report, sass = compile_sm90(kernel, args, meta, num_warps)
         regs = re.findall(r"Used (\d+) registers", report)
         spills = re.findall(r"(\d+) bytes spill stores", report)
