@@ -43,17 +43,17 @@ An output whose window holds a NaN is NaN; infinities are ordered values.
 Costs per output pixel for 4K RGB uint8 (1x3x2160x3840, 24.9 M outputs), from the SASS of
 sm_90a (``scripts/offline_sass.py``'s compiler): the sorted columns above (3 x 3 0.056
 ms and 5 x 5 0.236 on the H100, compute-bound: the image's one read and one write, 50 MB,
-take 0.01 ms); 7 x 7 by the network about 850 instructions (2 px a thread). The radix
-select on kept keys costs ``BITS * K*K`` compare-and-adds, which compile to a compare and
-a select each plus the add (886 instructions a pixel for 5 x 5 uint8), four times as
-many rounds for floats; 9 x 9 and up reload the window every round. Time grows with
-``K*K``.
+take 0.01 ms); 7 x 7 by the network about 850 instructions (2 px a thread); the nibbles
+above. The radix select costs ``BITS * K*K`` loads, compares and adds, so its time grows
+with ``K*K`` (uint8 15 x 15, before the nibbles: 43 ms on the H100).
 
-Three programs: ``columns_kernel`` (above), ``median_kernel`` (the GPU's otherwise) gives
-each program a ``BH x BW`` tile of one plane; for ``K <= KEEP`` it keeps the window in
-registers (a tuple of ``K*K`` tiles), for larger windows and ``ARG`` it reloads the keys
-every round (a run-time loop, L1 hits, and a program that compiles in a fraction of a second: the kept keys' position
-search unrolled to 12 000 instructions and 14 s of compile for 5 x 5 floats).
+Four programs: ``columns_kernel`` and ``nibbles_kernel`` (above), ``median_kernel`` (the
+GPU's otherwise) gives each program a ``BH x BW`` tile of one plane: the 7 x 7 network
+over the window in registers, or the radix select reloading the keys every round (a
+run-time loop, L1 hits, and a program that compiles in a fraction of a second: keys kept
+in registers had their position search unrolled to 12 000 instructions and 14 s of
+compile for 5 x 5 floats; once the sorted columns, the nibbles and the network took
+every window up to 7 x 7, keeping them served only 1 x 1 windows, and went).
 ``plane_kernel`` (the interpreter's, which pays per operation and per jitted call)
 gathers the whole window as one ``(NP, BH, BW)`` tensor and runs the radix select with
 sums over its first axis. ``ARG`` makes either store, instead of the median, its window
@@ -70,8 +70,7 @@ from .core.launch import Tuning, launch as launch_kernel, tile_config
 from .core.tiling import interpreting, needs_int64, offset, pow2_at_least, programs, size_class, tile_origin
 
 MAX_SIZE = 31
-KEEP_SIZE = 7  # windows up to 7 x 7 keep their keys in registers
-KEEP: tl.constexpr = tl.constexpr(KEEP_SIZE)
+NETWORK_SIZE = 7  # the window of ``median_kernel``'s selection network
 RAW: tl.constexpr = tl.constexpr(0)  # keys: the stored integer values
 FLOAT: tl.constexpr = tl.constexpr(1)  # keys: float32 unit-scale values, order-preserving bits
 
@@ -195,8 +194,8 @@ def median_kernel(X, Y, C, H, W, sxb, sxc, sxh, syb, syc, syh, border_value,
                   NETWORK: tl.constexpr, NEAR: tl.constexpr, SIZE_CLASS, BH: tl.constexpr, BW: tl.constexpr):
     """Y[b, c, i, j] = EPI(median over u, v < K of PRO(X~[b, c, i + u - K//2, j + v - K//2])),
     X~ being X extended by the border; with ``ARG`` the median's window position instead
-    (Y int32). ``NETWORK``: a selection network instead of the radix select (windows up to
-    KEEP, not ARG). ``NEAR``: the window reaches less than the image's height and width
+    (Y int32). ``NETWORK``: a selection network instead of the radix select (7 x 7 windows,
+    not ARG). ``NEAR``: the window reaches less than the image's height and width
     (the cheap border fold). ``SIZE_CLASS`` only feeds the autotune key."""
     R: tl.constexpr = K // 2
     M: tl.constexpr = (K * K - 1) // 2
@@ -223,27 +222,7 @@ def median_kernel(X, Y, C, H, W, sxb, sxc, sxh, syb, syc, syh, border_value,
         y = median_networks.median49(vals)
         if KEY == RAW:
             y = (y - neighbourhood.BIAS) * unit
-    elif K <= KEEP and not ARG:  # the window's keys in registers, loaded once
-        col_ptrs, col_ins = neighbourhood.columns(cols - R, K, W, SXW, BORDER, NEAR, OFF64)
-        keys = ()
-        nan = tl.zeros((BH, BW), dtype=tl.int1)
-        for u in tl.static_range(K):
-            rr = rows + (u - R)
-            row_ptr = x_base + offset(borders.remap_within(rr, H, BORDER, NEAR), sxh, OFF64)
-            row_in = borders.inside(rr, H)
-            for v in tl.static_range(K):
-                key, n = _key(row_ptr + col_ptrs[v], row_in & col_ins[v], border_value, c, PRO, pro_args, BORDER,
-                              KEY)
-                keys = keys + (key,)
-                nan = nan | n
-        for i in tl.static_range(BITS):
-            bit = _bit(i, BITS)
-            below = tl.zeros((BH, BW), dtype=tl.int32)
-            for t in tl.static_range(K * K):
-                below += (keys[t] < (prefix | bit)).to(tl.int32)
-            prefix = _step(prefix, bit, below, M)
-        y = _value(prefix, unit, KEY)
-    else:  # large windows, and positions: the keys reloaded every round (L1 hits; a small program to compile)
+    else:  # the radix select, the keys reloaded every round (L1 hits; a small program to compile)
         nan = tl.zeros((BH, BW), dtype=tl.int1)
         for i in range(BITS):
             bit = _bit(i, BITS)
@@ -495,7 +474,7 @@ def _tile(BH, BW, num_warps):
 # registers per output a lane holds, so small windows take small tiles per lane.
 CANDIDATES = ((3, (_tile(16, 64, 4), _tile(8, 128, 4), _tile(4, 128, 4), _tile(32, 64, 8))),
               (5, (_tile(4, 128, 4), _tile(8, 64, 4), _tile(16, 64, 8), _tile(4, 64, 2))),
-              (KEEP_SIZE, (_tile(4, 64, 4), _tile(8, 32, 4), _tile(4, 32, 2))),
+              (NETWORK_SIZE, (_tile(4, 64, 4), _tile(8, 32, 4), _tile(4, 32, 2))),
               (MAX_SIZE, (_tile(8, 64, 4), _tile(16, 64, 8))))
 ALL_TILES = [t for _, tiles in CANDIDATES for t in tiles]
 # ``columns_kernel``'s: BW lanes of S outputs marching down SEG rows. More outputs a lane
@@ -508,11 +487,12 @@ COLUMN_CANDIDATES = {3: (dict(BW=128, S=8, SEG=16, num_warps=4),), 5: (dict(BW=1
 COLUMN_TILES = [t for tiles in COLUMN_CANDIDATES.values() for t in tiles]
 # ``nibbles_kernel``'s: BW lanes of one output column marching down SEG rows; each program
 # first loads the 2R rows above its first output row. One candidate, so that a cold call
-# compiles once (4 to 6 s for 15 x 15): on the H100 (4K RGB uint8) 64 lanes in 2 warps
-# ran exactly as fast (15 x 15 2.747 ms, 9 x 9 1.329) and SEG = 32 3-6 % slower.
+# compiles once: on the H100 (4K RGB uint8) 64 lanes in 2 warps ran exactly as fast (15 x
+# 15 2.747 ms, 9 x 9 1.329) and SEG = 32 3-6 % slower.
 NIBBLE_TILES = (dict(BW=128, SEG=64, num_warps=4),)
-NIBBLE_SIZES = range(7, 16)  # uint8 windows by nibbles: the counts of K*K <= 225 values fit a byte
-NIBBLE_DEFAULT = 7  # the smallest window they run by default (uint8 7 x 7: 0.905 ms against its network's 1.160, H100)
+# uint8 windows by nibbles (the counts of K*K <= 225 values fit a byte), the default for
+# them: 7 x 7 0.905 ms against the network's 1.160 (H100)
+NIBBLE_SIZES = range(7, 16)
 
 
 def candidates(k):
@@ -546,7 +526,7 @@ def launch(x, y, k, border=0, border_value=0.0, pro=((), ()), epi=((), ()), arg=
     are (steps, args) chains, ``border`` a code from ``core.borders``. ``method``:
     ``"columns"`` (``columns_kernel``: 3 x 3 and 5 x 5 without ``arg``), ``"nibbles"``
     (``nibbles_kernel``: uint8 keys, ``NIBBLE_SIZES``, not ``arg``), ``"network"``
-    (``median_kernel``'s selection network: windows up to KEEP without ``arg``) or
+    (``median_kernel``'s selection network: 7 x 7 windows without ``arg``) or
     ``"radix"`` (its radix select); by default the first that applies. ``tile`` (one of
     ``ALL_TILES``, ``COLUMN_TILES`` for the columns, ``NIBBLE_TILES`` for the nibbles)
     bypasses autotuning and, in the interpreter, runs the GPU's kernel instead of
@@ -567,8 +547,8 @@ def launch(x, y, k, border=0, border_value=0.0, pro=((), ()), epi=((), ()), arg=
         return
     if method is None:
         method = ("radix" if arg else "columns" if k in COLUMN_CANDIDATES
-                  else "nibbles" if level is not None and bits == 8 and NIBBLE_DEFAULT <= k <= max(NIBBLE_SIZES)
-                  else "network" if k == KEEP_SIZE else "radix")
+                  else "nibbles" if level is not None and bits == 8 and k in NIBBLE_SIZES
+                  else "network" if k == NETWORK_SIZE else "radix")
     meta.update(NEAR=k // 2 < min(H, W), SIZE_CLASS=size_class(H, W))
     config = None if tile is None else tile_config(**tile)
     if method == "nibbles":
