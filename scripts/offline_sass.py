@@ -1,11 +1,12 @@
-"""Compile a kernel for the H200 (sm_90a) on a machine without a GPU or torch, and report
-what the GPU machine's compiler makes of it: compile time, registers, spills and the
-SASS instruction mix. Device time is scarce; this answers "does it compile on Triton
-3.6, how many registers, how many instructions a tap" for free. ``tests/test_offline_compile.py``
-runs it with the CPU suite's Triton, where the interpreter compiles nothing.
+"""Compile a kernel for the H200 (sm_90a) on a machine without a GPU, and report what the
+GPU machine's compiler makes of it: compile time, registers, spills and the SASS
+instruction mix. Device time is scarce; this answers "does it compile, how many
+registers, how many instructions a tap" for free, with the Triton installed beside torch
+(the kernels' modules import torch; for the GPU machine's Triton 3.6, a virtualenv with
+``triton==3.6.0`` and a CPU torch). ``tests/test_offline_compile.py`` runs it with the CPU
+suite's Triton, where the interpreter compiles nothing.
 
-    python -m venv .venv-triton36 && .venv-triton36/bin/pip install triton==3.6.0 numpy
-    .venv-triton36/bin/python scripts/offline_sass.py "R=4" "R=7,dtype='uint8',K=128,BW=256,nw=8" [--sass out.txt]
+    python scripts/offline_sass.py "R=4" "R=7,dtype='uint8',K=128,BW=256,nw=8" [--sass out.txt]
     python scripts/offline_sass.py "nibbles:K=15" "columns:K=5,dtype='float32'" "opening:S=2"
 
 Each case is keyword arguments of one of ``CASES`` (``family:arguments``; the family
