@@ -26,7 +26,7 @@ use of each pixel), in the order of ``neighbourhood.load``:
   nibble is read off those counts in a few instructions; its low nibble takes four radix
   rounds over the packed window, a byte-lane test of four values in about five
   instructions (``_in_bin_below``). Compiled for sm_90a (Triton 3.8, 4K RGB, 15 x 15):
-  205 registers, no spills, about 2,300 instructions in the whole kernel, against some
+  207 registers, no spills, about 2,300 instructions in the whole kernel, against some
   8 x 225 reloaded compare-and-adds an output for the radix select.
 - **Radix select** (larger windows, other keys, and ``ARG``): each value becomes an unsigned key
   whose integer order is the values' order (``_key``): uint8 and uint16 without a
