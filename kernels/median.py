@@ -553,6 +553,7 @@ def launch(x, y, k, border=0, border_value=0.0, pro=((), ()), epi=((), ()), arg=
     config = None if tile is None else tile_config(**tile)
     if method == "nibbles":
         assert level is not None and bits == 8 and k in NIBBLE_SIZES and not arg
+        # (without the prologue's arguments and KEY: the nibbles read stored uint8 keys)
         launch_kernel(nibbles_kernel, lambda m: (programs(B * C, H, W, m["SEG"], m["BW"]),),
                       args[:12] + args[14:], {n: v for n, v in meta.items() if n != "KEY"}, x, config, nibble_tuning)
         return

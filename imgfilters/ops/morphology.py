@@ -215,10 +215,11 @@ def launches(op, rows, kw, n, border=None, raw=False):
     """The kernel launches of one call on the kernel path (``raw``: an integer image
     without a prologue)."""
     _, second, _, z = _chains(op)
-    if _paired(second, z, border, _passes(rows, kw, n), raw):
+    plan = _passes(rows, kw, n)
+    if _paired(second, z, border, plan, raw):
         return 1
     per_pass = 0
-    for r, w, anchor in _passes(rows, kw, n):
+    for r, w, anchor in plan:
         how = kernels.plan(r, w, *anchor)
         if how[0] == "rect":
             per_pass += 1 if kernels.one_march(len(r), w) else 2
