@@ -68,8 +68,8 @@ def test_gpu_kernel_in_small_tiles(k, dtype, border, value, method, gen, device)
     if dtype == torch.float32:
         x[0, 0, 2, 3] = float("nan")
     y = torch.empty_like(x)
-    tile = (dict(BW=2, S=2, SEG=2, num_warps=1) if method == "columns" else dict(BW=2, SEG=2, num_warps=1)
-            if method == "nibbles" else dict(BH=4, BW=4, num_warps=1))
+    tile = {"columns": dict(BW=2, S=2, SEG=2, num_warps=1),
+            "nibbles": dict(BW=2, SEG=2, num_warps=1)}.get(method, dict(BH=4, BW=4, num_warps=1))
     kernels.launch(x, y, k, border=_image.check_border(border), border_value=value, tile=tile, method=method)
     torch.testing.assert_close(y.cpu().double(), _image.from_unit(reference(x, k, border, value), dtype).double(),
                                rtol=0, atol=0, equal_nan=True)
