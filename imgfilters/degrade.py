@@ -33,7 +33,7 @@ import torch
 from torchvision.transforms import v2
 
 from imgfilters import _image
-from imgfilters.kernels import degrade as kernels
+from imgfilters.kernels import add_noise, degrade as kernels
 from imgfilters.ops.filter2d import MAX_SIZE, filter2d
 from imgfilters.ops.jpeg import CHANNELS as JPEG_CHANNELS, check_batch as check_jpeg_batch, \
     qualities as jpeg_qualities, round_trip as jpeg_round_trip
@@ -319,8 +319,13 @@ def add_gaussian_noise(x, sigma, gray, *, generator=None, clip=True):
     per pixel, ``sigma`` per image (0..255 units); where ``gray`` (per image) is true, the
     same noise for every channel (BasicSR draws one grey field for the whole batch; here
     each image has its own). ``x`` is a float (B, C, H, W) batch; clipped to [0, 1].
-    ``sigma`` and ``gray``: a number (a bool) or a tensor of one value or one per image."""
+    ``sigma`` and ``gray``: a number (a bool) or a tensor of one value or one per image.
+    On the GPU one launch draws and adds the noise (Philox, seeded by one draw of
+    ``generator``: the same distribution as ``torch.randn``'s, not its numbers); float64
+    and the CPU take ``torch.randn``."""
     sigma, gray = _noise_args(x, sigma, "sigma", gray)
+    if _image.uses_kernels(x):
+        return _noise_kernel(x, sigma, 1.0 / 255.0, gray, generator, False, clip)
     b, c, h, w = x.shape
     noise = torch.randn(b, c + 1, h, w, generator=generator, device=x.device, dtype=x.dtype)
     noise = torch.where(gray, noise[:, :1], noise[:, 1:]) * (sigma / 255.0)
@@ -344,8 +349,13 @@ def add_poisson_noise(x, scale, gray, *, generator=None, clip=True):
     """BasicSR's ``generate_poisson_noise_pt``: the image rounded to 8 bits, ``vals`` its
     distinct levels rounded up to a power of two, noise ``poisson(x * vals) / vals - x``
     times ``scale`` (per image); where ``gray`` (per image) is true, the noise of the luma
-    for every channel. Arguments as ``add_gaussian_noise``'s."""
+    for every channel. Arguments as ``add_gaussian_noise``'s. On the GPU two launches (the
+    levels each image holds, then the noise: Poisson samples by inversion and Hormann's
+    transformed rejection, seeded as ``add_gaussian_noise``'s); float64 and the CPU take
+    ``torch.poisson``."""
     scale, gray = _noise_args(x, scale, "scale", gray)
+    if _image.uses_kernels(x):
+        return _noise_kernel(x, scale, 1.0, gray, generator, True, clip)
     xr = (x * 255.0).round().clamp(0, 255) / 255.0
     vals = _levels(xr)
     noise = torch.poisson(xr * vals, generator=generator) / vals - xr
@@ -355,6 +365,16 @@ def add_poisson_noise(x, scale, gray, *, generator=None, clip=True):
     noise = torch.where(gray, gnoise, noise) * scale
     out = x + noise
     return out.clamp(0, 1) if clip else out
+
+
+def _noise_kernel(x, amount, unit, gray, generator, poisson, clip):
+    """The noise functions on the kernels' path (``kernels/add_noise.py``): one launch
+    (Poisson: two, and the zeroed flags of the levels), the noise from Philox seeded by one
+    draw of ``generator`` on the device (no noise tensor, no wait for the host)."""
+    seed = torch.randint(0, 2 ** 62, (1,), generator=generator, device=x.device)
+    y = torch.empty_like(x)
+    add_noise.add(x, y, amount.reshape(-1), unit, gray.reshape(-1), seed, poisson, clip)
+    return y
 
 
 JPEG_CODECS = ("imgfilters", "torchvision")

@@ -2,17 +2,19 @@
 GPU machine's compiler makes of it: compile time, registers, spills and the SASS
 instruction mix. Device time is scarce; this answers "does it compile, how many
 registers, how many instructions a tap" for free, with the Triton installed beside torch
-(the kernels' modules import torch; for the GPU machine's Triton 3.6, a virtualenv with
-``triton==3.6.0`` and a CPU torch). ``tests/test_offline_compile.py`` runs it with the CPU
-suite's Triton, where the interpreter compiles nothing.
+(the kernels' modules import torch; for the GPU machine's Triton 3.6, its wheel for this
+Python unpacked into a folder put first on ``PYTHONPATH``, beside the installed torch).
+``tests/test_offline_compile.py`` runs it with the CPU suite's Triton, where the
+interpreter compiles nothing.
 
     python scripts/offline_sass.py "R=4" "R=7,dtype='uint8',K=128,BW=256,nw=8" [--sass out.txt]
     python scripts/offline_sass.py "nibbles:K=15" "columns:K=5,dtype='float32'" "opening:S=2"
+    python scripts/offline_sass.py "noise:POISSON=True" "levels:"
 
 Each case is keyword arguments of one of ``CASES`` (``family:arguments``; the family
 ``bilateral`` when none is named): the forward bilateral kernel on 4K RGB, the median's
-nibbles and sorted columns and the one-launch opening on 1x3x1024x1536 (the cold-call
-tests' image; these kernels compile the same for any size). Triton's
+nibbles and sorted columns, the one-launch opening and the noise kernels on 1x3x1024x1536
+(the cold-call tests' image; these kernels compile the same for any size). Triton's
 launcher is fed stand-ins for the driver and for tensors (only their dtype and a 16-byte
 aligned address matter to the compiler), and ptxas/cuobjdump come with Triton's wheel.
 """
@@ -158,7 +160,27 @@ def opening_case(K=5, BW=128, S=4, SEG=16, nw=4):
     return morphology.pair_kernel, args, meta, nw
 
 
-CASES = {"bilateral": bilateral_case, "nibbles": nibbles_case, "columns": columns_case, "opening": opening_case}
+def noise_case(POISSON=True, dtype="float32", nw=4):
+    """``add_noise.noise_kernel``: Gaussian or Poisson noise added to a float32 image."""
+    from kernels import add_noise
+    x, (C, H, W, *strides) = _image_args(dtype)
+    f, g, s = Tensor("float32"), Tensor("bool"), Tensor("int64")
+    args = (x, x, f, g, s, Tensor("int32"), 1.0, C, H, W, *strides, *strides, 1, 1)
+    meta = dict(POISSON=POISSON, CLIP=True, SXW=1, SYW=1, OFF64=False,
+                BLOCK=add_noise.POISSON_BLOCK if POISSON else add_noise.BLOCK)
+    return add_noise.noise_kernel, args, meta, nw
+
+
+def levels_case(dtype="float32", nw=4):
+    """``add_noise.levels_kernel``: the 8-bit levels an image and its luma hold."""
+    from kernels import add_noise
+    x, (C, H, W, *strides) = _image_args(dtype)
+    args = (x, Tensor("int32"), C, H, W, *strides)
+    return add_noise.levels_kernel, args, dict(SXW=1, OFF64=False, BLOCK=add_noise.LEVELS_BLOCK), nw
+
+
+CASES = {"bilateral": bilateral_case, "nibbles": nibbles_case, "columns": columns_case, "opening": opening_case,
+         "noise": noise_case, "levels": levels_case}
 
 
 def main():

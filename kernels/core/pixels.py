@@ -50,6 +50,12 @@ def to_float(v):
 
 
 @triton.jit
+def round_even(y):
+    """float32 ``y`` (|y| < 2^22) rounded half to even, as ``torch.round``."""
+    return (y + _ROUNDER) - _ROUNDER
+
+
+@triton.jit
 def from_float(y, dtype: tl.constexpr):
     """float32 in unit scale -> ``dtype``: integers are rounded half to even and saturated."""
     if dtype == tl.uint8:
