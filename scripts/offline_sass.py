@@ -13,7 +13,8 @@ interpreter compiles nothing.
 
 Each case is keyword arguments of one of ``CASES`` (``family:arguments``; the family
 ``bilateral`` when none is named): the forward bilateral kernel on 4K RGB, the median's
-nibbles and sorted columns, the one-launch opening and the noise kernels on 1x3x1024x1536
+nibbles and sorted columns, the one-launch opening, the gradient magnitude and the noise
+kernels on 1x3x1024x1536
 (the cold-call tests' image; these kernels compile the same for any size). Triton's
 launcher is fed stand-ins for the driver and for tensors (only their dtype and a 16-byte
 aligned address matter to the compiler), and ptxas/cuobjdump come with Triton's wheel.
@@ -160,6 +161,17 @@ def opening_case(K=5, BW=128, S=4, SEG=16, nw=4):
     return morphology.pair_kernel, args, meta, nw
 
 
+def gradient_case(R=1, dtype="float32", DIRECTION=False, nw=4):
+    """``gradient.gradient_kernel`` (Sobel 3 x 3 when R = 1) on the lanes of ``gradient.TILE``."""
+    from kernels import gradient
+    x, (C, H, W, *strides) = _image_args(dtype)
+    f = Tensor("float32")
+    args = (x, f, f, f, C, H, W, *strides, *strides, C * H * W, 0.0)
+    bw, s, seg = gradient.TILE
+    meta = dict(R=R, SXW=1, SYW=1, BORDER=0, NEAR=True, OFF64=False, DIRECTION=DIRECTION, BW=bw, S=s, SEG=seg)
+    return gradient.gradient_kernel, args, meta, nw
+
+
 def noise_case(POISSON=True, dtype="float32", nw=4):
     """``add_noise.noise_kernel``: Gaussian or Poisson noise added to a float32 image."""
     from kernels import add_noise
@@ -180,7 +192,7 @@ def levels_case(dtype="float32", nw=4):
 
 
 CASES = {"bilateral": bilateral_case, "nibbles": nibbles_case, "columns": columns_case, "opening": opening_case,
-         "noise": noise_case, "levels": levels_case}
+         "noise": noise_case, "levels": levels_case, "gradient": gradient_case}
 
 
 def main():

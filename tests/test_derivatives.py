@@ -238,6 +238,23 @@ def test_gradient_magnitude_and_direction_in_one_call(i, dtype, gen, device):
     assert_matches(imgfilters.gradient_magnitude(x, ksize, border=border, border_value=0.3), expected[0])
 
 
+@pytest.mark.parametrize("ksize,border,size", [(3, "reflect", (9, 21)), (5, "constant", (7, 13)),
+                                               (7, "symmetric", (3, 5)), (3, "replicate", (1, 2))])
+def test_gradient_lanes_in_small_tiles(ksize, border, size, gen, device, monkeypatch):
+    """The GPU's programs (the interpreter takes one program a plane unless told), in small
+    tiles: programs that cut the plane along both axes, lanes past the image's width, rows
+    through the border, and images narrower than the window (no single fold)."""
+    from imgfilters.kernels import gradient
+    monkeypatch.setattr(gradient, "interpreting", lambda: False)
+    monkeypatch.setattr(gradient, "TILE", (4, 2, 3))
+    x = random_image((1, 2, *size), torch.float32, gen, device)
+    magnitude, direction = imgfilters.gradient_magnitude(x, ksize, direction=True, border=border, border_value=0.3)
+    expected = ref.gradient_magnitude(x.cpu().double(), ksize, 1.0, border, 0.3, direction=True)
+    assert_matches(magnitude, expected[0])
+    strong = expected[0] > 1e-2
+    assert angle_error(direction, expected[1])[strong].max() < 1e-5
+
+
 def test_gradient_engine_and_layouts(cpu_engine, gen):
     x = random_image((2, 3, 19, 23), torch.uint8, gen).to(memory_format=torch.channels_last)
     for ksize, operator in ((3, "sobel"), (3, "scharr"), (5, "sobel")):
