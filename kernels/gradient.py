@@ -83,15 +83,6 @@ def _row_sums(vals, ts, td, S: tl.constexpr):
     return hs, hd
 
 
-@triton.jit
-def _drop_row(rows, S: tl.constexpr):
-    """``rows`` (rows of S values as one tuple) without its first row."""
-    out = ()
-    for q in tl.static_range(S, len(rows)):
-        out = out + (rows[q],)
-    return out
-
-
 @triton.jit(do_not_specialize=["C", "H", "W", "sxb", "sxc", "sxh", "syb", "syc", "syh", "syd"])
 def gradient_kernel(X, Y, TS, TD, C, H, W, sxb, sxc, sxh, syb, syc, syh, syd, border_value,
                     R: tl.constexpr, SXW: tl.constexpr, SYW: tl.constexpr, BORDER: tl.constexpr,
@@ -123,8 +114,8 @@ def gradient_kernel(X, Y, TS, TD, C, H, W, sxb, sxc, sxh, syb, syc, syh, syd, bo
     kept_d = kept_s
     for r in range(h0 - R, h0 + R):
         hs, hd = _row_sums(_lane_values(x_base, r, H, col_offs, col_ins, sxh, bv, c, BORDER, NEAR, OFF64), ts, td, S)
-        kept_s = _drop_row(kept_s + hs, S)
-        kept_d = _drop_row(kept_d + hd, S)
+        kept_s = neighbourhood.drop_row(kept_s + hs, S)
+        kept_d = neighbourhood.drop_row(kept_d + hd, S)
     ahead = _lane_values(x_base, h0 + R, H, col_offs, col_ins, sxh, bv, c, BORDER, NEAR, OFF64)
     for o in range(h0, tl.minimum(h0 + SEG, H)):
         hs, hd = _row_sums(ahead, ts, td, S)
@@ -145,8 +136,8 @@ def gradient_kernel(X, Y, TS, TD, C, H, W, sxb, sxc, sxh, syb, syc, syh, syd, bo
             pixels.store(y_ptrs, tl.sqrt(gx * gx + gy * gy), cols < W)
             if DIRECTION:
                 pixels.store(y_ptrs + syd, atan2(gy, gx), cols < W)
-        kept_s = _drop_row(window_s, S)
-        kept_d = _drop_row(window_d, S)
+        kept_s = neighbourhood.drop_row(window_s, S)
+        kept_d = neighbourhood.drop_row(window_d, S)
 
 
 def launch(x, y, smooth, derivative, border=0, border_value=0.0, direction=None):

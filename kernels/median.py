@@ -317,9 +317,7 @@ def columns_kernel(X, Y, C, H, W, sxb, sxc, sxh, syb, syc, syh, border_value,
                     y = (y - neighbourhood.BIAS) * unit
                 _finish(y, nan, y, x_base, y_ptrs, o, cols, cols < W, b, c, H, W, sxh, PRO, pro_args, EPI, epi_args,
                         SXW, BORDER, OFF64, KEY, False)
-        kept = ()
-        for q in tl.static_range(N, K * N):
-            kept = kept + (window[q],)
+        kept = neighbourhood.drop_row(window, N)
 
 
 @triton.jit

@@ -298,15 +298,6 @@ def _stack_mins(rows, N: tl.constexpr, HEIGHT: tl.constexpr, DILATE: tl.constexp
 
 
 @triton.jit
-def _drop_row(rows, N: tl.constexpr):
-    """``rows`` (rows of N values as one tuple) without its first row."""
-    out = ()
-    for q in tl.static_range(N, len(rows)):
-        out = out + (rows[q],)
-    return out
-
-
-@triton.jit
 def _store_lanes(vals, in_dtype: tl.constexpr, SOURCE: tl.constexpr, y_row, z_row, lanes, WO, SYW: tl.constexpr,
                  SZW: tl.constexpr, OFF64: tl.constexpr, b, c, PRO: tl.constexpr, pro_args, EPI: tl.constexpr,
                  epi_args, SUB: tl.constexpr, Z_INPUT: tl.constexpr, LEVELS: tl.constexpr):
@@ -367,7 +358,7 @@ def lanes_kernel(X, Y, Z, C, H, W, WO, S0, SX0, sxb, sxc, sxh, syb, syc, syh, sz
         _store_lanes(_stack_mins(window, S, HEIGHT, DILATE), X.dtype.element_ty, SOURCE, Y + b * syb + c * syc
                      + offset(o, syh, OFF64), Z + b * szb + c * szc + offset(o, szh, OFF64), lanes, WO, SYW, SZW,
                      OFF64, b, c, PRO, pro_args, EPI, epi_args, SUB, Z_INPUT, LEVELS)
-        kept = _drop_row(window, S)
+        kept = neighbourhood.drop_row(window, S)
 
 
 @triton.jit
@@ -385,7 +376,7 @@ def _pair_step(vals, rho, H, kept, e_ins, neutral, KW: tl.constexpr, HEIGHT: tl.
     masked = ()
     for t in tl.static_range(NE):
         masked = masked + (tl.where(row_in & e_ins[t], first[t], neutral),)
-    return _drop_row(rows, NE), _window_mins(masked, KW, S, not DILATE)
+    return neighbourhood.drop_row(rows, NE), _window_mins(masked, KW, S, not DILATE)
 
 
 @triton.jit(do_not_specialize=["C", "H", "W", "S0", "SX0", "sxb", "sxc", "sxh", "syb", "syc", "syh", "szb", "szc",
@@ -426,9 +417,9 @@ def pair_kernel(X, Y, Z, C, H, W, S0, SX0, sxb, sxc, sxh, syb, syc, syh, szb, sz
     for _ in tl.static_range((HEIGHT - 1) * NE):
         kept = kept + (fill,)
     for r in range(r0, r0 + HEIGHT - 1):
-        kept = _drop_row(kept + _window_mins(_lane_row(x_base, r, H, col_offs, col_ins, sxh, neutral, c, PRO,
-                                                       pro_args, SOURCE, borders.REPLICATE, NEAR, OFF64),
-                                             KW, NE, DILATE), NE)
+        row = _window_mins(_lane_row(x_base, r, H, col_offs, col_ins, sxh, neutral, c, PRO, pro_args, SOURCE,
+                                     borders.REPLICATE, NEAR, OFF64), KW, NE, DILATE)
+        kept = neighbourhood.drop_row(kept + row, NE)
     seconds = ()  # the second pass's row minima of first-pass rows o + S0 .. o + S0 + HEIGHT - 2
     for _ in tl.static_range((HEIGHT - 1) * S):
         seconds = seconds + (fill,)
@@ -445,7 +436,7 @@ def pair_kernel(X, Y, Z, C, H, W, S0, SX0, sxb, sxc, sxh, syb, syc, syh, szb, sz
             _store_lanes(_stack_mins(window, S, HEIGHT, not DILATE), X.dtype.element_ty, SOURCE,
                          Y + b * syb + c * syc + offset(o, syh, OFF64), Z + b * szb + c * szc + offset(o, szh, OFF64),
                          lanes, W, SYW, SZW, OFF64, b, c, PRO, pro_args, EPI, epi_args, SUB, Z_INPUT, 0)
-        seconds = _drop_row(window, S)
+        seconds = neighbourhood.drop_row(window, S)
 
 
 @triton.jit

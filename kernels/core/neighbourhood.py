@@ -59,6 +59,15 @@ def load(ptrs, inside, border_value, channel, PRO: tl.constexpr, pro_args, SCALE
 
 
 @triton.jit
+def drop_row(rows, N: tl.constexpr):
+    """A marching lane's kept rows (rows of N values as one tuple) without the first row."""
+    out = ()
+    for q in tl.static_range(N, len(rows)):
+        out = out + (rows[q],)
+    return out
+
+
+@triton.jit
 def columns(first, N: tl.constexpr, W, SXW: tl.constexpr, BORDER: tl.constexpr, NEAR: tl.constexpr,
             OFF64: tl.constexpr):
     """The N columns ``first + d`` (d < N) that a program's lanes read on every row (the
