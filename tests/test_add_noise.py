@@ -9,26 +9,18 @@ import scipy.stats
 import torch
 
 from helpers import count_launches
-from imgfilters import _image, degrade
-
-pytestmark = pytest.mark.skipif(not _image.uses_kernels(torch.zeros(1)) and not torch.cuda.is_available(),
-                                reason="the kernels' path: the GPU, or the interpreter")
+from imgfilters import degrade
 
 
-@pytest.fixture
-def dev():
-    return "cuda" if torch.cuda.is_available() else "cpu"
+def _generator(device, seed):
+    return torch.Generator(device).manual_seed(seed)
 
 
-def _generator(dev, seed):
-    return torch.Generator(dev).manual_seed(seed)
-
-
-def test_gaussian_noise_moments_streams_and_seed(dev):
-    x = torch.full((3, 3, 40, 56), 0.5, device=dev)
-    sigma = torch.tensor([4.0, 12.0, 8.0], device=dev)
-    gray = torch.tensor([False, False, True], device=dev)
-    y = degrade.add_gaussian_noise(x, sigma, gray, generator=_generator(dev, 1), clip=False)
+def test_gaussian_noise_moments_streams_and_seed(device):
+    x = torch.full((3, 3, 40, 56), 0.5, device=device)
+    sigma = torch.tensor([4.0, 12.0, 8.0], device=device)
+    gray = torch.tensor([False, False, True], device=device)
+    y = degrade.add_gaussian_noise(x, sigma, gray, generator=_generator(device, 1), clip=False)
     n = ((y - x) * 255).double()
     for b in range(3):
         s = sigma[b].item()
@@ -38,24 +30,25 @@ def test_gaussian_noise_moments_streams_and_seed(dev):
     flat = n[:2].reshape(6, -1)  # colour channels of both images: independent streams
     corr = torch.corrcoef(flat)
     assert (corr - torch.eye(6, dtype=corr.dtype, device=corr.device)).abs().max() < 0.06
-    again = degrade.add_gaussian_noise(x, sigma, gray, generator=_generator(dev, 1), clip=False)
-    other = degrade.add_gaussian_noise(x, sigma, gray, generator=_generator(dev, 2), clip=False)
+    again = degrade.add_gaussian_noise(x, sigma, gray, generator=_generator(device, 1), clip=False)
+    other = degrade.add_gaussian_noise(x, sigma, gray, generator=_generator(device, 2), clip=False)
     assert torch.equal(y, again) and (y != other).float().mean() > 0.99
 
 
-def test_noise_follows_the_pixel_not_the_layout(dev):
+def test_noise_follows_the_pixel_not_the_layout(device):
     """A pixel's counter is its position: a channels-last image gets the same noise, and
     clipping and the dtype act after it."""
     gen = torch.Generator().manual_seed(3)
-    x = torch.rand(2, 3, 17, 23, generator=gen).to(dev)
+    x = torch.rand(2, 3, 17, 23, generator=gen).to(device)
     for poisson in (False, True):
         f = degrade.add_poisson_noise if poisson else degrade.add_gaussian_noise
-        y = f(x, 2.0 if poisson else 20.0, False, generator=_generator(dev, 5))
-        cl = f(x.to(memory_format=torch.channels_last), 2.0 if poisson else 20.0, False, generator=_generator(dev, 5))
+        amount = 2.0 if poisson else 20.0
+        y = f(x, amount, False, generator=_generator(device, 5))
+        cl = f(x.to(memory_format=torch.channels_last), amount, False, generator=_generator(device, 5))
         assert cl.is_contiguous(memory_format=torch.channels_last) and torch.equal(y, cl)
         assert y.min() >= 0 and y.max() <= 1 and (y == 0).any() and (y == 1).any()
-    half = degrade.add_gaussian_noise(x.half(), 20.0, False, generator=_generator(dev, 5), clip=False)
-    full = degrade.add_gaussian_noise(x, 20.0, False, generator=_generator(dev, 5), clip=False)
+    half = degrade.add_gaussian_noise(x.half(), 20.0, False, generator=_generator(device, 5), clip=False)
+    full = degrade.add_gaussian_noise(x, 20.0, False, generator=_generator(device, 5), clip=False)
     assert half.dtype == torch.float16 and (half.float() - full).abs().max() < 2e-3
 
 
@@ -72,15 +65,15 @@ def _chi_square_p(k, mean):
 
 
 @pytest.mark.parametrize("level", [0, 3, 9, 10, 40, 128, 255])  # means 0 to 256: inversion below 10, PTRS above
-def test_poisson_samples_follow_poisson(level, dev):
+def test_poisson_samples_follow_poisson(level, device):
     """An image of all 256 levels (vals = 256) and a flat region at ``level``: the flat
     region's k = (noise / scale + xr) vals is Poisson with mean level / 255 * 256."""
-    x = torch.full((1, 1, 96, 96), level / 255.0, device=dev)
+    x = torch.full((1, 1, 96, 96), level / 255.0, device=device)
     x[0, 0, :2, :] = 0
-    x[0, 0, 0, :] = torch.arange(96, device=dev) / 255.0
-    x[0, 0, 1, :] = torch.arange(96, 192, device=dev) / 255.0
-    x[0, 0, 2, :64] = torch.arange(192, 256, device=dev) / 255.0
-    y = degrade.add_poisson_noise(x, 1.0, False, generator=_generator(dev, level), clip=False)
+    x[0, 0, 0, :] = torch.arange(96, device=device) / 255.0
+    x[0, 0, 1, :] = torch.arange(96, 192, device=device) / 255.0
+    x[0, 0, 2, :64] = torch.arange(192, 256, device=device) / 255.0
+    y = degrade.add_poisson_noise(x, 1.0, False, generator=_generator(device, level), clip=False)
     xr = (x * 255).round() / 255
     k = ((y - x + xr) * 256).round()[0, 0, 3:].flatten().cpu().numpy()
     mean = level / 255 * 256
@@ -91,15 +84,15 @@ def test_poisson_samples_follow_poisson(level, dev):
     assert _chi_square_p(k, mean) > 1e-3
 
 
-def test_poisson_levels_and_grey_noise(dev):
+def test_poisson_levels_and_grey_noise(device):
     """vals: the levels an image holds (3 here: 4), its luma's for grey noise (every
     channel the luma's sample)."""
-    x = torch.zeros(2, 3, 32, 48, device=dev)
+    x = torch.zeros(2, 3, 32, 48, device=device)
     x[:, :, :, :16] = 40 / 255
     x[:, :, :, 16:32] = 80 / 255
     x[:, :, :, 32:] = 200 / 255
-    gray = torch.tensor([False, True], device=dev)
-    y = degrade.add_poisson_noise(x, 1.0, gray, generator=_generator(dev, 7), clip=False)
+    gray = torch.tensor([False, True], device=device)
+    y = degrade.add_poisson_noise(x, 1.0, gray, generator=_generator(device, 7), clip=False)
     k = (y - x + x) * 4  # (x is on its levels: xr = x)
     assert (k - k.round()).abs().max() < 1e-4  # k / vals with vals = 4
     k = k.round()
@@ -113,21 +106,21 @@ def test_poisson_levels_and_grey_noise(dev):
     assert not torch.equal(y[0, 0], y[0, 1])
 
 
-def test_a_batch_draws_one_seed_a_call(dev):
+def test_a_batch_draws_one_seed_a_call(device):
     """Each call draws its seed from the generator: two calls differ, a reseeded
     generator repeats them."""
-    x = torch.full((1, 1, 8, 8), 0.5, device=dev)
-    g = _generator(dev, 11)
+    x = torch.full((1, 1, 8, 8), 0.5, device=device)
+    g = _generator(device, 11)
     a, b = (degrade.add_poisson_noise(x, 3.0, False, generator=g) for _ in range(2))
-    g = _generator(dev, 11)
+    g = _generator(device, 11)
     assert not torch.equal(a, b) and torch.equal(a, degrade.add_poisson_noise(x, 3.0, False, generator=g))
 
 
-def test_gaussian_noise_is_one_launch_and_poisson_two(dev):
+def test_gaussian_noise_is_one_launch_and_poisson_two(device):
     """The noise needs no noise tensor and no torch arithmetic: Gaussian one launch,
     Poisson the levels' and the noise's."""
-    x = torch.rand(2, 3, 8, 8, device=dev)
+    x = torch.rand(2, 3, 8, 8, device=device)
     for f, amount, launches in ((degrade.add_gaussian_noise, 5.0, 1), (degrade.add_poisson_noise, 1.0, 2)):
         with count_launches() as counted:
-            f(x, amount, torch.tensor([False, True], device=dev))
+            f(x, amount, torch.tensor([False, True], device=device))
         assert sum(counted.values()) == launches, counted
