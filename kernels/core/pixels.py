@@ -60,10 +60,10 @@ def from_float(y, dtype: tl.constexpr):
     """float32 in unit scale -> ``dtype``: integers are rounded half to even and saturated."""
     if dtype == tl.uint8:
         y = tl.minimum(tl.maximum(y * 255.0, 0.0), 255.0)
-        return ((y + _ROUNDER) - _ROUNDER).to(tl.uint8)
+        return round_even(y).to(tl.uint8)
     elif dtype == tl.uint16:
         y = tl.minimum(tl.maximum(y * 65535.0, 0.0), 65535.0)
-        return ((y + _ROUNDER) - _ROUNDER).to(tl.uint16)
+        return round_even(y).to(tl.uint16)
     else:
         return y.to(dtype)
 

@@ -70,7 +70,7 @@ def quantize(x, channel, levels):
     """round(clamp(x, 0, 1) * levels) / levels, half to even: what storing into an integer
     image and reading it back does (fusion keeps a skipped integer store exact)."""
     y = tl.minimum(tl.maximum(x * levels, 0.0), levels)
-    return ((y + pixels._ROUNDER) - pixels._ROUNDER) / levels
+    return pixels.round_even(y) / levels
 
 
 @triton.jit
