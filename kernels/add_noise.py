@@ -232,14 +232,15 @@ def add(x, y, amount, unit, gray, seed, poisson, clip):
     import torch
     B, C, H, W = x.shape
     off64 = needs_int64(x, y)
+    plane = max(16, triton.next_power_of_2(H * W)) if interpreting() else None  # (the interpreter: a program a plane)
     flags = x  # (a stand-in: Gaussian noise reads no flags)
     if poisson:
         flags = torch.zeros(B, 2, LEVELS.value, dtype=torch.int32, device=x.device)
-        block = max(16, triton.next_power_of_2(H * W)) if interpreting() else LEVELS_BLOCK
+        block = plane or LEVELS_BLOCK
         launch_kernel(levels_kernel, (cdiv(H * W, block), B), (x, flags, C, H, W, x.stride(0), x.stride(1),
                                                                 x.stride(2)),
                       dict(SXW=x.stride(3), OFF64=off64), x, tile_config(BLOCK=block, num_warps=4))
-    block = max(16, triton.next_power_of_2(H * W)) if interpreting() else POISSON_BLOCK if poisson else BLOCK
+    block = plane or (POISSON_BLOCK if poisson else BLOCK)
     args = (x, y, amount, gray, seed, flags, float(unit), C, H, W, x.stride(0), x.stride(1), x.stride(2), y.stride(0),
             y.stride(1), y.stride(2), int(amount.numel() > 1), int(gray.numel() > 1))
     meta = dict(POISSON=bool(poisson), CLIP=bool(clip), SXW=x.stride(3), SYW=y.stride(3), OFF64=off64)
