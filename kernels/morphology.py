@@ -29,12 +29,13 @@ shapes of work from the mask:
   tiles unroll the taps as constants (row pointers once, columns as immediate offsets).
 - **General masks** (more than ``DIRECT_TAPS`` positions, not all True: ellipses, crosses,
   any mask up to 63 x 63): each mask row is a set of runs of True. A row pass computes,
-  once per distinct run length ``w``, the min over ``w`` columns starting at each column
-  from ``-ax`` to ``W + kw - 1 - ax`` into one plane of a stacked buffer; then one
-  ``taps_kernel`` launch takes each output's min over the runs (a tap per run: row ``i + u
-  - ay`` of the plane of its length, column ``j + a``). A 15 x 15 ellipse has 5 distinct
-  lengths and 15 runs: 5 row passes (each a read and a write of the image) and 15 loads and
-  14 min/max an output instead of its 169 positions.
+  for each distinct run length ``w``, the min over ``w`` columns starting at each column
+  from ``-ax`` to ``W + kw - 1 - ax`` into one plane of a stacked buffer (one launch of
+  ``runs_kernel`` for all the lengths up to ``MARCH_WIDTH``: the image read once; longer
+  ones a launch a length); then one ``taps_kernel`` launch takes each output's min over
+  the runs (a tap per run: row ``i + u - ay`` of the plane of its length, column ``j +
+  a``). A 15 x 15 ellipse has 5 distinct lengths and 15 runs: one read of the image and 5
+  planes written, then 15 loads and 14 min/max an output instead of its 169 positions.
 
 Loads (``_load``, ``SOURCE``): integer images and buffers without a prologue load their
 stored integers as int32 (a min or max one integer instruction), stored as they are when
@@ -75,10 +76,10 @@ MARCH_WIDTH = 31  # row windows up to this: ``lanes_kernel``; wider: the scans
 # GPU tiles, 4 warps each: the direct taps' (rows, columns); the van Herk passes' (elements
 # a tile, the fewest positions along the scanned axis: at least twice the window); the
 # column march's (output rows, columns: one column a thread); the lanes' (lanes, outputs a
-# lane, rows a program) for float32 and for stored integers (``lanes_raw``). From the
-# sm_90a SASS and the H100 (PERFORMANCE.md).
+# lane, rows a program) for float32 and for stored integers (``lanes_raw``), and the same of
+# a mask's row runs (``runs``). From the sm_90a SASS and the H100 (PERFORMANCE.md).
 TILES = dict(taps=(32, 64), row_scan=(1024, 128), column_scan=(2048, 64), march=(16, 128), lanes=(128, 4, 32),
-             lanes_raw=(128, 8, 16), pair=(128, 4, 16))
+             lanes_raw=(128, 8, 16), pair=(128, 4, 16), runs=(128, 4, 32))
 # Rectangles up to LANES_HEIGHT x LANES_WIDTH: one launch of ``lanes_kernel`` (each output
 # takes the min of HEIGHT rows' minima: tall windows want the column march's van Herk)
 LANES_HEIGHT = 7
@@ -87,6 +88,9 @@ LANES_WIDTH = 15
 # default border: one launch of ``pair_kernel`` (stored integers, whose passes are
 # compute-bound, run faster as two ``lanes_kernel`` passes: PERFORMANCE.md)
 PAIR_SIDE = 5
+# pair_kernel's registers a thread: four programs of 128 threads an SM (the compiler's 138
+# fit three: the opening 5x5 float32 on 4K RGB took 0.144 ms, capped 0.126, on an H100)
+PAIR_REGISTERS = 128
 
 @triton.jit
 def _seg_min(av, aseg, bv, bseg):
@@ -361,6 +365,35 @@ def lanes_kernel(X, Y, Z, C, H, W, WO, S0, SX0, sxb, sxc, sxh, syb, syc, syh, sz
         kept = neighbourhood.drop_row(window, S)
 
 
+
+@triton.jit(do_not_specialize=["C", "H", "W", "WO", "SX0", "sxb", "sxc", "sxh", "syd", "syb", "syc", "syh"])
+def runs_kernel(X, Y, C, H, W, WO, SX0, sxb, sxc, sxh, syd, syb, syc, syh, border_value, PRO: tl.constexpr,
+                pro_args, LENGTHS: tl.constexpr, SXW: tl.constexpr, SYW: tl.constexpr, BORDER: tl.constexpr,
+                NEAR: tl.constexpr, OFF64: tl.constexpr, DILATE: tl.constexpr, SOURCE: tl.constexpr,
+                BW: tl.constexpr, S: tl.constexpr, SEG: tl.constexpr):
+    """Y[d, ..., j] = min over LENGTHS[d] columns of X~ from column j + SX0, for j < WO and
+    every d: the row pass of a mask's runs (``launch``'s "runs"), all its lengths in one
+    launch. The lanes as ``lanes_kernel``'s with one row: a lane loads its S + max(LENGTHS)
+    - 1 columns of a row once (the next row's a row ahead) and takes every length's S
+    window minima from them (``_window_mins``, about 3 min/max an output a length)."""
+    N: tl.constexpr = S + LENGTHS[len(LENGTHS) - 1] - 1  # the columns a lane reads (LENGTHS ascending)
+    b, c, h0, w0 = tile_origin(tl.program_id(0), C, H, WO, SEG, BW * S)
+    x_base = X + b * sxb + c * sxc
+    lanes = w0 + S * tl.arange(0, BW)
+    col_offs, col_ins = neighbourhood.columns(lanes + SX0, N, W, SXW, BORDER, NEAR, OFF64)
+    ahead = _lane_row(x_base, h0, H, col_offs, col_ins, sxh, border_value, c, PRO, pro_args, SOURCE, BORDER, NEAR,
+                      OFF64)
+    for o in range(h0, tl.minimum(h0 + SEG, H)):
+        vals = ahead
+        ahead = _lane_row(x_base, o + 1, H, col_offs, col_ins, sxh, border_value, c, PRO, pro_args, SOURCE, BORDER,
+                          NEAR, OFF64)
+        y_row = Y + b * syb + c * syc + offset(o, syh, OFF64)
+        for d in tl.static_range(len(LENGTHS)):
+            plane = y_row + tl.full((), d, tl.int64) * syd  # (the planes together may pass 2**31)
+            _store_lanes(_window_mins(vals, LENGTHS[d], S, DILATE), X.dtype.element_ty, SOURCE, plane, plane, lanes,
+                         WO, SYW, SYW, OFF64, b, c, PRO, pro_args, (), (), 0, False, 0)
+
+
 @triton.jit
 def _pair_step(vals, rho, H, kept, e_ins, neutral, KW: tl.constexpr, HEIGHT: tl.constexpr, S: tl.constexpr,
                DILATE: tl.constexpr):
@@ -449,8 +482,8 @@ def _table_tap(x_base, ptrs, rows, cols, TAPS, k, H, W, XW, sxd, sxh, border_val
     du = tl.load(TAPS + 3 * k).to(tl.int32)
     dv = tl.load(TAPS + 3 * k + 1).to(tl.int32)
     plane = 0
-    if STACKED:
-        plane = offset(tl.load(TAPS + 3 * k + 2).to(tl.int32), sxd, OFF64)
+    if STACKED:  # (the planes together may pass 2**31 where one does not)
+        plane = tl.load(TAPS + 3 * k + 2).to(tl.int64) * sxd
     if INTERIOR:
         return _load(ptrs + (offset(du, sxh, OFF64) + offset(dv, SXW, OFF64) + plane), None, border_value, c, PRO,
                      pro_args, SOURCE, BORDER)
@@ -474,7 +507,8 @@ def _taps_min(x_base, rows, cols, TAPS, NT, H, W, XW, sxd, sxh, border_value, c,
     (``INTERIOR``: plain offsets) or not (remapped, the constant border). Interior tiles of
     a direct pass take the taps as constants (``DTAPS``), unrolled: a row's pointers once,
     its columns as the loads' immediate offsets; the rest loop over the table at run time
-    (a small program: the border tiles are few)."""
+    (a small program: the border tiles are few; unrolled, the runs of a 15 x 15 ellipse
+    took 0.379 ms against the table's 0.345 on the H100, PERFORMANCE.md)."""
     ptrs = x_base
     if INTERIOR:
         ptrs = x_base + offset(rows, sxh, OFF64) + offset(cols, SXW, OFF64)
@@ -505,7 +539,7 @@ def taps_kernel(X, Y, Z, TAPS, NT, DU0, DU1, DV0, DV1, C, H, W, XW, sxd, sxb, sx
     """Y[b, c, i, j] = finish(min over the NT taps (du, dv, d) of X~[d, b, c, i + du, j + dv]):
     ``TAPS`` holds (du, dv, d) triples as floats, du in [DU0, DU1], dv in [DV0, DV1]; or
     ``DTAPS`` the (du, dv) pairs as constants (direct passes: one compile per mask).
-    ``SOURCE``: how X is read (``_load``). ``STACKED``: X is ``row_kernel``'s
+    ``SOURCE``: how X is read (``_load``). ``STACKED``: X is the row pass's
     stacked buffer of ``XW`` columns, plane d a run length, read at columns j + dv (always
     inside); otherwise one plane of the image's size, columns through the border."""
     b, c, h0, w0 = tile_origin(tl.program_id(0), C, H, W, BH, BW)
@@ -677,6 +711,26 @@ def _lanes(x, y, z, kh, kw, s0, sx0, border, value, pro, epi, dilate, inp, sub, 
                   tile_config(BW=bw, S=s, SEG=seg, num_warps=1 if interpreting() else 4))
 
 
+def _runs(x, stacked, lengths, sx0, border, value, pro, dilate, inp):
+    """stacked[d, ..., j] = min over ``lengths[d]`` columns of x~ from column j + sx0: one
+    launch of ``runs_kernel`` for all the lengths (ascending, at most ``MARCH_WIDTH``)."""
+    B, C, H, W = x.shape
+    WO = stacked.shape[4]
+    source, value = _source(x, inp, pro, border, value)
+    if interpreting():  # (one program a plane; S = 2 keeps the lanes' column arithmetic in the tests)
+        s, seg = 2, H
+        bw = pow2_at_least(-(-WO // s), 1, 1 << 20)
+    else:
+        bw, s, seg = TILES["runs"]
+    args = (x, stacked, C, H, W, WO, sx0, x.stride(0), x.stride(1), x.stride(2), stacked.stride(0),
+            stacked.stride(1), stacked.stride(2), stacked.stride(3), float(value), pro[0], pro[1])
+    near = -W < sx0 and WO + sx0 + lengths[-1] - 2 < 2 * W - 1  # as ``_lanes``'s NEAR
+    meta = dict(LENGTHS=tuple(lengths), SXW=x.stride(3), SYW=stacked.stride(4), BORDER=border, NEAR=near,
+                OFF64=needs_int64(x, stacked[0]), DILATE=bool(dilate), SOURCE=source)
+    launch_kernel(runs_kernel, lambda m: (programs(B * C, H, WO, seg, bw * s),), args, meta, x,
+                  tile_config(BW=bw, S=s, SEG=seg, num_warps=1 if interpreting() else 4))
+
+
 def pair(x, y, z, kh, kw, anchor, dilate, pro=((), ()), epi=((), ()), sub=0, z_input=False):
     """The opening of 4-D ``x`` into ``y`` (``dilate``: the closing; ``sub`` and ``z`` as
     ``launch``'s) by the kh x kw rectangle anchored at ``anchor`` with the default border,
@@ -694,8 +748,11 @@ def pair(x, y, z, kh, kw, anchor, dilate, pro=((), ()), epi=((), ()), sub=0, z_i
             pro[0], pro[1], epi[0], epi[1])
     meta = dict(HEIGHT=kh, KW=kw, SXW=x.stride(3), SYW=y.stride(3), SZW=z.stride(3), OFF64=needs_int64(x, y, z),
                 DILATE=bool(dilate), SOURCE=source, SUB=sub, Z_INPUT=bool(z_input))
-    launch_kernel(pair_kernel, lambda m: (programs(B * C, H, W, seg, bw * s),), args, meta, x,
-                  tile_config(BW=bw, S=s, SEG=seg, num_warps=1 if interpreting() else 4))
+    if interpreting():
+        cfg = tile_config(BW=bw, S=s, SEG=seg, num_warps=1)
+    else:
+        cfg = tile_config(BW=bw, S=s, SEG=seg, num_warps=4, maxnreg=PAIR_REGISTERS)
+    launch_kernel(pair_kernel, lambda m: (programs(B * C, H, W, seg, bw * s),), args, meta, x, cfg)
 
 
 def pairs(kh, kw, raw):
@@ -708,6 +765,12 @@ def pairs(kh, kw, raw):
 def lanes(kh, kw):
     """Whether a kh x kw rectangle is one launch of ``lanes_kernel``."""
     return kh <= LANES_HEIGHT and kw <= LANES_WIDTH
+
+
+def row_launches(lengths):
+    """The launches of a mask's runs' row pass (``lengths`` ascending): one
+    ``runs_kernel`` for all of them up to ``MARCH_WIDTH``, else one a length."""
+    return 1 if lengths[-1] <= MARCH_WIDTH else len(lengths)
 
 
 def one_march(kh, kw):
@@ -755,7 +818,10 @@ def launch(x, y, rows, kw, dilate, border=0, border_value=0.0, pro=((), ()), epi
         _, lengths, taps = how
         xw = W + kw - 1
         stacked = torch.empty(len(lengths), B, C, H, xw, dtype=buffer_dtype, device=x.device)
-        for d, w in enumerate(lengths):
-            _row(x, stacked[d], w, -ax, border, border_value, pro, dilate, inp)
+        if row_launches(lengths) == 1:
+            _runs(x, stacked, lengths, -ax, border, border_value, pro, dilate, inp)
+        else:
+            for d, w in enumerate(lengths):
+                _row(x, stacked[d], w, -ax, border, border_value, pro, dilate, inp)
         _taps(stacked[0], y, z, taps, stacked.stride(0), xw, border, border_value, pro, epi, dilate, False,
               True, sub, z_input, levels)

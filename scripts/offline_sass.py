@@ -8,13 +8,13 @@ Python unpacked into a folder put first on ``PYTHONPATH``, beside the installed 
 interpreter compiles nothing.
 
     python scripts/offline_sass.py "R=4" "R=7,dtype='uint8',K=128,BW=256,nw=8" [--sass out.txt]
-    python scripts/offline_sass.py "nibbles:K=15" "columns:K=5,dtype='float32'" "opening:S=2"
+    python scripts/offline_sass.py "nibbles:K=15" "columns:K=5,dtype='float32'" "opening:S=2" "runs:S=8"
     python scripts/offline_sass.py "noise:POISSON=True" "levels:"
 
 Each case is keyword arguments of one of ``CASES`` (``family:arguments``; the family
 ``bilateral`` when none is named): the forward bilateral kernel on 4K RGB, the median's
-nibbles and sorted columns, the one-launch opening, the gradient magnitude and the noise
-kernels on 1x3x1024x1536
+nibbles and sorted columns, the one-launch opening, a mask's row runs, the gradient
+magnitude and the noise kernels on 1x3x1024x1536
 (the cold-call tests' image; these kernels compile the same for any size). Triton's
 launcher is fed stand-ins for the driver and for tensors (only their dtype and a 16-byte
 aligned address matter to the compiler), and ptxas/cuobjdump come with Triton's wheel.
@@ -150,15 +150,28 @@ def columns_case(K=5, dtype="uint8", BW=128, S=4, SEG=32, nw=4):
     return median.columns_kernel, args, meta, nw
 
 
-def opening_case(K=5, BW=128, S=4, SEG=16, nw=4):
-    """Morphology's ``pair_kernel``: the opening of a float32 image by a K x K rectangle."""
+def opening_case(K=5, BW=128, S=4, SEG=16, nw=4, maxnreg=None):
+    """Morphology's ``pair_kernel``: the opening of a float32 image by a K x K rectangle
+    (``maxnreg``: the registers' cap, default ``morphology.PAIR_REGISTERS``)."""
     import math
     from kernels import morphology, morphology_common
     x, (C, H, W, *strides) = _image_args("float32")
     args = (x, x, x, C, H, W, -(K // 2), -(K // 2), *strides, *strides, *strides, -math.inf, (), (), (), ())
     meta = dict(HEIGHT=K, KW=K, SXW=1, SYW=1, SZW=1, OFF64=False, DILATE=False, SOURCE=morphology_common.IMAGE.value,
-                SUB=0, Z_INPUT=False, BW=BW, S=S, SEG=SEG)
+                SUB=0, Z_INPUT=False, BW=BW, S=S, SEG=SEG, maxnreg=maxnreg or morphology.PAIR_REGISTERS)
     return morphology.pair_kernel, args, meta, nw
+
+
+def runs_case(LENGTHS=(1, 9, 11, 13, 15), BW=128, S=8, SEG=16, nw=4):
+    """Morphology's ``runs_kernel``: a mask's row runs (default the 15 x 15 ellipse's) on
+    stored uint8 into its stacked buffer."""
+    from kernels import morphology, morphology_common
+    x, (C, H, W, *strides) = _image_args("uint8")
+    WO = W + LENGTHS[-1] - 1
+    args = (x, x, C, H, W, WO, -(LENGTHS[-1] // 2), *strides, C * H * WO, C * H * WO, H * WO, WO, 0.0, (), ())
+    meta = dict(LENGTHS=LENGTHS, SXW=1, SYW=1, BORDER=0, NEAR=True, OFF64=False, DILATE=True,
+                SOURCE=morphology_common.RAW.value, BW=BW, S=S, SEG=SEG)
+    return morphology.runs_kernel, args, meta, nw
 
 
 def gradient_case(R=1, dtype="float32", DIRECTION=False, nw=4):
@@ -192,7 +205,7 @@ def levels_case(dtype="float32", nw=4):
 
 
 CASES = {"bilateral": bilateral_case, "nibbles": nibbles_case, "columns": columns_case, "opening": opening_case,
-         "noise": noise_case, "levels": levels_case, "gradient": gradient_case}
+         "runs": runs_case, "noise": noise_case, "levels": levels_case, "gradient": gradient_case}
 
 
 def main():

@@ -46,6 +46,8 @@ CASES = {
     **{f"{op} {k} {dtype}": (image(dtype), morphology(op, k).format("x"),
                              morphology(op, k).format("x[..., :700, :901]"), COLD_CALL_S)
        for op, k, dtype in (("dilate", 15, "uint8"), ("dilate", 3, "uint8"), ("opening", 5, "float32"))},
+    "dilate 15 ellipse uint8": (image("uint8"), "imgfilters.dilate(x, 15, shape='ellipse')",
+                                "imgfilters.dilate(x[..., :700, :901], 15, shape='ellipse')", COLD_CALL_S),
 }
 
 

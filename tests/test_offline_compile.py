@@ -12,7 +12,8 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CASES = ["nibbles:K=15", "columns:K=5,dtype='float32'", "opening:S=4", "noise:POISSON=True", "R=4,dtype='uint8'"]
+CASES = ["nibbles:K=15", "columns:K=5,dtype='float32'", "opening:S=4", "runs:S=8", "noise:POISSON=True",
+         "R=4,dtype='uint8'"]
 
 
 def test_row_marching_kernels_compile_for_sm90(tmp_path):

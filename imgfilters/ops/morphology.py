@@ -224,7 +224,7 @@ def launches(op, rows, kw, n, border=None, raw=False):
         if how[0] == "rect":
             per_pass += 1 if kernels.one_march(len(r), w) else 2
         else:
-            per_pass += 1 if how[0] == "direct" else len(how[1]) + 1
+            per_pass += 1 if how[0] == "direct" else kernels.row_launches(how[1]) + 1
     return per_pass * (1 if op in ("erode", "dilate") else 2)
 
 

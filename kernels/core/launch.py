@@ -83,11 +83,12 @@ class Plan:
     grid: object
 
 
-def tile_config(num_warps=4, num_stages=1, **meta):
-    """A tile: the kernel's tile meta-parameters and its launch options (with its part of
-    the launch key, hashed once)."""
-    config = triton.Config(meta, num_warps=num_warps, num_stages=num_stages)
-    config.key = _Hashed((tuple(meta.items()), num_warps, num_stages))
+def tile_config(num_warps=4, num_stages=1, maxnreg=None, **meta):
+    """A tile: the kernel's tile meta-parameters and its launch options (``maxnreg``: the
+    registers a thread may use, when a kernel must fit more programs an SM than the
+    compiler's choice lets it), with its part of the launch key, hashed once."""
+    config = triton.Config(meta, num_warps=num_warps, num_stages=num_stages, maxnreg=maxnreg)
+    config.key = _Hashed(_tile_key(config))
     return config
 
 
@@ -248,7 +249,10 @@ def aligned(t):
 
 
 def _options(config):
-    return dict(config.kwargs, num_warps=config.num_warps, num_stages=config.num_stages)
+    options = dict(config.kwargs, num_warps=config.num_warps, num_stages=config.num_stages)
+    if config.maxnreg is not None:
+        options["maxnreg"] = config.maxnreg
+    return options
 
 
 def _launch_key(kernel, args, meta, config, device):
@@ -265,8 +269,8 @@ def _launch_key(kernel, args, meta, config, device):
 
 
 def _tile_key(config):
-    """A ``triton.Config`` made elsewhere than ``tile_config``: its part of the launch key."""
-    return tuple(config.kwargs.items()), config.num_warps, config.num_stages
+    """A ``triton.Config``'s part of the launch key."""
+    return tuple(config.kwargs.items()), config.num_warps, config.num_stages, config.maxnreg
 
 
 def _spec(a):
