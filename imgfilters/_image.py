@@ -37,43 +37,6 @@ def check_image(img, name="img"):
         raise ValueError(f"{name} is empty (shape {tuple(img.shape)})")
 
 
-def plan_by_shape(plan):
-    """Memoise ``plan(img, *args)``, a function of the image's shape, dtype and device and
-    of its other arguments only (no tensor values), that returns what an op needs to know
-    of a call (output size, coefficients, ...) or raises on bad arguments. A repeated
-    call of one shape then skips the checks and arithmetic: microseconds of host time that
-    a small image's kernel does not cover. Arguments are keyed with their types (2 and 2.0,
-    1 and True are different arguments to a check), lists and tuples element by element;
-    unhashable ones, keywords and traced calls (``torch.compile``) are not cached. The
-    result is shared between calls: callers must not modify it."""
-    cache = {}
-
-    @functools.wraps(plan)
-    def cached(img, *args, **kwargs):
-        check_image(img)
-        if kwargs or torch.compiler.is_compiling():
-            return plan(img, *args, **kwargs)
-        key = (img.shape, img.dtype, img.device, *map(_typed, args))
-        try:
-            hit = cache.get(key)
-        except TypeError:  # an unhashable argument
-            return plan(img, *args)
-        if hit is None:
-            if len(cache) >= 4096:
-                cache.clear()
-            hit = cache[key] = plan(img, *args)
-        return hit
-    return cached
-
-
-def _typed(arg):
-    """``plan_by_shape``'s key of an argument: its value with its type."""
-    t = type(arg)
-    if t is list or t is tuple:
-        return t, tuple((type(v), v) for v in arg)
-    return t, arg
-
-
 def as_planes(img):
     """A 4-D (B, C, H, W) view of ``img`` ((H, W) -> (1, 1, H, W)); a copy only when the
     leading dimensions cannot be merged into one (rare non-contiguous views)."""

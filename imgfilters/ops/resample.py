@@ -63,8 +63,8 @@ def resize(img, size, interpolation="bilinear", max_size=None, antialias=True):
     return _resample(img, *_resize_plan(img, size, interpolation, max_size, antialias))
 
 
-@_image.plan_by_shape
 def _resize_plan(img, size, interpolation="bilinear", max_size=None, antialias=True):
+    _image.check_image(img)
     mode = _mode(interpolation, RESIZE_MODES, "interpolation")
     H, W = img.shape[-2:]
     out = reference.resized_size(H, W, _size_arg(size, max_size), max_size)
@@ -87,8 +87,8 @@ def upsample(img, scale_factor=None, size=None, mode="bicubic", align_corners=Fa
     return _resample(img, *_upsample_plan(img, scale_factor, size, mode, align_corners))
 
 
-@_image.plan_by_shape
 def _upsample_plan(img, scale_factor=None, size=None, mode="bicubic", align_corners=False):
+    _image.check_image(img)
     mode = _mode(mode, UPSAMPLE_MODES, "mode")
     if align_corners and mode not in ("bilinear", "bicubic"):
         raise ValueError("align_corners can only be set with the bilinear and bicubic modes")
@@ -105,8 +105,8 @@ def imresize(img, scale=None, size=None, antialias=True):
     return _resample(img, *_imresize_plan(img, scale, size, antialias))
 
 
-@_image.plan_by_shape
 def _imresize_plan(img, scale=None, size=None, antialias=True):
+    _image.check_image(img)
     out, scales = _scaled_size(img, scale, "scale", size, math.ceil)
     return _plan(img, out, "matlab", bool(antialias), False, scales)
 
@@ -161,6 +161,8 @@ def _size_arg(size, max_size):
 
 
 def _pair_of(value, name, kind):
+    if type(value) is kind and 0 < value < math.inf:  # (the common call: one plain number)
+        return value, value
     vals = list(value) if isinstance(value, (list, tuple)) else [value, value]
     if len(vals) != 2 or not all(type(v) in (int, float) or isinstance(v, numbers.Real) and not isinstance(v, bool)
                                  for v in vals):
@@ -195,9 +197,9 @@ def _check_out(img, out, name):
     allocator (or hours in the interpreter)."""
     if min(out) < 1:
         raise ValueError(f"the output size must be at least 1 x 1, got {out[0]} x {out[1]}")
-    if torch.compiler.is_compiling() or img.device.type not in ("cpu", "cuda"):
-        return
-    nbytes = math.prod(img.shape[:-2]) * out[0] * out[1] * img.element_size()
+    nbytes = img.numel() // (img.shape[-2] * img.shape[-1]) * out[0] * out[1] * img.element_size()
+    if nbytes < 2 ** 30 or torch.compiler.is_compiling() or img.device.type not in ("cpu", "cuda"):
+        return  # (every device has a GiB: the common case asks nothing more)
     limit = _device_memory(img.device)
     if nbytes > limit:
         raise ValueError(f"{name} gives a {out[0]} x {out[1]} output of {nbytes / 2 ** 30:.1f} GiB, more than the "
