@@ -133,45 +133,45 @@ def _image_args(dtype, H=1024, W=1536, C=3):
 
 def nibbles_case(K=15, BW=128, SEG=64, nw=4):
     """The median's ``nibbles_kernel`` (uint8)."""
-    from kernels import median
+    from kernels.median import nibbles
     x, (C, H, W, *strides) = _image_args("uint8")
     args = (x, x, C, H, W, *strides, *strides, 0.0, (), ())
     meta = dict(K=K, SXW=1, SYW=1, BORDER=0, OFF64=False, NEAR=True, SIZE_CLASS=20, BW=BW, SEG=SEG)
-    return median.nibbles_kernel, args, meta, nw
+    return nibbles.nibbles_kernel, args, meta, nw
 
 
 def columns_case(K=5, dtype="uint8", BW=128, S=4, SEG=32, nw=4):
     """The median's ``columns_kernel`` (sorted columns, 3 x 3 and 5 x 5)."""
-    from kernels import median
+    from kernels.median import columns, common
     x, (C, H, W, *strides) = _image_args(dtype)
     args = (x, x, C, H, W, *strides, *strides, 0.0, (), (), (), ())
-    meta = dict(K=K, SXW=1, SYW=1, BORDER=0, OFF64=False, KEY=median.RAW if dtype == "uint8" else median.FLOAT,
+    meta = dict(K=K, SXW=1, SYW=1, BORDER=0, OFF64=False, KEY=common.RAW if dtype == "uint8" else common.FLOAT,
                 NEAR=True, SIZE_CLASS=20, BW=BW, S=S, SEG=SEG)
-    return median.columns_kernel, args, meta, nw
+    return columns.columns_kernel, args, meta, nw
 
 
 def opening_case(K=5, BW=128, S=4, SEG=16, nw=4, maxnreg=None):
     """Morphology's ``pair_kernel``: the opening of a float32 image by a K x K rectangle
-    (``maxnreg``: the registers' cap, default ``morphology.PAIR_REGISTERS``)."""
+    (``maxnreg``: the registers' cap, default ``morphology.tiles.PAIR_REGISTERS``)."""
     import math
-    from kernels import morphology, morphology_common
+    from kernels.morphology import common, marching, tiles
     x, (C, H, W, *strides) = _image_args("float32")
     args = (x, x, x, C, H, W, -(K // 2), -(K // 2), *strides, *strides, *strides, -math.inf, (), (), (), ())
-    meta = dict(HEIGHT=K, KW=K, SXW=1, SYW=1, SZW=1, OFF64=False, DILATE=False, SOURCE=morphology_common.IMAGE.value,
-                SUB=0, Z_INPUT=False, BW=BW, S=S, SEG=SEG, maxnreg=maxnreg or morphology.PAIR_REGISTERS)
-    return morphology.pair_kernel, args, meta, nw
+    meta = dict(HEIGHT=K, KW=K, SXW=1, SYW=1, SZW=1, OFF64=False, DILATE=False, SOURCE=common.IMAGE.value,
+                SUB=0, Z_INPUT=False, BW=BW, S=S, SEG=SEG, maxnreg=maxnreg or tiles.PAIR_REGISTERS)
+    return marching.pair_kernel, args, meta, nw
 
 
 def runs_case(LENGTHS=(1, 9, 11, 13, 15), BW=128, S=8, SEG=16, nw=4):
     """Morphology's ``runs_kernel``: a mask's row runs (default the 15 x 15 ellipse's) on
     stored uint8 into its stacked buffer."""
-    from kernels import morphology, morphology_common
+    from kernels.morphology import common, marching
     x, (C, H, W, *strides) = _image_args("uint8")
     WO = W + LENGTHS[-1] - 1
     args = (x, x, C, H, W, WO, -(LENGTHS[-1] // 2), *strides, C * H * WO, C * H * WO, H * WO, WO, 0.0, (), ())
     meta = dict(LENGTHS=LENGTHS, SXW=1, SYW=1, BORDER=0, NEAR=True, OFF64=False, DILATE=True,
-                SOURCE=morphology_common.RAW.value, BW=BW, S=S, SEG=SEG)
-    return morphology.runs_kernel, args, meta, nw
+                SOURCE=common.RAW.value, BW=BW, S=S, SEG=SEG)
+    return marching.runs_kernel, args, meta, nw
 
 
 def gradient_case(R=1, dtype="float32", DIRECTION=False, nw=4):

@@ -103,7 +103,7 @@ def test_compound_operations_on_uint16_and_float32_equal_opencv(op, gen, device)
 def test_paired_passes_equal_opencv(dtype, tiles, gen, device, monkeypatch):
     if tiles is not None:
         monkeypatch.setattr(kernels, "interpreting", lambda: False)
-        monkeypatch.setattr(kernels, "TILES", dict(kernels.TILES, pair=tiles))
+        monkeypatch.setattr(kernels.tiles, "TILES", dict(kernels.tiles.TILES, pair=tiles))
     x = random_image((2, 13, 17), dtype, gen)
     for op, kernel, iterations in (("opening", 3, 1), ("closing", (5, 3), 1), ("tophat", (1, 5), 1),
                                    ("blackhat", (4, 1), 1), ("opening", 2, 2), ("closing", 5, 1)):
@@ -360,8 +360,9 @@ def test_gpu_tiles_in_the_interpreter(kernel, shape, border, size, gen, device, 
     tiles, the direct taps and the runs, van Herk tiles (windows over 31) of fewer outputs
     than positions, an interior one along each axis."""
     monkeypatch.setattr(kernels, "interpreting", lambda: False)
-    monkeypatch.setattr(kernels, "TILES", dict(taps=(4, 16), row_scan=(64, 16), column_scan=(64, 16), march=(4, 16),
-                                               lanes=(4, 2, 4), lanes_raw=(4, 4, 4), runs=(4, 2, 4)))
+    monkeypatch.setattr(kernels.tiles, "TILES", dict(taps=(4, 16), row_scan=(64, 16), column_scan=(64, 16),
+                                                     march=(4, 16), lanes=(4, 2, 4), lanes_raw=(4, 4, 4),
+                                                     runs=(4, 2, 4)))
     x = random_image((1, 1, *size), torch.uint8, gen)
     got = imgfilters.morphology(x.to(device), "dilate", kernel, shape=shape, border=border)
     assert np.array_equal(got.cpu().numpy()[0], opencv(x[0], "dilate", kernel, shape, 1, border))

@@ -6,7 +6,7 @@ bfloat16 or float32 (float64 runs the float64 reference); the output keeps the d
 memory format. The structuring element is a size (a ``k x k`` or ``kh x kw``
 rectangle, cross or ellipse: OpenCV's ``getStructuringElement``) or a boolean mask up to
 63 x 63, anchored at its centre. CUDA tensors run the Triton kernels
-(``kernels/morphology.py``: a direct pass for masks of up to 25 positions, separable van
+(``kernels/morphology/``: a direct pass for masks of up to 25 positions, separable van
 Herk passes for larger rectangles, row runs for the other masks); other CPU tensors run
 the CPU engine (``imgfilters/cpu/morphology.py``), or the kernels in Triton's
 interpreter under ``TRITON_INTERPRET=1``. The definition and its peers:

@@ -1,4 +1,4 @@
-"""Morphology's shared kernel helpers (``kernels/morphology.py`` has the kernels): how a
+"""Morphology's shared kernel helpers (the package's other modules have the kernels): how a
 pass reads its source (``SOURCE``: the image through the prologue, a float buffer, or
 integers as they are), the NaN-keeping min and max, the border's index remapping, and
 the finishing store (the compound operations' difference, the epilogue, the typed store).
@@ -6,7 +6,7 @@ the finishing store (the compound operations' difference, the epilogue, the type
 import triton
 import triton.language as tl
 
-from .core import borders, neighbourhood, pixels, pointwise
+from ..core import borders, neighbourhood, pixels, pointwise
 
 _NAN: tl.constexpr = tl.constexpr(tl.PropagateNan.ALL)
 # SOURCE: what a kernel reads and how (``_load``)
