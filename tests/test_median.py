@@ -293,7 +293,7 @@ def test_4k_rgb_5x5_uint8_beats_cvcuda():
     assert ms < 0.93, ms  # CV-CUDA's 5x5 median on the H200 (issue 40)
 
 
-@pytest.mark.parametrize("target, path", [("triton", "kernels/median_networks.py"),
+@pytest.mark.parametrize("target, path", [("triton", "kernels/median/networks.py"),
                                           ("numba", "imgfilters/cpu/median_networks.py")])
 def test_generated_networks_are_the_generators_output(target, path):
     """The selection networks are generated (and checked against ``sorted``) by

@@ -2,7 +2,7 @@
 
 Inputs are ``(..., C, H, W)`` or ``(H, W)`` tensors of dtype uint8, uint16, float16,
 bfloat16 or float32 (float64 runs the float64 reference); the output keeps the dtype and
-memory format. CUDA tensors run one Triton launch (``kernels/median.py``: selection
+memory format. CUDA tensors run one Triton launch (``kernels/median/``: selection
 networks over sorted columns for 3x3 and 5x5, over the window for 7x7, a radix select per
 pixel beyond; no sort); other CPU
 tensors run the CPU engine (``imgfilters/cpu/median.py``), or the Triton kernel in
