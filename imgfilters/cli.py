@@ -390,7 +390,7 @@ def _estimate(s, x, tile):
     from imgfilters.ops import noise
     if tile:
         return noise.estimate_sampled(lambda r0, r1, c0, c1: x[..., r0:r1, c0:c1].to(s.device), *x.shape[-2:])
-    return imgfilters.estimate_noise(x.to(s.device)).cpu().double()
+    return noise.check_estimated(imgfilters.estimate_noise(x.to(s.device)).cpu().double())
 
 
 def _auto_tile(s, x):

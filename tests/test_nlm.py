@@ -176,6 +176,19 @@ def test_estimate_noise_per_image_of_a_batch(gen, device):
     assert torch.allclose(est.cpu().double().reshape(3), sigmas, rtol=0.1)
 
 
+def test_estimate_noise_of_an_image_with_nan_or_inf_is_nan(gen, device):
+    """Per image, on the GPU without a wait for the device: the other images keep their
+    estimates; the automatic ``nl_means`` refuses the batch."""
+    x = random_image((3, 3, 40, 48), torch.float32, gen, device)
+    alone = imgfilters.estimate_noise(x[1])
+    x[0, 1, 5, 5] = float("nan")
+    x[2, 0, 7, 9] = float("inf")
+    got = imgfilters.estimate_noise(x)
+    assert torch.isnan(got[[0, 2]]).all() and torch.allclose(got[1], alone, rtol=1e-6, atol=0)  # (atomic sums)
+    with pytest.raises(ValueError, match="NaN"):
+        imgfilters.nl_means(x)
+
+
 def test_estimate_noise_on_uint8_and_float64(gen):
     clean = sample("camera").to(torch.float64) / 255
     noisy = clean + 12 / 255 * torch.randn(clean.shape, generator=gen, dtype=torch.float64)
@@ -250,7 +263,7 @@ def test_automatic_mode_denoises_a_photo(gen):
     (lambda x: imgfilters.estimate_noise(x[..., :6]), ValueError, "too small"),
     (lambda x: imgfilters.estimate_noise(torch.rand(1, 28, 28)), ValueError, "too small"),
     (lambda x: imgfilters.nl_means(torch.rand(3, 12, 12)), ValueError, "pass sigma"),
-    (lambda x: imgfilters.estimate_noise(torch.full((1, 40, 40), float("nan"))), ValueError, "NaN"),
+    (lambda x: imgfilters.nl_means(torch.full((1, 40, 40), float("nan"))), ValueError, "NaN"),
     (lambda x: imgfilters.estimate_noise(x.numpy()), TypeError, "img"),
 ])
 def test_bad_arguments_raise_before_launch(call, error, match):

@@ -123,7 +123,7 @@ def _nlm_op(img: Tensor, h: Optional[Tensor], sigma: Optional[Tensor], patch_siz
         pro, epi, dtype = pointwise.fused_chains(fusion, C, img.device, img.dtype)
         y = _image.new_image(img, dtype=dtype)
     if sigma is None:
-        sigma = noise.sigmas(x4).cpu()
+        sigma = noise.check_estimated(noise.sigmas(x4).cpu())
     else:
         sigma = _image.per_image_values(sigma, "sigma", B, positive=False)
     auto = [parameters(s, C) for s in sigma.tolist()]

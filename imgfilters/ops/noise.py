@@ -58,7 +58,9 @@ def estimate_noise(img):
 
     Returns:
         A float32 tensor of the batch shape (``img.shape[:-3]``; 0-d for one image) on
-        ``img``'s device; float64 for float64 input.
+        ``img``'s device; float64 for float64 input. An image holding NaN or an infinity
+        gets NaN (the others of its batch their estimates): a GPU call does not wait for
+        the device to find out.
     """
     _image.check_image(img)
     check_size(img)
@@ -82,7 +84,15 @@ def estimate_sampled(read, H, W):
     c0, c1)`` gives the ``(..., C, h, w)`` tensor of a crop; the median of the crops'
     estimates (``sample_windows``), one float64 CPU value per image."""
     sigmas = [estimate_noise(read(*w)).to("cpu", torch.float64).reshape(-1) for w in sample_windows(H, W)]
-    return torch.stack(sigmas).median(0).values
+    return check_estimated(torch.stack(sigmas).median(0).values)
+
+
+def check_estimated(sigma):
+    """``sigma`` (CPU values), unless an estimate is NaN: its image held NaN or an
+    infinity, and a filter that needs the noise level cannot run on it."""
+    if torch.isnan(sigma).any():
+        raise ValueError("img has NaN or infinite values; its noise cannot be estimated: pass sigma")
+    return sigma
 
 
 def check_size(img):
@@ -108,20 +118,23 @@ def _estimate_op(img: Tensor) -> Tensor:
 
 def sigmas(x4, dtype=torch.float64):
     """The noise sigma of each image of the (B, C, H, W) batch in unit scale, as ``dtype``
-    on ``x4``'s device: on the GPU for a GPU image other than float64 (the last kernel
-    writes it; no wait for the kernels, unless a floating-point image's NaN check does),
-    else on the CPU (the CPU engine's patch sums, or the float64 reference's)."""
+    on ``x4``'s device, NaN for an image holding NaN or an infinity: on the GPU for a GPU
+    image other than float64 (the last kernel writes it; no wait for the device), else on
+    the CPU (the CPU engine's patch sums, or the float64 reference's)."""
     unit = 1.0 / _image.MAX_VALUE.get(x4.dtype, 1.0)  # the patches are in the image's units
-    # no image-sized mask; read after the kernels are queued, so the device does not idle
-    finite = torch.isfinite(torch.stack(torch.aminmax(x4))).all() if x4.is_floating_point() else True
+    # per image, whether it is finite: its largest magnitude, one read and no image-sized
+    # mask (a wait for it cost a float32 4K image 0.6 ms: the host's launches no longer
+    # overlapped the device's work)
+    finite = torch.linalg.vector_norm(x4, math.inf, dim=(1, 2, 3)).isfinite() if x4.is_floating_point() else None
     if x4.is_cuda and x4.dtype != torch.float64:
         sigma = x4.new_empty(x4.shape[0], dtype=dtype)
         _estimate_on_device(x4, sigma, unit)
-        _check_finite(finite)
-        return sigma
-    _check_finite(finite)
+        return sigma if finite is None else torch.where(finite, sigma, math.nan)
+    if finite is not None and not finite.all():  # (estimated as black images, then NaN)
+        x4 = torch.where(finite[:, None, None, None], x4, 0)
     var = _estimate_on_engine(x4) if _image.uses_cpu_engine(x4) else _estimate(x4)
-    return (var.sqrt() * unit).to(x4.device, dtype)
+    sigma = (var.sqrt() * unit).to(x4.device, dtype)
+    return sigma if finite is None else torch.where(finite, sigma, math.nan)
 
 
 def _stride(C, H, W):
@@ -183,11 +196,6 @@ def _estimate_on_device(x4, sigma, unit):
         kernels.launch(x4, form, limit, sums[k], stride, work, tickets[k, 0])
         kernels.eigenvalues(work, tickets[k, 1], sums[k], var[k], var[k + 1], limits[k + 1], sigma, threshold, unit)
     return var[-1]
-
-
-def _check_finite(finite):
-    if not finite:
-        raise ValueError("img has NaN or infinite values; its noise cannot be estimated")
 
 
 def _noise_variance(stats, previous=None):
