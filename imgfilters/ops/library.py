@@ -135,17 +135,20 @@ def as_tensors(args, slots):
 def _plain_eager(args):
     """None unless nothing needs to see the op as an op, so that the public functions may
     call its implementation directly (with its autograd as a plain ``autograd.Function``):
-    eager mode, plain tensors, and no dispatch mode, torch-function mode, functorch
-    transform or jit trace active, no meta tensor (whose outputs come from the op's fake
-    implementation). Otherwise whether a tensor argument requires grad. The dispatcher's
-    path through a custom op costs tens of microseconds a call (its autograd about 150 us
-    a forward and as much a backward on the H200's host), more than the kernel of a
-    small image."""
-    if torch.compiler.is_compiling() or torch.jit.is_tracing():  # (a trace records ops, not Triton launches)
-        return None
-    # (torch has no public query of these two: a dispatch mode such as FakeTensorMode, and
-    # a functorch transform, vmap or grad, whose wrapped tensors look plain from Python)
-    if torch._C._len_torch_dispatch_stack() > 0 or torch._C._functorch.peek_interpreter_stack() is not None:
+    eager mode, plain tensors with their own memory, no torch-function mode or jit trace
+    active. Otherwise whether a tensor argument requires grad. The dispatcher's path
+    through a custom op costs tens of microseconds a call (its autograd about 150 us a
+    forward and as much a backward on the H200's host), more than the kernel of a small
+    image.
+
+    What takes the op: ``torch.compile`` and jit traces (a trace records ops, not Triton
+    launches), tensor subclasses (FakeTensor included), meta tensors (their outputs come
+    from the op's fake implementation), and functorch's transforms (``vmap``,
+    ``torch.func.grad``), whose wrapped tensors look plain from Python but have no memory
+    of their own (``data_ptr`` raises: the one public sign of them). A dispatch mode over
+    plain tensors (``FlopCounterMode``; torch has no public query of one) sees the torch
+    operations the implementation runs, not the op."""
+    if torch.compiler.is_compiling() or torch.jit.is_tracing():
         return None
     tensors = [a for a in args if isinstance(a, torch.Tensor)]
     if has_torch_function(tensors):  # a torch-function mode, or a subclass that overrides it
@@ -153,6 +156,10 @@ def _plain_eager(args):
     recording = False
     for a in tensors:
         if type(a) is not torch.Tensor or a.is_meta:
+            return None
+        try:
+            a.data_ptr()
+        except RuntimeError:  # a functorch transform's wrapper
             return None
         recording = recording or a.requires_grad
     return recording
