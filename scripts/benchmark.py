@@ -98,6 +98,8 @@ def separable_cases():
     g = torch.rand_like(y)
     cases.append(("gaussian_blur 15x15 backward", x,
                   lambda: torch.autograd.grad(y, xg, g, retain_graph=True), {}, {"graph": False}))
+    cases.append(("gaussian_blur 15x15 forward + backward", x,  # (issue 42's row)
+                  lambda: torch.autograd.grad(imgfilters.gaussian_blur(xg, 15, 3.0), xg, g), {}, {"graph": False}))
     return cases
 
 
