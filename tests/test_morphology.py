@@ -320,19 +320,19 @@ def test_int64_offsets_past_2_31_elements(gen):
         assert_matches(y[..., -10:, -10:], reference(x[..., -30:, -30:], "gradient", kernel, shape)[..., -10:, -10:])
 
 
-@gpu
-def test_4k_rgb_rectangles_take_the_separable_path():
-    # a rectangle's cost does not grow with its area as a mask's does: 15 x 15 dilate on 4K
-    # RGB uint8 took 0.096 ms, the 15 x 15 ellipse (five row lengths, fifteen taps) 0.47 ms
-    # on an H100 (issue 40's speed musts are measured by scripts/benchmark.py, not here,
-    # where fifteen other workers share the GPU)
-    import triton
-    x = torch.randint(0, 256, (1, 3, 2160, 3840), dtype=torch.uint8, device="cuda")
-    rect = lambda: imgfilters.dilate(x, 15)  # noqa: E731
-    ellipse = lambda: imgfilters.dilate(x, 15, shape="ellipse")  # noqa: E731
-    rect(), ellipse()
-    ms = [triton.testing.do_bench(f, return_mode="median") for f in (rect, ellipse)]
-    assert ms[0] < ms[1] / 2, ms
+def test_rectangles_take_the_separable_path(gen, device):
+    """A 15 x 15 rectangle is a row pass on the lanes and a column march, whose cost does
+    not grow with the area as a mask's does; the 15 x 15 ellipse runs its five row lengths
+    in one launch and its fifteen taps in another. (The times are ``scripts/benchmark.py``'s:
+    on 4K RGB uint8 on the H200, 0.110 ms against 0.338. A timed comparison here failed
+    with fifteen other workers on the GPU.)"""
+    x = random_image((1, 3, 40, 50), torch.uint8, gen).to(device)
+    with count_launches() as rect:
+        imgfilters.dilate(x, 15)
+    with count_launches() as ellipse:
+        imgfilters.dilate(x, 15, shape="ellipse")
+    assert rect == {"lanes_kernel": 1, "march_kernel": 1}, rect
+    assert ellipse == {"runs_kernel": 1, "taps_kernel": 1}, ellipse
 
 
 def test_kernel_plans_decompose_masks():
