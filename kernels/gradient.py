@@ -67,36 +67,31 @@ def _lane_values(x_base, r, H, col_offs, col_ins, sxh, bv, c, BORDER: tl.constex
 
 
 @triton.jit
-def _row_sums(vals, ts, td, S: tl.constexpr, MAGNITUDE: tl.constexpr):
+def _row_sums(vals, ts, td, S: tl.constexpr):
     """A row's horizontal smoothing and derivative sums at a lane's S outputs, as two
-    tuples (``vals``: its S + len(ts) - 1 values); without ``MAGNITUDE`` the derivative's
-    only (the smoothing's tuple empty)."""
+    tuples (``vals``: its S + len(ts) - 1 values)."""
     hs = ()
     hd = ()
     for s in tl.static_range(S):
+        a = ts[0] * vals[s]
         d = td[0] * vals[s]
-        for v in tl.static_range(1, len(td)):
+        for v in tl.static_range(1, len(ts)):
+            a += ts[v] * vals[s + v]
             d += td[v] * vals[s + v]
+        hs = hs + (a,)
         hd = hd + (d,)
-        if MAGNITUDE:
-            a = ts[0] * vals[s]
-            for v in tl.static_range(1, len(ts)):
-                a += ts[v] * vals[s + v]
-            hs = hs + (a,)
     return hs, hd
 
 
 @triton.jit(do_not_specialize=["C", "H", "W", "sxb", "sxc", "sxh", "syb", "syc", "syh", "syd"])
 def gradient_kernel(X, Y, TS, TD, C, H, W, sxb, sxc, sxh, syb, syc, syh, syd, border_value,
                     R: tl.constexpr, SXW: tl.constexpr, SYW: tl.constexpr, BORDER: tl.constexpr,
-                    NEAR: tl.constexpr, OFF64: tl.constexpr, MAGNITUDE: tl.constexpr, DIRECTION: tl.constexpr,
-                    BW: tl.constexpr, S: tl.constexpr, SEG: tl.constexpr):
+                    NEAR: tl.constexpr, OFF64: tl.constexpr, DIRECTION: tl.constexpr, BW: tl.constexpr,
+                    S: tl.constexpr, SEG: tl.constexpr):
     """Y[b, c, i, j] = |(gx, gy)| with gx = sum_{u,v} TS[u] TD[v] X~[b, c, i+u-R, j+v-R] and
     gy = sum_{u,v} TD[u] TS[v] X~[...], X~ being X (unit scale) extended by the border;
     with ``DIRECTION`` also Y[b, c, i, j + syd] = atan2(gy, gx) (``syd``: the offset of
-    the direction's planes, in elements). Without ``MAGNITUDE``, Y = gx: one separable
-    filter, TS its column taps and TD its row taps (Sobel's and Scharr's derivatives).
-    Lanes as the module docstring says."""
+    the direction's planes, in elements). Lanes as the module docstring says."""
     K: tl.constexpr = 2 * R + 1
     b, c, h0, w0 = tile_origin(tl.program_id(0), C, H, W, SEG, BW * S)
     x_base = X + b * sxb + c * sxc
@@ -118,54 +113,44 @@ def gradient_kernel(X, Y, TS, TD, C, H, W, sxb, sxc, sxh, syb, syc, syh, syd, bo
         kept_s = kept_s + (tl.zeros((BW,), tl.float32),)
     kept_d = kept_s
     for r in range(h0 - R, h0 + R):
-        hs, hd = _row_sums(_lane_values(x_base, r, H, col_offs, col_ins, sxh, bv, c, BORDER, NEAR, OFF64), ts, td,
-                           S, MAGNITUDE)
+        hs, hd = _row_sums(_lane_values(x_base, r, H, col_offs, col_ins, sxh, bv, c, BORDER, NEAR, OFF64), ts, td, S)
+        kept_s = neighbourhood.drop_row(kept_s + hs, S)
         kept_d = neighbourhood.drop_row(kept_d + hd, S)
-        if MAGNITUDE:
-            kept_s = neighbourhood.drop_row(kept_s + hs, S)
     ahead = _lane_values(x_base, h0 + R, H, col_offs, col_ins, sxh, bv, c, BORDER, NEAR, OFF64)
     for o in range(h0, tl.minimum(h0 + SEG, H)):
-        hs, hd = _row_sums(ahead, ts, td, S, MAGNITUDE)
+        hs, hd = _row_sums(ahead, ts, td, S)
         ahead = _lane_values(x_base, o + R + 1, H, col_offs, col_ins, sxh, bv, c, BORDER, NEAR, OFF64)
+        window_s = kept_s + hs
         window_d = kept_d + hd
-        if MAGNITUDE:
-            window_s = kept_s + hs
         y_row = y_base + offset(o, syh, OFF64)
         for s in tl.static_range(S):
             gx = ts[0] * window_d[s]
+            gy = td[0] * window_s[s]
             for u in tl.static_range(1, K):
                 gx += ts[u] * window_d[u * S + s]
+                gy += td[u] * window_s[u * S + s]
             gx *= scale
+            gy *= scale
             cols = lanes + s
             y_ptrs = y_row + offset(cols, SYW, OFF64)
-            if MAGNITUDE:
-                gy = td[0] * window_s[s]
-                for u in tl.static_range(1, K):
-                    gy += td[u] * window_s[u * S + s]
-                gy *= scale
-                pixels.store(y_ptrs, tl.sqrt(gx * gx + gy * gy), cols < W)
-                if DIRECTION:
-                    pixels.store(y_ptrs + syd, atan2(gy, gx), cols < W)
-            else:
-                pixels.store(y_ptrs, gx, cols < W)
+            pixels.store(y_ptrs, tl.sqrt(gx * gx + gy * gy), cols < W)
+            if DIRECTION:
+                pixels.store(y_ptrs + syd, atan2(gy, gx), cols < W)
+        kept_s = neighbourhood.drop_row(window_s, S)
         kept_d = neighbourhood.drop_row(window_d, S)
-        if MAGNITUDE:
-            kept_s = neighbourhood.drop_row(window_s, S)
 
 
-def launch(x, y, smooth, derivative, border=0, border_value=0.0, direction=None, magnitude=True):
+def launch(x, y, smooth, derivative, border=0, border_value=0.0, direction=None):
     """|gradient| of 4-D ``x`` (B, C, H, W) into 4-D ``y``, and atan2(gy, gx) at
     ``direction`` elements past each magnitude (the same strides) when it is given; the
-    taps float32 on the device, one odd length, ``border`` a code from ``core.borders``.
-    Without ``magnitude``: the separable filter of column taps ``smooth`` and row taps
-    ``derivative`` (gx)."""
+    taps float32 on the device, one odd length, ``border`` a code from ``core.borders``."""
     B, C, H, W = x.shape
     r = smooth.shape[0] // 2
     args = (x, y, smooth, derivative, C, H, W, x.stride(0), x.stride(1), x.stride(2), y.stride(0), y.stride(1),
             y.stride(2), direction or 0, float(border_value))
     # NEAR: every row and column an output reads lies within one image size of the image
     meta = dict(R=r, SXW=x.stride(3), SYW=y.stride(3), BORDER=border, NEAR=r < H and r < W,
-                OFF64=needs_int64(x, y), MAGNITUDE=bool(magnitude), DIRECTION=direction is not None)
+                OFF64=needs_int64(x, y), DIRECTION=direction is not None)
     if interpreting():  # (one program a plane; S = 2 keeps the lanes' column arithmetic in the tests)
         bw, s, seg = pow2_at_least(-(-W // 2), 1, 1 << 20), 2, H
     else:

@@ -174,16 +174,14 @@ def runs_case(LENGTHS=(1, 9, 11, 13, 15), BW=128, S=8, SEG=16, nw=4):
     return marching.runs_kernel, args, meta, nw
 
 
-def gradient_case(R=1, dtype="float32", MAGNITUDE=True, DIRECTION=False, nw=4):
-    """``gradient.gradient_kernel`` (Sobel 3 x 3 when R = 1; without ``MAGNITUDE`` one
-    derivative) on the lanes of ``gradient.TILE``, into float32."""
+def gradient_case(R=1, dtype="float32", DIRECTION=False, nw=4):
+    """``gradient.gradient_kernel`` (Sobel 3 x 3 when R = 1) on the lanes of ``gradient.TILE``."""
     from kernels import gradient
     x, (C, H, W, *strides) = _image_args(dtype)
     f = Tensor("float32")
     args = (x, f, f, f, C, H, W, *strides, *strides, C * H * W, 0.0)
     bw, s, seg = gradient.TILE
-    meta = dict(R=R, SXW=1, SYW=1, BORDER=0, NEAR=True, OFF64=False, MAGNITUDE=MAGNITUDE, DIRECTION=DIRECTION,
-                BW=bw, S=s, SEG=seg)
+    meta = dict(R=R, SXW=1, SYW=1, BORDER=0, NEAR=True, OFF64=False, DIRECTION=DIRECTION, BW=bw, S=s, SEG=seg)
     return gradient.gradient_kernel, args, meta, nw
 
 

@@ -1,12 +1,11 @@
 """Derivative filters: Sobel, Scharr, the Laplacian and the gradient magnitude, with
 OpenCV's taps.
 
-Each is one launch: Sobel and Scharr of the gradient kernel's lanes up to 7 x 7 on the GPU
-(``kernels/gradient.py``, one derivative) and of the separable kernel otherwise
-(``ops/separable.py``), the Laplacian of the 2-D one (``ops/filter2d.py``), with taps from
-``reference/derivatives.py``; the gradient magnitude (and direction) of the gradient
-kernel (``cpu/gradient.py`` on the CPU engine), which computes both derivatives from one
-read of the window.
+Each is one launch: Sobel and Scharr of the separable kernel (``ops/separable.py``), the
+Laplacian of the 2-D one (``ops/filter2d.py``), with taps from
+``reference/derivatives.py``; the gradient magnitude (and direction) of its own kernel
+(``kernels/gradient.py``; ``cpu/gradient.py`` on the CPU engine), which computes both
+derivatives from one read of the window.
 
 A derivative is signed, so the result is float32 for integer and float32 images
 (``dtype=`` chooses another; an integer dtype saturates, as OpenCV's ``ddepth=-1``,
@@ -35,10 +34,6 @@ from imgfilters.reference import derivatives as reference
 from imgfilters.reference.derivatives import MAX_APERTURE, SCHARR
 
 __all__ = ["sobel", "scharr", "laplacian", "gradient_magnitude"]
-
-# Sobel and Scharr derivatives of square apertures up to this take the gradient kernel's
-# lanes; larger ones, and ksize=1's 1 x 3 and 3 x 1, the separable kernel
-LANES_APERTURE = 7
 
 
 def sobel(img, dx=1, dy=0, ksize=3, *, scale=1.0, border="reflect", border_value=0.0, dtype=None):
@@ -222,27 +217,10 @@ def _derivative_backward(grad, img, dx, dy, aperture, scale, border, border_valu
     return _separable._adjoint(grad, *_taps(dx, dy, aperture, scale), border, img.shape)
 
 
-@functools.lru_cache(maxsize=64)
-def _taps_on(dx, dy, aperture, scale, device):
-    """(column taps, row taps) float32 on ``device`` for ``kernels/gradient.py``'s single
-    derivative (one copy per derivative, not one per call)."""
-    tx, ty = _taps(dx, dy, aperture, scale)
-    return ty.to(device, torch.float32), tx.to(device, torch.float32)
-
-
 @library.op("derivative", _output, grads=("img",), linear=True, backward=_derivative_backward)
 def _derivative_op(img: Tensor, dx: int, dy: int, aperture: int, scale: float, border: str, border_value: float,
                    dtype: torch.dtype) -> Tensor:
     tx, ty = _taps(dx, dy, aperture, scale)
-    if dtype != torch.float64 and _image.uses_kernels(img) and len(tx) == len(ty) <= LANES_APERTURE:
-        # the gradient kernel's lanes (one read of each input row a lane, the row's sums
-        # kept down the column): Sobel 3x3 uint8 on 4K RGB 0.062 ms as a separable filter
-        # on the H200, a float32 result's 100 MB (PERFORMANCE.md, "Derivatives")
-        from imgfilters.kernels import gradient as kernels
-        y = _image.new_image(img, dtype=dtype)
-        kernels.launch(_image.as_planes(img), _image.as_planes(y), *_taps_on(dx, dy, aperture, scale, img.device),
-                       _image.check_border(border), border_value, magnitude=False)
-        return y
     return _typed(img, dtype, lambda f: _separable._filter(img, tx, ty, border, border_value, f),
                   lambda x: reference.sobel(x, dx, dy, aperture, scale, border, border_value))
 
