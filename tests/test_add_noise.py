@@ -3,13 +3,18 @@ and ``add_poisson_noise``): their samples follow the distributions (chi-square a
 Poisson's, moments against the normal's), their counters give every image, channel and
 grey plane its own stream whatever the layout, and a generator's seed repeats them.
 Float64 images take torch's samplers (``test_degrade.py``), the reference path."""
+import math
+
 import numpy as np
 import pytest
 import scipy.stats
 import torch
+import triton
+import triton.language as tl
 
 from helpers import count_launches
 from imgfilters import degrade
+from imgfilters.kernels import add_noise
 
 
 def _generator(device, seed):
@@ -124,3 +129,21 @@ def test_gaussian_noise_is_one_launch_and_poisson_two(device):
         with count_launches() as counted:
             f(x, amount, torch.tensor([False, True], device=device))
         assert sum(counted.values()) == launches, counted
+
+
+
+@triton.jit
+def _log_factorials(X, Y, N: tl.constexpr):
+    i = tl.arange(0, N)
+    tl.store(Y + i, add_noise._log_factorial(tl.load(X + i)))
+
+
+def test_log_factorial_is_lgamma_in_float32(device):
+    """PTRS's acceptance test reads log k! from the Stirling series, stepped down below k = 6
+    by one log of a product: within float32 of ``math.lgamma`` for every k a mean up to 256
+    reaches."""
+    k = torch.arange(512, dtype=torch.float32, device=device)
+    got = torch.empty_like(k)
+    _log_factorials[(1,)](k, got, N=512)
+    expected = torch.tensor([math.lgamma(v + 1.0) for v in range(512)], dtype=torch.float64)
+    assert ((got.cpu().double() - expected).abs() / expected.clamp(min=1)).max() < 4e-6
