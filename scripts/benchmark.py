@@ -445,11 +445,12 @@ def diff_jpeg(x, quality):
     return (torch.einsum("ij,bjhw->bihw", inv, ycc) / 255).clamp(0, 1)
 
 
-def basicsr_degradation(gt, k1, k2, sinc, rng):
+def basicsr_degradation(gt, k1, k2, sinc, rng, with_jpeg=True):
     """Real-ESRGAN's ``feed_data`` with torch ops as BasicSR runs it: grouped F.conv2d blurs,
     F.interpolate, its noise functions (torch.unique per image for Poisson), DiffJPEG (the
-    input padded to a multiple of 16, as BasicSR's DiffJPEG pads). The kernels come made
-    (BasicSR makes them in the data loader's workers, with numpy): not timed here."""
+    input padded to a multiple of 16, as BasicSR's DiffJPEG pads; not ``with_jpeg``: the
+    same steps without it, issue 42's comparison). The kernels come made (BasicSR makes
+    them in the data loader's workers, with numpy): not timed here."""
     import math
     import torch.nn.functional as F
 
@@ -488,6 +489,8 @@ def basicsr_degradation(gt, k1, k2, sinc, rng):
         return torch.clamp(x + n, 0, 1)
 
     def jpeg(x):
+        if not with_jpeg:
+            return x
         q = torch.rand(x.shape[0], device=x.device) * 65 + 30
         h, w = x.shape[-2:]
         p = F.pad(x.clamp(0, 1), (0, -w % 16, 0, -h % 16))
@@ -524,7 +527,8 @@ def degrade_cases():
     pipeline = degrade.RealESRGANDegradation(scale=4, seed=0)
     rng = torch.Generator().manual_seed(0)
     real_codec = degrade.RealESRGANDegradation(scale=4, jpeg_codec="torchvision", seed=0)
-    basicsr = {"BasicSR torch ops": lambda: basicsr_degradation(gt, k1, k2, sinc, rng)}
+    basicsr = {"BasicSR torch ops": lambda: basicsr_degradation(gt, k1, k2, sinc, rng),
+               "BasicSR torch ops without JPEG": lambda: basicsr_degradation(gt, k1, k2, sinc, rng, False)}
     cases = [("RealESRGANDegradation(scale=4)", gt, lambda: pipeline(gt)[0], basicsr,
               {"graph": False, "warmup": 200}),
              ("RealESRGANDegradation(scale=4, jpeg_codec='torchvision')", gt, lambda: real_codec(gt)[0], basicsr,
