@@ -12,9 +12,9 @@ interpreter compiles nothing.
     python scripts/offline_sass.py "noise:POISSON=True" "levels:"
 
 Each case is keyword arguments of one of ``CASES`` (``family:arguments``; the family
-``bilateral`` when none is named): the forward bilateral kernel on 4K RGB, the median's
-nibbles and sorted columns, the one-launch opening, a mask's row runs, the gradient
-magnitude and the noise kernels on 1x3x1024x1536
+``bilateral`` when none is named): the forward bilateral and non-local means kernels on
+4K, the median's nibbles and sorted columns, the one-launch opening, a mask's row runs,
+the gradient magnitude and the noise kernels on 1x3x1024x1536
 (the cold-call tests' image; these kernels compile the same for any size). Triton's
 launcher is fed stand-ins for the driver and for tensors (only their dtype and a 16-byte
 aligned address matter to the compiler), and ptxas/cuobjdump come with Triton's wheel.
@@ -204,8 +204,21 @@ def levels_case(dtype="float32", nw=4):
     return add_noise.levels_kernel, args, dict(SXW=1, OFF64=False, BLOCK=add_noise.LEVELS_BLOCK), nw
 
 
-CASES = {"bilateral": bilateral_case, "nibbles": nibbles_case, "columns": columns_case, "opening": opening_case,
-         "runs": runs_case, "noise": noise_case, "levels": levels_case, "gradient": gradient_case}
+def nlm_case(C=3, P=7, R=10, dtype="float32", TH=8, S=1, LANES=32, nw=1):
+    """``nlm.nlm_kernel`` on a 4K image of C channels (patch P, search radius R; the tile
+    ``nlm.TILE``'s by default)."""
+    from kernels import nlm
+    H, W = 2160, 3840
+    x, f = Tensor(dtype), Tensor("float32")
+    strides = (C * H * W, H * W, W, 1)
+    args = (x, x, f, f, H, W, *strides, *strides, 0.0, (), (), (), ())
+    meta = dict(C=C, P=P, R=R, BORDER=0, OFF64=False, RAW=dtype == "uint8", TH=TH, S=S, LANES=LANES)
+    return nlm.nlm_kernel, args, meta, nw
+
+
+CASES = {"bilateral": bilateral_case, "nlm": nlm_case, "nibbles": nibbles_case, "columns": columns_case,
+         "opening": opening_case, "runs": runs_case, "noise": noise_case, "levels": levels_case,
+         "gradient": gradient_case}
 
 
 def main():
