@@ -14,16 +14,18 @@ lane, which keeps the load pipe (one warp-wide load a cycle per SM, a quarter of
 rate) from being the limit.
 
 The output grid may be larger than the input and start before it (``OY``, ``OX``): the
-adjoint used by autograd evaluates the flipped kernel on the zero-extended gradient.
+adjoint used by autograd evaluates the flipped kernel on the zero-extended gradient. The
+autotune candidates are ``tiles.py``'s.
 """
 import triton
 import triton.language as tl
 
-from .core import borders, neighbourhood, pixels, pointwise
-from .core.launch import Tuning, launch as launch_kernel, tile_config
-from .core.tiling import interpreting, needs_int64, offset, pow2_at_least, programs, size_class, tile_origin
+from ..core import borders, neighbourhood, pixels, pointwise
+from ..core.launch import Tuning, launch as launch_kernel, tile_config
+from ..core.tiling import interpreting, needs_int64, offset, pow2_at_least, programs, size_class, tile_origin
+from .tiles import ALL_TILES, MAX_RADIUS, candidates
 
-MAX_RADIUS = 31  # 63 x 63 taps: the pending rows, (2*RY + P) * S a lane, stay in registers
+__all__ = ["ALL_TILES", "MAX_RADIUS", "launch", "tuning"]
 
 
 @triton.jit
@@ -204,27 +206,6 @@ def plane_kernel(X, Y, K, C, H, W, HO, WO, OY, OX, skb,
         y = pointwise.apply_epilogue(y, x_in, b, c, EPI, epi_args)
     mask = (out_rows < HO) & (out_cols < WO)
     pixels.store(Y + b * syb + c * syc + offset(out_rows, syh, OFF64) + offset(out_cols, SYW, OFF64), y, mask)
-
-
-def _tiles(S, P, T, SEG, PRE=(1, 0)):
-    """The tile with (1) and without (0) the prefetch of the next tap, as PRE lists them
-    (the autotuner picks)."""
-    return tuple(dict(T=T, S=S, P=P, SEG=SEG, PRE=pre, num_warps=max(1, T // 32)) for pre in PRE)
-
-
-# Autotune candidates by vertical radius, from the H200 sweeps in PERFORMANCE.md (a cold
-# first call compiles each). The pending rows take (2*ry + P) * S registers a lane; a tap
-# load serves P * S FMAs. Wide kernels take one: 16 rows a step with the prefetch won the
-# second sweep at 21 x 21 by 7 % and takes 2.5 s to compile, twice the P = 8 tiles.
-CANDIDATES = ((3, _tiles(S=1, P=2, T=32, SEG=64)),
-              (7, _tiles(S=1, P=8, T=32, SEG=64)),
-              (MAX_RADIUS, _tiles(S=1, P=16, T=64, SEG=128, PRE=(1,))))
-ALL_TILES = [t for _, tiles in CANDIDATES for t in tiles]
-
-
-def candidates(ry):
-    """The autotune candidates for vertical radius ``ry``; the first is the default."""
-    return next(tiles for limit, tiles in CANDIDATES if ry <= limit)
 
 
 tuning = Tuning(lambda meta: [tile_config(**t) for t in candidates(meta["RY"])],
