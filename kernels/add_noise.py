@@ -72,8 +72,8 @@ def _first(BLOCK: tl.constexpr, OFF64: tl.constexpr):
 
 @triton.jit
 def _level(x):
-    """The 8-bit level of unit-scale ``x``: round(x * 255) clamped to [0, 255], as int32."""
-    return tl.minimum(tl.maximum(pixels.round_even(x * 255.0), 0.0), 255.0).to(tl.int32)
+    """The 8-bit level of unit-scale ``x`` (what storing it into uint8 gives), as int32."""
+    return pixels.from_float(x, tl.uint8).to(tl.int32)
 
 
 @triton.jit
