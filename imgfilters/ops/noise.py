@@ -129,11 +129,11 @@ def sigmas(x4, dtype=torch.float64):
     if x4.is_cuda and x4.dtype != torch.float64:
         sigma = x4.new_empty(x4.shape[0], dtype=dtype)
         _estimate_on_device(x4, sigma, unit)
-        return sigma if finite is None else torch.where(finite, sigma, math.nan)
-    if finite is not None and not finite.all():  # (estimated as black images, then NaN)
-        x4 = torch.where(finite[:, None, None, None], x4, 0)
-    var = _estimate_on_engine(x4) if _image.uses_cpu_engine(x4) else _estimate(x4)
-    sigma = (var.sqrt() * unit).to(x4.device, dtype)
+    else:
+        if finite is not None and not finite.all():  # (estimated as black images, then NaN)
+            x4 = torch.where(finite[:, None, None, None], x4, 0)
+        var = _estimate_on_engine(x4) if _image.uses_cpu_engine(x4) else _estimate(x4)
+        sigma = (var.sqrt() * unit).to(x4.device, dtype)
     return sigma if finite is None else torch.where(finite, sigma, math.nan)
 
 
