@@ -227,14 +227,17 @@ def nlm_cases():
         cases.append((op, x, lambda x=x, p=patch, r=radius: imgfilters.nl_means(
             x, 0.04, sigma=0.04, patch_size=p, search_radius=r), peers))
     # automatic parameters on a photo with sigma 25 noise, next to the explicit call with the
-    # patch and window they choose; the estimate syncs with the host, so no graph replay
+    # patch and window they choose (it waits for sigma: no graph replay); the estimate alone
+    # on the uint8 photo and on the same photo in float32 (issue 42's row)
     x = noisy_photo(k4, 25 / 255)
     sigma = float(imgfilters.estimate_noise(x))
     patch, radius, h = imgfilters.ops.nlm.parameters(sigma, 3)
     explicit = {f"explicit P{patch} R{radius}": lambda: imgfilters.nl_means(
         x, h, sigma=sigma, patch_size=patch, search_radius=radius)}
     cases.append(("nl_means automatic, sigma 25", x, lambda: imgfilters.nl_means(x), explicit, {"graph": False}))
-    cases.append(("estimate_noise, sigma 25", x, lambda: imgfilters.estimate_noise(x), {}, {"graph": False}))
+    cases.append(("estimate_noise, sigma 25", x, lambda: imgfilters.estimate_noise(x), {}))
+    xf = x.float() / 255
+    cases.append(("estimate_noise, sigma 25, float32", xf, lambda: imgfilters.estimate_noise(xf), {}))
     return cases
 
 
