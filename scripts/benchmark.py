@@ -48,6 +48,14 @@ def optional(module):
         return None
 
 
+def nhwc(cvcuda, x, out_hw=None):
+    """CV-CUDA's (src, dst) NHWC tensors for a (B, C, H, W) batch ``x`` (dst of ``out_hw``,
+    default x's size)."""
+    hwc = x.permute(0, 2, 3, 1).contiguous()
+    out = hwc if out_hw is None else hwc.new_empty(hwc.shape[0], *out_hw, hwc.shape[3])
+    return cvcuda.as_tensor(hwc, "NHWC"), cvcuda.as_tensor(torch.empty_like(out), "NHWC")
+
+
 def image(shape, dtype, seed=0):
     g = torch.Generator(device="cuda").manual_seed(seed)
     x = torch.rand(shape, generator=g, device="cuda")
@@ -60,9 +68,11 @@ def separable_cases():
     kornia = optional("kornia")
     cases = []
     k4, hd16 = (1, 3, 2160, 3840), (16, 3, 1080, 1920)
+    cvcuda = optional("cvcuda")
     for shape, dtype, k, sigma in [(k4, torch.float32, 15, 3.0), (k4, torch.uint8, 15, 3.0),
-                                   (k4, torch.float32, 5, 1.0), (hd16, torch.float32, 15, 3.0),
-                                   (k4, torch.float32, 31, 6.0), (k4, torch.float32, 63, 12.0)]:
+                                   (k4, torch.float32, 5, 1.0), (k4, torch.uint8, 5, 1.0),
+                                   (hd16, torch.float32, 15, 3.0), (k4, torch.float32, 31, 6.0),
+                                   (k4, torch.float32, 63, 12.0)]:
         x = image(shape, dtype)
         peers = {"torchvision": lambda x=x, k=k, s=sigma: tvf.gaussian_blur(x, [k, k], [s, s])}
         if dtype != torch.uint8:
@@ -77,6 +87,10 @@ def separable_cases():
             if kornia is not None:
                 peers["kornia"] = lambda x=x, k=k, s=sigma: kornia.filters.gaussian_blur2d(
                     x, (k, k), (s, s), border_type="reflect")
+        if cvcuda is not None and shape == k4 and k <= 15:  # (issue 42: 5x5 at least 1.5x CV-CUDA)
+            src, dst = nhwc(cvcuda, x)
+            peers["CV-CUDA"] = lambda src=src, dst=dst, k=k, s=sigma: cvcuda.gaussian_into(
+                dst, src, (k, k), (s, s), border=cvcuda.Border.REFLECT101)
         cases.append((f"gaussian_blur {k}x{k}", x, lambda x=x, k=k, s=sigma: imgfilters.gaussian_blur(x, k, s), peers))
     x = image(k4, torch.float32)
     cases.append(("box_blur 9x9", x, lambda x=x: imgfilters.box_blur(x, 9),
@@ -179,16 +193,22 @@ def guided_cases():
 
 @family("bilateral")
 def bilateral_cases():
-    kornia = optional("kornia")
+    kornia, cvcuda = optional("kornia"), optional("cvcuda")
     k4, hd16 = (1, 3, 2160, 3840), (16, 3, 1080, 1920)
     cases = []
     # the disk windows with the l1 distance are cv2.bilateralFilter's and CV-CUDA's filter
     for shape, dtype, radius, window, dist in [
             (k4, torch.float32, 2, "square", "l2"), (k4, torch.float32, 4, "square", "l2"),
             (k4, torch.uint8, 7, "square", "l2"), (hd16, torch.float32, 4, "square", "l2"),
-            (k4, torch.float32, 4, "disk", "l1"), (k4, torch.uint8, 4, "disk", "l1")]:
+            (k4, torch.float32, 4, "disk", "l1"), (k4, torch.uint8, 4, "disk", "l1"),
+            (k4, torch.float32, 7, "disk", "l1"), (k4, torch.uint8, 7, "disk", "l1")]:
         x = image(shape, dtype)
         peers = {}
+        if cvcuda is not None and window == "disk":  # (OpenCV's d = 2r + 1; sigma_color in the stored units)
+            src, dst = nhwc(cvcuda, x)
+            levels = 255.0 if dtype == torch.uint8 else 1.0
+            peers["CV-CUDA"] = lambda src=src, dst=dst, d=2 * radius + 1, c=0.1 * levels: cvcuda.bilateral_filter_into(
+                dst, src, d, c, 1.5, border=cvcuda.Border.REFLECT101)
         if kornia is not None and dtype != torch.uint8 and window == "square" and shape == k4 and radius <= 2:
             k = 2 * radius + 1
             peers["kornia"] = lambda x=x, k=k: kornia.filters.bilateral_blur(x, k, 0.1, (1.5, 1.5))
@@ -207,6 +227,9 @@ def bilateral_cases():
     guide = image(k4, torch.uint8)
     cases.append(("joint_bilateral_upsample 4x, 5x5", guide,
                   lambda: imgfilters.joint_bilateral_upsample(low, guide, 0.1, 1.0, radius=2), {}))
+    low3, guide3 = image((1, 3, 540, 960), torch.float32), image(k4, torch.float32, seed=1)  # (issue 42's row)
+    cases.append(("joint_bilateral_upsample 4x, 5x5, RGB float32 image and guide", guide3,
+                  lambda: imgfilters.joint_bilateral_upsample(low3, guide3, 0.1, 1.0, radius=2), {}))
     return cases
 
 
@@ -265,10 +288,17 @@ def resample_cases():
         if dtype != torch.uint8:
             peers["F.interpolate"] = lambda x=x: F.interpolate(x, scale_factor=2, mode="bicubic")
         cases.append(("upsample 2x bicubic", x, lambda x=x: imgfilters.upsample(x, 2.0, mode="bicubic"), peers))
+    cvcuda = optional("cvcuda")
+    for dtype in (torch.float32, torch.uint8):  # (issue 42: uint8 at least 1.2x CV-CUDA)
+        x = image(hd, dtype)
+        peers = {"torchvision": lambda x=x: tvf.resize(x, [2160, 3840], bilinear, antialias=False)}
+        if dtype != torch.uint8:
+            peers["F.interpolate"] = lambda x=x: F.interpolate(x, scale_factor=2, mode="bilinear")
+        if cvcuda is not None:
+            src, dst = nhwc(cvcuda, x, (2160, 3840))
+            peers["CV-CUDA"] = lambda src=src, dst=dst: cvcuda.resize_into(dst, src, cvcuda.Interp.LINEAR)
+        cases.append(("upsample 2x bilinear", x, lambda x=x: imgfilters.upsample(x, 2.0, mode="bilinear"), peers))
     x = image(hd, torch.float32)
-    cases.append(("upsample 2x bilinear", x, lambda x=x: imgfilters.upsample(x, 2.0, mode="bilinear"),
-                  {"F.interpolate": lambda x=x: F.interpolate(x, scale_factor=2, mode="bilinear"),
-                   "torchvision": lambda x=x: tvf.resize(x, [2160, 3840], bilinear, antialias=False)}))
     cases.append(("resize 2x lanczos", x, lambda x=x: imgfilters.resize(x, (2160, 3840), "lanczos"), {}))
     cases.append(("resize 1080p -> 1440x2560 bicubic", x,
                   lambda x=x: imgfilters.resize(x, (1440, 2560), "bicubic", antialias=False),
@@ -362,9 +392,7 @@ def median_cases():
         x = image(k4, dtype)
         peers = {}
         if cvcuda is not None and ksize <= 7:
-            hwc = x.permute(0, 2, 3, 1).contiguous()
-            src = cvcuda.as_tensor(hwc, "NHWC")
-            dst = cvcuda.as_tensor(torch.empty_like(hwc), "NHWC")
+            src, dst = nhwc(cvcuda, x)
             peers["CV-CUDA"] = lambda src=src, dst=dst, k=ksize: cvcuda.median_blur_into(dst, src, (k, k))
         if kornia is not None and dtype == torch.float32:
             peers["kornia"] = lambda x=x, k=ksize: kornia.filters.median_blur(x, (k, k))
@@ -387,10 +415,8 @@ def morphology_cases():
         x = image(k4, dtype)
         peers = {}
         if cvcuda is not None and shape == "rect":
-            hwc = x.permute(0, 2, 3, 1).contiguous()
-            src = cvcuda.as_tensor(hwc, "NHWC")
-            dst = cvcuda.as_tensor(torch.empty_like(hwc), "NHWC")
-            work = cvcuda.as_tensor(torch.empty_like(hwc), "NHWC") if op in ("opening", "closing") else None
+            src, dst = nhwc(cvcuda, x)
+            work = nhwc(cvcuda, x)[1] if op in ("opening", "closing") else None
             kind = {"dilate": "DILATE", "erode": "ERODE", "opening": "OPEN", "closing": "CLOSE"}[op]
             peers["CV-CUDA"] = lambda src=src, dst=dst, work=work, k=ksize, kind=kind: cvcuda.morphology_into(
                 dst, src, getattr(cvcuda.MorphologyType, kind), (k, k), (-1, -1), workspace=work,
