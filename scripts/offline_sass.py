@@ -85,7 +85,8 @@ driver.set_active(_Driver())
 
 
 def compile_sm90(kernel, args, meta, num_warps):
-    """(seconds, ptxas report, SASS text) of ``kernel`` compiled for sm_90a."""
+    """(seconds, ptxas report, SASS text) of ``kernel`` compiled for sm_90a (``meta`` may
+    hold the launch option ``maxnreg``, which the PTX carries to ptxas)."""
     t = time.time()
     compiled = kernel.warmup(*args, grid=(1,), num_warps=num_warps, num_stages=1, **meta)
     seconds = time.time() - t
@@ -112,8 +113,9 @@ def instruction_mix(sass):
 
 
 def bilateral_case(dtype="float32", C=3, R=4, DISK=False, L1=False, JOINT=False, CG=3, SLIDE=True, K=128,
-                   BW=128, nw=4, EXPANDED=False, INSIDE=False):
-    """The forward bilateral kernel's arguments for a 4K image of C channels."""
+                   BW=128, nw=4, EXPANDED=False, INSIDE=False, BANDS=None, maxnreg=None):
+    """The forward bilateral kernel's arguments for a 4K image of C channels (``BANDS``:
+    the plan's for a disk, unless given; ``maxnreg``: the tile's register cap)."""
     from kernels import bilateral
     H, W = 2160, 3840
     x, f = Tensor(dtype), Tensor("float32")
@@ -122,7 +124,9 @@ def bilateral_case(dtype="float32", C=3, R=4, DISK=False, L1=False, JOINT=False,
     meta = dict(C=C, CG=CG if JOINT else C, R=R, DISK=DISK, L1=L1, JOINT=JOINT, BORDER=0, NEAR=True, OFF64=False,
                 ADJOINT=False, UNROLL_DX=bilateral.unrolls_columns(R), DX_GROUP=bilateral.column_group(R),
                 PREFETCH=bilateral.prefetches(R), EXPANDED=EXPANDED, INSIDE=INSIDE, SIZE_CLASS=23, EDGES=0,
-                SLIDE=SLIDE, K=K, BW=BW)
+                BANDS=(bilateral.disk_bands(R) if DISK and not bilateral.unrolls_columns(R) else ()) if BANDS is None
+                else BANDS,
+                SLIDE=SLIDE, K=K, BW=BW, **({} if maxnreg is None else dict(maxnreg=maxnreg)))
     return bilateral.bilateral_kernel, args, meta, nw
 
 

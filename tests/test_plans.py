@@ -96,6 +96,37 @@ def test_bilateral_strips_fill_the_waves_of_the_device():
     assert plans[H200_SMS].meta["INSIDE"] and plans[H200_SMS].meta["EDGES"] > 0
 
 
+@pytest.mark.parametrize("radius", range(1, kb.MAX_RADIUS + 1))
+def test_bilateral_disk_bands_hold_each_tap_of_the_disk_once(radius):
+    """``disk_bands``: dx = 0 alone, then bands of |dx| whose columns span the same rows,
+    each band's offsets the next band's ``after``; the offsets and rows they walk are the
+    disk's, each once."""
+    bands = kb.disk_bands(radius)
+    assert bands[0][:3] == (0, 0, radius) and bands[-1][1] == radius
+    taps = []
+    for i, (lo, hi, h, after) in enumerate(bands):
+        assert lo <= hi and after == (-bands[i + 1][1] if i + 1 < len(bands) else 0)
+        offsets = [0] if lo == 0 else list(range(-hi, -lo + 1)) + list(range(lo, hi + 1))
+        taps += [(dx, dy) for dx in offsets for dy in range(-h, h + 1)]
+        assert i == 0 or bands[i - 1][1] + 1 == lo and bands[i - 1][2] > h
+    disk = [(dx, dy) for dx in range(-radius, radius + 1) for dy in range(-radius, radius + 1)
+            if dx * dx + dy * dy <= radius * radius]
+    assert sorted(taps) == sorted(disk)
+
+
+def test_bilateral_disks_take_the_bands_where_the_column_loop_runs():
+    """A disk whose column offsets run in a loop walks them in bands, in their own tile
+    (capped registers); unrolled offsets and squares do not."""
+    for radius in range(1, 8):
+        disk, square = (bilateral_plan((1, 3, 2160, 3840), radius, disk=d) for d in (True, False))
+        assert square.meta["BANDS"] == ()
+        if disk.meta["UNROLL_DX"]:
+            assert disk.meta["BANDS"] == ()
+        else:
+            assert disk.meta["BANDS"] == kb.disk_bands(radius)
+            assert disk.tile.maxnreg == kb.tiles.BANDED_REGISTERS and disk.tile.kwargs["SLIDE"]
+
+
 def test_bilateral_adjoint_and_interpreter_plans():
     """The backward's forward pass never tunes (it rewrites its buffer in place); the
     interpreter (0 SMs) takes one strip of every column of an image."""

@@ -119,11 +119,13 @@ def _column_taps(num, den, r, dx, cols, x_base, g_base, gscale, centre, space, H
 
 @triton.jit
 def _slot_taps(num, den, v, g, centre, dx, dy0, step: tl.constexpr, space, C: tl.constexpr, CG: tl.constexpr,
-               R: tl.constexpr, DISK: tl.constexpr, L1: tl.constexpr, EXPANDED: tl.constexpr):
+               R: tl.constexpr, DISK: tl.constexpr, L1: tl.constexpr, EXPANDED: tl.constexpr,
+               ALL: tl.constexpr = False):
     """The sums of every slot j (num[j C + c], den[j], guide entries ``_slot_centre``) with
     the tap of values ``v`` and prescaled guide ``g`` at offset (dx, dy0 + step j) from the
-    slot's output row. Each slot's sums are rebuilt whole, not updated in place: slicing
-    the whole tuple at every tap costs compile time."""
+    slot's output row: where ``_takes`` says so, or in every slot where ALL (the caller
+    knows each offset lies in the window and dx != 0). Each slot's sums are rebuilt whole,
+    not updated in place: slicing the whole tuple at every tap costs compile time."""
     if EXPANDED:
         n: tl.constexpr = CG + 1
         a = space * (dx * dx)
@@ -139,11 +141,30 @@ def _slot_taps(num, den, v, g, centre, dx, dy0, step: tl.constexpr, space, C: tl
             spatial = a
         else:
             spatial = space * (dx * dx) + space * (dy * dy)
-        num_j, den_j = _slot_tap(num[j * C:j * C + C], den[j], _takes(dx, dy, R, DISK), spatial, v, g,
-                                 centre[j * n:j * n + n], L1, EXPANDED)
+        if ALL:
+            take = True
+        else:
+            take = _takes(dx, dy, R, DISK)
+        num_j, den_j = _slot_tap(num[j * C:j * C + C], den[j], take, spatial, v, g, centre[j * n:j * n + n], L1,
+                                 EXPANDED)
         out_num = out_num + num_j
         out_den = out_den + (den_j,)
     return out_num, out_den
+
+
+@triton.jit
+def _band_taps(num, den, v, g, centre, dx, h: tl.constexpr, space, C: tl.constexpr, CG: tl.constexpr,
+               R: tl.constexpr, L1: tl.constexpr, EXPANDED: tl.constexpr):
+    """A disk band's tap (``bilateral_kernel``'s BANDS): values ``v`` and prescaled guide
+    ``g`` at a run-time column offset dx != 0 whose column of the disk spans dy = -h .. h,
+    added to the 2h + 1 middle slots only (output rows within h of the input row), the
+    other slots passed through: no tap tests whether it lies in the disk."""
+    n: tl.constexpr = CG + 1 if EXPANDED else CG
+    lo: tl.constexpr = R - h
+    hi: tl.constexpr = R + h + 1
+    mid_num, mid_den = _slot_taps(num[lo * C:hi * C], den[lo:hi], v, g, centre[lo * n:hi * n], dx, -h, 1, space, C,
+                                  CG, R, False, L1, EXPANDED, True)
+    return num[:lo * C] + mid_num + num[hi * C:], den[:lo] + mid_den + den[hi:]
 
 
 @triton.jit
@@ -252,7 +273,8 @@ def bilateral_kernel(X, G, Y, COLOR, SPACE, H, W,
                      C: tl.constexpr, CG: tl.constexpr, R: tl.constexpr, DISK: tl.constexpr, L1: tl.constexpr,
                      JOINT: tl.constexpr, BORDER: tl.constexpr, NEAR: tl.constexpr, OFF64: tl.constexpr,
                      ADJOINT: tl.constexpr, UNROLL_DX: tl.constexpr, DX_GROUP: tl.constexpr,
-                     PREFETCH: tl.constexpr, EXPANDED: tl.constexpr, INSIDE: tl.constexpr, SIZE_CLASS, EDGES,
+                     PREFETCH: tl.constexpr, EXPANDED: tl.constexpr, BANDS: tl.constexpr, INSIDE: tl.constexpr,
+                     SIZE_CLASS, EDGES,
                      SLIDE: tl.constexpr,
                      K: tl.constexpr, BW: tl.constexpr):
     """Y = sum_q w X~[q] / sum_q w with w = exp2(SPACE[b] |p-q|^2 + COLOR[b] D^2), D the
@@ -355,6 +377,32 @@ def bilateral_kernel(X, G, Y, COLOR, SPACE, H, W,
                         num, den = _column_taps(num, den, r, dx, at, x_base, g_base, gscale, centre, space, H, W,
                                                 sx[1:], sg, border_value, PRO, pro_args, C, CG, R, DISK, L1, JOINT,
                                                 BORDER, NEAR, EXPANDED, INSIDE)
+                elif len(BANDS) > 0:
+                    # a disk's column offsets: dx = 0 (every slot but the centre), then each band's
+                    # dx = -hi .. -lo, lo .. hi in a run-time loop over its 2h + 1 slots; each
+                    # offset's row loaded during the taps of the one before
+                    ahead = _raw(x_base, g_base, r, cols, H, W, sx[1:], sg, border_value, PRO, pro_args, C, CG,
+                                 JOINT, BORDER, NEAR)
+                    for band in tl.static_range(len(BANDS)):
+                        lo, hi, after = BANDS[band][0], BANDS[band][1], BANDS[band][3]
+                        n = hi - lo + 1
+                        if band == 0:
+                            v, g = _split(ahead, 0, gscale, C, CG, JOINT)
+                            ahead = _raw(x_base, g_base, r, cols + after, H, W, sx[1:], sg, border_value, PRO,
+                                         pro_args, C, CG, JOINT, BORDER, NEAR)
+                            num, den = _slot_taps(num, den, v, g, centre, 0, -R, 1, space, C, CG, R, DISK, L1,
+                                                  EXPANDED)
+                        else:
+                            for i in range(2 * n):
+                                dx = tl.where(i < n, i - hi, i - n + lo)
+                                step = i + 1
+                                following = tl.where(step < n, step - hi, step - n + lo)
+                                following = tl.where(step < 2 * n, following, after)
+                                v, g = _split(ahead, 0, gscale, C, CG, JOINT)
+                                ahead = _raw(x_base, g_base, r, cols + following, H, W, sx[1:], sg, border_value,
+                                             PRO, pro_args, C, CG, JOINT, BORDER, NEAR)
+                                num, den = _band_taps(num, den, v, g, centre, dx, BANDS[band][2], space, C, CG, R,
+                                                      L1, EXPANDED)
                 elif DX_GROUP > 1:
                     # DX_GROUP offsets a loop step, each offset's row loaded during the taps of the
                     # one before

@@ -4,6 +4,7 @@ from the tables in ``tiles.py``. ``forward_plan`` returns a frozen ``launch.Plan
 memoised on its argument list; tests/test_plans.py asks it for the GPU's sizes without a
 GPU."""
 import functools
+import math
 
 import torch
 import triton
@@ -32,6 +33,23 @@ def column_group(radius):
 def prefetches(radius):
     """Whether SLIDE, when it takes this radius, loads its input rows one step ahead."""
     return unrolls_columns(radius) and radius <= tiles.PREFETCH_RADIUS
+
+
+def disk_bands(radius):
+    """SLIDE's column offsets of a disk window whose column loop runs at run time
+    (``BANDS``): (lo, hi, h, after) for each band of offsets |dx| = lo .. hi whose column
+    of the disk spans the same rows dy = -h .. h, h = floor(sqrt(R^2 - dx^2)), the first
+    band dx = 0 alone; ``after``, the first offset of the next band (its row is loaded
+    during this band's last taps), 0 after the last. A band's taps go to its 2h + 1 slots
+    alone, so that none tests whether it lies in the disk (PERFORMANCE.md)."""
+    heights = [math.isqrt(radius * radius - m * m) for m in range(radius + 1)]
+    bands = [[0, 0, heights[0]]]
+    for m in range(1, radius + 1):
+        if len(bands) > 1 and heights[m] == bands[-1][2]:
+            bands[-1][1] = m
+        else:
+            bands.append([m, m, heights[m]])
+    return tuple((lo, hi, h, -bands[i + 1][1] if i + 1 < len(bands) else 0) for i, (lo, hi, h) in enumerate(bands))
 
 
 def _slides(meta, extra=0):
@@ -75,6 +93,8 @@ def forward_tiles(meta):
     """The forward's candidate tiles for a launch's ``meta``: SLIDE when the 2R + 1 slots
     fit (radius 3: one, by the image's size)."""
     if _slides(meta):
+        if meta["BANDS"]:
+            return [tile_config(**t) for t in tiles.BANDED_TILES]
         if not meta["UNROLL_DX"]:
             return [tile_config(**t) for t in (tiles.SLIDE_TILES if meta["DX_GROUP"] == 1 else tiles.GROUPED_TILES)]
         # (beyond tiles.UNROLLED_TUNED_RADIUS ``launch`` picks one by ``_single_tile`` instead of timing them)
@@ -92,7 +112,7 @@ def forward_tiles(meta):
 def _single_tile(meta):
     """The tile of a launch that tunes none (a new variant's first call
     would compile each tile it times), its strips' length still to be chosen
-    (``_filling_waves``): the grouped column loop's one tile, or, for the unrolled radius
+    (``_filling_waves``): a disk's banded tile, the grouped column loop's one, or, for the unrolled radius
     beyond tiles.UNROLLED_TUNED_RADIUS, the first of ``forward_tiles``. (With the columns read
     INSIDE and the edge columns still stored by the strips, H200, 9 x 9 float32: 4K 0.386
     ms in 128 x 256 against 0.495 in 128 x 128 with 4 warps, 16 x 1080p 1.50 against 1.79:
@@ -100,6 +120,8 @@ def _single_tile(meta):
     for every other launch."""
     if not _slides(meta):
         return None
+    if meta["BANDS"]:
+        return tile_config(**tiles.BANDED_TILES[0])
     if not meta["UNROLL_DX"]:
         return tile_config(**tiles.GROUPED_TILES[0]) if meta["DX_GROUP"] > 1 else None
     if meta["R"] <= tiles.UNROLLED_TUNED_RADIUS:
@@ -111,6 +133,8 @@ def _resident(tile, meta, sms):
     """The programs of ``tile`` that ``sms`` SMs hold at once, by the warps above."""
     if meta["UNROLL_DX"]:
         warps_an_sm = tiles.GUIDED_WARPS_AN_SM if meta["JOINT"] else tiles.UNROLLED_WARPS_AN_SM
+    elif meta["BANDS"]:
+        warps_an_sm = tiles.BANDED_WARPS_AN_SM
     else:
         warps_an_sm = tiles.GROUPED_WARPS_AN_SM
     return max(1, warps_an_sm // tile.num_warps) * sms
@@ -120,7 +144,7 @@ def _filling_waves(tile, meta, B, H, W, sms):
     """``tile`` with the strip length ``_strip_rows`` picks for B images of H x W on
     ``sms`` SMs that hold the warps above."""
     k = _strip_rows(H, meta["R"], B * cdiv(W, tile.kwargs["BW"]), _resident(tile, meta, sms))[1]
-    return tile_config(**dict(tile.kwargs, K=k), num_warps=tile.num_warps)
+    return tile_config(**dict(tile.kwargs, K=k), num_warps=tile.num_warps, maxnreg=tile.maxnreg)
 
 
 def reads_inside(meta):
@@ -190,6 +214,7 @@ def forward_plan(B, C, CG, H, W, guide_dtype, radius, disk, l1, joint, border, v
     meta = dict(C=C, CG=CG, R=radius, DISK=disk, L1=l1, JOINT=joint, BORDER=border, NEAR=2 * radius < min(H, W),
                 OFF64=off64, ADJOINT=adjoint, UNROLL_DX=unrolls_columns(radius), DX_GROUP=column_group(radius),
                 PREFETCH=prefetches(radius), SIZE_CLASS=size_class(H, W))
+    meta["BANDS"] = disk_bands(radius) if disk and not meta["UNROLL_DX"] else ()
     meta["EXPANDED"] = expands(guide_dtype, meta, prologue, peak_within, value_in_unit)
     if tile is None and not sms:
         slide = forward_tiles(meta)[0].kwargs["SLIDE"]

@@ -17,6 +17,12 @@ SLIDE_TILES = [dict(SLIDE=True, K=128, BW=128, num_warps=4), dict(SLIDE=True, K=
 # SLIDE_TILES tuned, 4.4 s with two); its strips' length K is chosen at launch
 # (``_filling_waves``).
 GROUPED_TILES = SLIDE_TILES[:1]
+# A disk's run-time column loop in bands (``plan.disk_bands``): one tile, its strips'
+# length chosen at launch (``_filling_waves``), capped at BANDED_REGISTERS so that three
+# programs fit an SM (radius 7, sm_90a: 203 registers uncapped, two programs; 158 capped,
+# no spills; 128 spills).
+BANDED_REGISTERS = 168
+BANDED_TILES = [dict(SLIDE=True, K=128, BW=128, num_warps=4, maxnreg=BANDED_REGISTERS)]
 ROW_TILES = [dict(SLIDE=False, K=8, BW=128, num_warps=4), dict(SLIDE=False, K=8, BW=256, num_warps=8)]
 SLIDE_VECTORS = 128
 ROW_VECTORS = 96
@@ -52,8 +58,9 @@ SIZED_TILE_RADIUS, WIDE_TILE_SIZE_CLASS = 3, 23
 # Warps an SM holds of the kernels whose tile ``_single_tile`` picks before they are
 # compiled (Triton 3.6, sm_90a): the unrolled radius-4 one 16 (127 registers a thread), 12
 # with a guide (168: three programs of 4 warps), the grouped column loop's 12 (164 to 168
-# at radius 7).
+# at radius 7), the disk's bands 12 (BANDED_REGISTERS).
 UNROLLED_WARPS_AN_SM, GUIDED_WARPS_AN_SM, GROUPED_WARPS_AN_SM = 16, 12, 12
+BANDED_WARPS_AN_SM = 12
 # Strip lengths ``_filling_waves`` chooses from: multiples of STRIP_QUANTUM (each compiles
 # once) up to STRIP_ROWS_MAX. (The wave count is not all: 16 x 1080p at 9 x 9 in one wave
 # of 540-row strips took 1.593 ms, in five waves of 99 rows 1.515, where waves x rows
