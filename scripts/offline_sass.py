@@ -10,12 +10,14 @@ interpreter compiles nothing.
     python scripts/offline_sass.py "R=4" "R=7,dtype='uint8',K=128,BW=256,nw=8" [--sass out.txt]
     python scripts/offline_sass.py "nibbles:K=15" "columns:K=5,dtype='float32'" "opening:S=2" "runs:S=8"
     python scripts/offline_sass.py "noise:POISSON=True" "levels:"
+    python scripts/offline_sass.py --call "imgfilters.gaussian_blur(image((1, 3, 2160, 3840), 'uint8'), 15, 3.0)"
 
 Each case is keyword arguments of one of ``CASES`` (``family:arguments``; the family
 ``bilateral`` when none is named): the forward bilateral and non-local means kernels on
 4K, the median's nibbles and sorted columns, the one-launch opening, a mask's row runs,
 the gradient magnitude and the noise kernels on 1x3x1024x1536
-(the cold-call tests' image; these kernels compile the same for any size). Triton's
+(the cold-call tests' image; these kernels compile the same for any size); or, with
+``--call``, every kernel a call launches on the H200's path (``call_cases``). Triton's
 launcher is fed stand-ins for the driver and for tensors (only their dtype and a 16-byte
 aligned address matter to the compiler), and ptxas/cuobjdump come with Triton's wheel.
 """
@@ -120,7 +122,7 @@ def bilateral_case(dtype="float32", C=3, R=4, DISK=False, L1=False, JOINT=False,
     H, W = 2160, 3840
     x, f = Tensor(dtype), Tensor("float32")
     strides = (C * H * W, H * W, W, 1)
-    args = (x, x, x, f, f, H, W, *strides, *strides, *strides, 0.0, (), (), (), ())
+    args = (x, x, x, f, f, H, W, strides, strides, strides, 0.0, (), (), (), ())
     meta = dict(C=C, CG=CG if JOINT else C, R=R, DISK=DISK, L1=L1, JOINT=JOINT, BORDER=0, NEAR=True, OFF64=False,
                 ADJOINT=False, UNROLL_DX=bilateral.unrolls_columns(R), DX_GROUP=bilateral.column_group(R),
                 PREFETCH=bilateral.prefetches(R), EXPANDED=EXPANDED, INSIDE=INSIDE, SIZE_CLASS=23, EDGES=0,
@@ -225,22 +227,67 @@ CASES = {"bilateral": bilateral_case, "nlm": nlm_case, "nibbles": nibbles_case, 
          "gradient": gradient_case}
 
 
+def call_cases(expression):
+    """The kernels that ``expression``, a call of ``imgfilters`` on images made by
+    ``image(shape, dtype="float32")``, launches on the H200's path, as (name, kernel, args,
+    meta, num_warps): ``host_time``'s stubs take the GPU path (plans for 132 SMs, no
+    autotuning) on CPU tensors, and each kernel's first launch is recorded instead of
+    compiled; its tensors become stand-ins."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import torch
+    from triton.runtime.jit import JITFunction
+
+    import host_time
+    compile_run = JITFunction.run
+    host_time.stub()
+    launches = []
+
+    def record(self, *args, grid, warmup, **kwargs):
+        launches.append((self, args, kwargs))
+        return host_time._Compiled()
+
+    def stand_in(a):
+        if isinstance(a, torch.Tensor):
+            return Tensor(str(a.dtype).rpartition(".")[2])
+        return tuple(map(stand_in, a)) if type(a) is tuple else a
+
+    JITFunction.run = record
+    try:
+        import imgfilters
+        eval(expression, {"imgfilters": imgfilters, "torch": torch,
+                          "image": lambda shape, dtype="float32": torch.zeros(shape, dtype=getattr(torch, dtype))})
+    finally:
+        JITFunction.run = compile_run
+        driver.set_active(_Driver())
+    cases = []
+    for kernel, args, kwargs in launches:
+        num_warps = kwargs.pop("num_warps", 4)
+        kwargs.pop("num_stages", None)
+        cases.append((kernel.fn.__name__, kernel, stand_in(args), kwargs, num_warps))
+    return cases
+
+
 def main():
-    cases = [a for a in sys.argv[1:] if not a.startswith("--")]
-    sass_out = sys.argv[sys.argv.index("--sass") + 1] if "--sass" in sys.argv else None
-    cases = [c for c in cases if c != sass_out]
+    argv = sys.argv[1:]
+    options = {o: argv[argv.index(o) + 1] for o in ("--sass", "--call") if o in argv}
+    cases = [a for a in argv if not a.startswith("--") and a not in options.values()]
+    sass_out = options.get("--sass")
     print(f"# triton {triton.__version__}, sm_90a")
+    compiles = []
     for case in cases:
         family, _, arguments = case.rpartition(":")
-        kernel, args, meta, num_warps = CASES[family or "bilateral"](**eval(f"dict({arguments})"))
+        compiles.append((case, *CASES[family or "bilateral"](**eval(f"dict({arguments})"))))
+    if "--call" in options:
+        compiles += call_cases(options["--call"])
+    for i, (case, kernel, args, meta, num_warps) in enumerate(compiles):
         seconds, report, sass = compile_sm90(kernel, args, meta, num_warps)
         regs = re.findall(r"Used (\d+) registers", report)
         spills = re.findall(r"(\d+) bytes spill stores", report)
         mix = instruction_mix(sass)
         print(f"{case:40s} {seconds:5.1f} s  registers {regs}  spill stores {spills} B  "
               f"{sum(mix.values())} SASS: {mix.most_common(8)}", flush=True)
-        if sass_out:
-            with open(sass_out, "w") as f:
+        if sass_out:  # (several kernels: one file each, numbered)
+            with open(sass_out if len(compiles) == 1 else f"{sass_out}.{i}", "w") as f:
                 f.write(sass)
 
 

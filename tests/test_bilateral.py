@@ -364,31 +364,38 @@ def test_forward_tiles_follow_the_radius_and_the_guide():
     # radius 4 one without timing (a new variant's first call compiles each), only the
     # narrow one a candidate with a guide (its vectors would take the wide one to one
     # program an SM); wider windows the run-time column loop's tiles (one where a step
-    # takes three offsets), and rows where 2R + 1 slots would not fit
+    # takes three offsets; a disk's bands one of their own), and rows where 2R + 1 slots
+    # would not fit
     from imgfilters.kernels import bilateral as kb
     from imgfilters.kernels.core.tiling import size_class
-    tiles = lambda R, joint=False, C=3, CG=3, hw=(1080, 1920): [  # noqa: E731
-        dict(c.kwargs, num_warps=c.num_warps) for c in kb.forward_tiles(dict(
+    bands = lambda R, disk: kb.disk_bands(R) if disk and not kb.unrolls_columns(R) else ()  # noqa: E731
+    tiles = lambda R, joint=False, C=3, CG=3, hw=(1080, 1920), disk=False: [  # noqa: E731
+        dict(c.kwargs, num_warps=c.num_warps, **({} if c.maxnreg is None else dict(maxnreg=c.maxnreg)))
+        for c in kb.forward_tiles(dict(
             R=R, C=C, CG=CG, JOINT=joint, UNROLL_DX=kb.unrolls_columns(R), DX_GROUP=kb.column_group(R),
-            SIZE_CLASS=size_class(*hw)))]
+            SIZE_CLASS=size_class(*hw), BANDS=bands(R, disk)))]
     assert tiles(1) == tiles(2) == kb.tiles.UNROLLED_TILES
     for joint in (False, True):
         assert tiles(3, joint) == tiles(3, joint, hw=(720, 1280)) == kb.tiles.UNROLLED_TILES[1:]
         assert tiles(3, joint, hw=(2160, 3840)) == tiles(3, joint, hw=(4320, 7680)) == kb.tiles.UNROLLED_TILES[:1]
     assert tiles(4) == kb.tiles.UNROLLED_TILES and tiles(4, joint=True) == kb.tiles.UNROLLED_TILES[1:]
     assert tiles(5) == tiles(6) == kb.tiles.SLIDE_TILES and tiles(7) == kb.tiles.GROUPED_TILES
+    assert tiles(4, disk=True) == kb.tiles.UNROLLED_TILES
+    assert tiles(5, disk=True) == tiles(7, disk=True) == kb.tiles.BANDED_TILES
     # radius 4 and the grouped column loop: the first candidate, its strips' length to be
     # chosen (radius 4 without a guide reads its columns INSIDE, where the 4-warp tile
     # stalled)
-    single = lambda R=4, joint=False: kb.plan._single_tile(dict(  # noqa: E731
-        R=R, C=3, CG=3, JOINT=joint, UNROLL_DX=kb.unrolls_columns(R), DX_GROUP=kb.column_group(R)))
+    single = lambda R=4, joint=False, disk=False: kb.plan._single_tile(dict(  # noqa: E731
+        R=R, C=3, CG=3, JOINT=joint, UNROLL_DX=kb.unrolls_columns(R), DX_GROUP=kb.column_group(R),
+        BANDS=bands(R, disk)))
     as_dict = lambda c: dict(c.kwargs, num_warps=c.num_warps)  # noqa: E731
     assert as_dict(single()) == kb.tiles.UNROLLED_TILES[0] and as_dict(single(joint=True)) == kb.tiles.UNROLLED_TILES[1]
     assert as_dict(single(R=7)) == kb.tiles.GROUPED_TILES[0] and single(R=3) is None and single(R=5) is None
+    assert single(R=5, disk=True).maxnreg == kb.tiles.BANDED_REGISTERS
     # ... filling the device's waves: 4K on an H200 (132 SMs) in one wave of 168-row
     # strips at 15 x 15 and at 9 x 9 with a guide (three programs an SM), of 128 at 9 x 9
     # (two of 8 warps); 16 x 1080p at 9 x 9 in three waves of 184 (6 strips of 8 columns)
-    meta = lambda R, joint=False: dict(R=R, JOINT=joint, UNROLL_DX=kb.unrolls_columns(R))  # noqa: E731
+    meta = lambda R, joint=False: dict(R=R, JOINT=joint, UNROLL_DX=kb.unrolls_columns(R), BANDS=())  # noqa: E731
     wave = lambda B, H, W, R, joint=False: kb.plan._filling_waves(  # noqa: E731
         single(R, joint), meta(R, joint), B, H, W, 132).kwargs["K"]
     assert wave(1, 2160, 3840, 7) == 168 and wave(1, 2160, 3840, 4, joint=True) == 168

@@ -222,6 +222,9 @@ def test_launch_keys_separate_what_triton_specialises_on():
     assert key(x, 7, 1.5) != key(x.int(), 7, 1.5)  # a dtype
     assert key(x, 16, 1.5) != key(x, 17, 1.5) != key(x, 1, 1.5)  # integers exactly
     assert key(x, (x, 2), 1.5) != key(x, (x[1:], 2), 1.5)  # inside tuples (chains' arguments)
+    assert key(x, (x, 2), 1.5) == key(torch.ones(64), (torch.ones(64), 2), 0.5)
+    assert key(x, (64, 1), 1.5) != key(x, (64, 2), 1.5) != key(x, (16, 2), 1.5)  # strides: exactly
+    assert key(x, (), 1.5) == key(x, (), 2.5) != key(x, (1,), 1.5)
     with pytest.raises(TypeError):  # unhashable: the launch goes without the cache
         hash(key(x, [1], 1.5))
 

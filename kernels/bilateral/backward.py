@@ -113,7 +113,7 @@ def _fold_row(D, b, r, cols, ok, z, k: tl.constexpr, N: tl.constexpr, H, W, R: t
 
 
 @triton.jit
-def bilateral_backward_kernel(X, G, AB, DX, DG, COLOR, SPACE, H, W, sxb, sxc, sxh, sxw, sgb, sgc, sgh, sgw,
+def bilateral_backward_kernel(X, G, AB, DX, DG, COLOR, SPACE, H, W, x_strides, g_strides,
                               border_value, C: tl.constexpr, CG: tl.constexpr, R: tl.constexpr,
                               DISK: tl.constexpr, L1: tl.constexpr, JOINT: tl.constexpr, BORDER: tl.constexpr,
                               NEAR: tl.constexpr, OFF64: tl.constexpr, SLIDE: tl.constexpr, K: tl.constexpr,
@@ -144,13 +144,13 @@ def bilateral_backward_kernel(X, G, AB, DX, DG, COLOR, SPACE, H, W, sxb, sxc, sx
     h0 = (t // tiles_w) * K - R  # this program's first row and columns, in image coordinates
     cols = (t % tiles_w) * BW - R + tl.arange(0, BW)
     col_ok = cols < W + R
-    sx = _wide((sxc, sxh, sxw), OFF64)
-    sg = _wide((sgc, sgh, sgw), OFF64)
+    sx = _wide(x_strides[1:], OFF64)
+    sg = _wide(g_strides[1:], OFF64)
     color = tl.load(COLOR + b)
     space = tl.load(SPACE + b)
     natural = color / LOG2E
-    x_base = X + b * sxb
-    g_base = G + b * sgb
+    x_base = X + b * x_strides[0]
+    g_base = G + b * g_strides[0]
     fresh = ()  # a slot's new guide sums: none without a guide
     if JOINT:
         for _ in tl.static_range(CG):
@@ -213,8 +213,8 @@ def launch_backward(x, guide, ab, dx, dg, color, space, radius, disk, l1, joint,
         tile = plans.backward_tile(C, CG, radius, joint)
         if interpreting():  # one column strip per image: the interpreter's cost is per operation
             tile.update(K=HE if tile["SLIDE"] else min(HE, 16), BW=pow2_at_least(WE, 16, 128))
-    args = (x, guide, ab, dx, dg if joint else dx, color, space, H, W, *x.stride(), _guide_batch_stride(guide, B),
-            *guide.stride()[1:], float(border_value))
+    args = (x, guide, ab, dx, dg if joint else dx, color, space, H, W, x.stride(),
+            (_guide_batch_stride(guide, B), *guide.stride()[1:]), float(border_value))
     meta = dict(C=C, CG=CG, R=radius, DISK=disk, L1=l1, JOINT=joint, BORDER=border, NEAR=2 * radius < min(H, W),
                 OFF64=needs_int64(x, guide, ab))
     launch_kernel(bilateral_backward_kernel, lambda m: (B * cdiv(HE, m["K"]) * cdiv(WE, m["BW"]),), args, meta, x,

@@ -268,7 +268,7 @@ def _edge_columns(X, G, Y, COLOR, SPACE, H, W, sx, sg, sgb, sy, border_value, PR
 # ms against 1.040 on the H200; 5 x 5 0.156-0.162 against 0.150), also where EDGES is unused.
 @triton.jit(do_not_specialize=["EDGES"])
 def bilateral_kernel(X, G, Y, COLOR, SPACE, H, W,
-                     sxb, sxc, sxh, sxw, sgb, sgc, sgh, sgw, syb, syc, syh, syw, border_value,
+                     x_strides, g_strides, y_strides, border_value,
                      PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
                      C: tl.constexpr, CG: tl.constexpr, R: tl.constexpr, DISK: tl.constexpr, L1: tl.constexpr,
                      JOINT: tl.constexpr, BORDER: tl.constexpr, NEAR: tl.constexpr, OFF64: tl.constexpr,
@@ -280,7 +280,9 @@ def bilateral_kernel(X, G, Y, COLOR, SPACE, H, W,
     """Y = sum_q w X~[q] / sum_q w with w = exp2(SPACE[b] |p-q|^2 + COLOR[b] D^2), D the
     l1 or l2 distance of the guide vectors (G if JOINT, else PRO(X); CG channels, C when
     not JOINT). COLOR and SPACE hold per-image coefficients already multiplied by
-    -log2(e) / 2 / sigma^2. NEAR: the window is narrower than half the image (cheaper borders).
+    -log2(e) / 2 / sigma^2. ``x_strides``, ``g_strides``, ``y_strides``: each tensor's
+    (batch, channel, row, column) strides, G's batch stride 0 where one guide serves every
+    image. NEAR: the window is narrower than half the image (cheaper borders).
     ADJOINT (the backward's first pass): Y is float32 (B, C + 1, H, W) and holds dL/dY in
     its first C channels; they become A = dL/dY / DEN, DEN being the weight sums, and
     channel C receives -(A . Y): the per-pixel terms of ``bilateral_backward_kernel``.
@@ -294,7 +296,9 @@ def bilateral_kernel(X, G, Y, COLOR, SPACE, H, W,
       column offset dx the row is loaded once and added to all of them (2R + 1 taps,
       all known at compile time; dx too under UNROLL_DX, otherwise a run-time loop; of
       DX_GROUP offsets a step where that is more than one, each offset's row then loaded
-      during the previous one's taps).
+      during the previous one's taps; for a disk, BANDS: the offsets in bands whose
+      column of the disk spans the same rows, each band's taps only in its slots,
+      ``plan.disk_bands``).
       When the row is done, the oldest slot is complete: it is stored, and the next
       output row enters. Under PREFETCH (small windows, whose taps are too few to hide
       the loads' latency) the next input row's shifted vectors and the next entering row
@@ -312,9 +316,10 @@ def bilateral_kernel(X, G, Y, COLOR, SPACE, H, W,
     pid = tl.program_id(0)
     tiles_w = tl.cdiv(W, BW)
     tiles = tiles_w * tl.cdiv(H, K)
-    sx = _wide((sxb, sxc, sxh, sxw), OFF64)
-    sg = _wide((sgc, sgh, sgw), OFF64)
-    sy = _wide((syb, syc, syh, syw), OFF64)
+    sx = _wide(x_strides, OFF64)
+    sgb = g_strides[0]  # (0 where one guide serves every image)
+    sg = _wide(g_strides[1:], OFF64)
+    sy = _wide(y_strides, OFF64)
     # under INSIDE the last EDGES programs store the R columns at each edge of the images
     strips = tl.num_programs(0) - EDGES
     if INSIDE:
@@ -333,7 +338,7 @@ def bilateral_kernel(X, G, Y, COLOR, SPACE, H, W,
         color = tl.load(COLOR + b)
         space = tl.load(SPACE + b)
         gscale = tl.sqrt(-color)
-        x_base = X + b * sxb
+        x_base = X + b * x_strides[0]
         g_base = G + b * sgb
 
         one = (tl.full((BW,), 1.0, dtype=tl.float32),)
@@ -464,6 +469,6 @@ def launch(x, guide, y, color, space, radius, disk, l1, joint, border=0, border_
                               border != borders.CONSTANT.value or 0.0 <= border_value <= 1.0, adjoint,
                               needs_int64(x, guide, y), plans.peak_fits(CG, color_peak), bool(pro[0]),
                               0 if interpreted(x) else sm_count(x.device), tile)
-    args = (x, guide, y, color, space, H, W, *x.stride(), _guide_batch_stride(guide, B), *guide.stride()[1:],
-            *y.stride(), float(border_value), pro[0], pro[1], epi[0], epi[1])
+    args = (x, guide, y, color, space, H, W, x.stride(), (_guide_batch_stride(guide, B), *guide.stride()[1:]),
+            y.stride(), float(border_value), pro[0], pro[1], epi[0], epi[1])
     launch_kernel(bilateral_kernel, plan.grid, args, plan.meta, x, plan.tile, plans.forward_tuning)

@@ -104,7 +104,7 @@ def _where(ok, vectors, other):
 
 
 @triton.jit
-def upsample_kernel(L, G, Y, COLOR, SPACE, C, h, w, H, W, slb, slc, slh, slw, sgb, sgc, sgh, sgw, syb, syc, syh, syw,
+def upsample_kernel(L, G, Y, COLOR, SPACE, C, h, w, H, W, l_strides, g_strides, y_strides,
                     border_value, CV: tl.constexpr, CG: tl.constexpr, R: tl.constexpr, DISK: tl.constexpr,
                     L1: tl.constexpr, BORDER: tl.constexpr, NEAR: tl.constexpr, WIDE: tl.constexpr,
                     OFF64: tl.constexpr, SIZE_CLASS, K: tl.constexpr, BW: tl.constexpr):
@@ -129,15 +129,15 @@ def upsample_kernel(L, G, Y, COLOR, SPACE, C, h, w, H, W, slb, slc, slh, slw, sg
     cols = w0 + tl.arange(0, BW)
     col_ok = cols < W
     cols = tl.minimum(cols, W - 1)  # (columns past the image are computed as the last, not stored)
-    sl = _wide((slc, slh, slw), OFF64)
-    sg = _wide((sgc, sgh, sgw), OFF64)
-    sy = _wide((syc, syh, syw), OFF64)
+    sl = _wide(l_strides[1:], OFF64)
+    sg = _wide(g_strides[1:], OFF64)
+    sy = _wide(y_strides[1:], OFF64)
     space = tl.load(SPACE + b)
     gscale = tl.sqrt(-tl.load(COLOR + b))
     graw = gscale * pixels.unit_scale(G.dtype.element_ty)  # stored guide values to prescaled ones
     c0 = (group * CV).to(tl.int32)
-    l_base = L + b * slb
-    g_base = G + b * sgb
+    l_base = L + b * l_strides[0]
+    g_base = G + b * g_strides[0]
     b0 = _nearest_sample(cols, w, W, WIDE)
 
     # per output row k: its nearest sample row, (2 i + 1) h for its spatial terms, its
@@ -217,7 +217,7 @@ def upsample_kernel(L, G, Y, COLOR, SPACE, C, h, w, H, W, slb, slc, slh, slw, sg
                     den = den[:k] + (den[k] * rescale + wt,) + den[k + 1:]
                     top = top[:k] + (tl.maximum(top[k], e),) + top[k + 1:]
 
-    y_base = Y + b * syb
+    y_base = Y + b * y_strides[0]
     for k in tl.static_range(K):
         i = h0 + k
         inv = 1.0 / den[k]
@@ -228,7 +228,7 @@ def upsample_kernel(L, G, Y, COLOR, SPACE, C, h, w, H, W, slb, slc, slh, slw, sg
 
 @triton.jit
 def upsample_backward_kernel(L, G, GO, DL, DGL, DGH, COLOR, SPACE, C, CG, h, w, H, W,
-                             slb, slc, slh, slw, sgb, sgc, sgh, sgw, border_value,
+                             l_strides, g_strides, border_value,
                              R: tl.constexpr, DISK: tl.constexpr, L1: tl.constexpr, BORDER: tl.constexpr,
                              WIDE: tl.constexpr, OFF64: tl.constexpr, CP: tl.constexpr, CGP: tl.constexpr,
                              BH: tl.constexpr, BW: tl.constexpr):
@@ -238,6 +238,8 @@ def upsample_backward_kernel(L, G, GO, DL, DGL, DGH, COLOR, SPACE, C, CG, h, w, 
     shared by many outputs), and stores dL/dG at its own pixels into DGH (B, CG, H, W); all
     contiguous float32. The forward sums are recomputed first (relative to their running
     maximum, as the forward), so nothing per tap is ever stored."""
+    slb, slc, slh, slw = l_strides
+    sgb, sgc, sgh, sgw = g_strides
     b, color, space, ch, chg, rows, cols = _output_tile(COLOR, SPACE, H, W, CP, CGP, BH, BW)
     l_base = L + b * slb
     g_base = G + b * sgb
@@ -322,8 +324,8 @@ def launch_upsample(low, guide, y, color, space, radius, disk, l1, border=0, bor
     num_warps, bypasses the tile choice."""
     B, C, h, w = low.shape
     CG, H, W = guide.shape[1:]
-    args = (low, guide, y, color, space, C, h, w, H, W, *low.stride(), _guide_batch_stride(guide, B),
-            *guide.stride()[1:], *y.stride(), float(border_value))
+    args = (low, guide, y, color, space, C, h, w, H, W, low.stride(), (_guide_batch_stride(guide, B),
+            *guide.stride()[1:]), y.stride(), float(border_value))
     meta = dict(_upsample_meta(low, guide, radius, disk, l1, border, y), CV=min(C, tiles.UPSAMPLE_CHANNELS), CG=CG,
                 NEAR=radius < min(h, w), SIZE_CLASS=size_class(H, W))
     groups = cdiv(C, meta["CV"])
@@ -340,8 +342,8 @@ def launch_upsample_backward(low, guide, grad, d_low, d_guide_low, d_guide, colo
     H, W); all contiguous float32."""
     B, C, h, w = low.shape
     CG, H, W = guide.shape[1:]
-    args = (low, guide, grad, d_low, d_guide_low, d_guide, color, space, C, CG, h, w, H, W, *low.stride(),
-            _guide_batch_stride(guide, B), *guide.stride()[1:], float(border_value))
+    args = (low, guide, grad, d_low, d_guide_low, d_guide, color, space, C, CG, h, w, H, W, low.stride(),
+            (_guide_batch_stride(guide, B), *guide.stride()[1:]), float(border_value))
     meta = dict(_upsample_meta(low, guide, radius, disk, l1, border), CP=next_pow2(C), CGP=next_pow2(CG))
     # not worth tuning (once per step); 8 x 32 keeps its blocks in registers
     tile = (tile_config(BH=pow2_at_least(H, 1, 128), BW=pow2_at_least(W, 1, 128)) if interpreting()

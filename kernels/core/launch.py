@@ -255,16 +255,20 @@ def _options(config):
     return options
 
 
+_INTS = frozenset((int,))  # (a tuple of ints, such as a tensor's strides, is its own key)
+
+
 def _launch_key(kernel, args, meta, config, device):
     """Everything Triton's specialisation and the tile depend on (hashable unless an
     argument is not)."""
     tile = None if config is None else getattr(config, "key", None) or _tile_key(config)
     fixed = meta.key if type(meta) is Meta else tuple(meta.items())
-    # (most arguments are sizes and strides, ints their own key, plain tensors, empty
-    # prologue and epilogue chains and floats: all without a call; this runs on every launch)
+    # (most arguments are sizes and tuples of strides, ints their own key, plain tensors,
+    # empty prologue and epilogue chains and floats: all without a call; this runs on every
+    # launch)
     return kernel.fn, device, tile, fixed, tuple([
         a if type(a) is int else (a.dtype, a.data_ptr() % 16 == 0) if type(a) is torch.Tensor
-        else a if a == () else float if type(a) is float else _spec(a)
+        else a if type(a) is tuple and _INTS.issuperset(map(type, a)) else float if type(a) is float else _spec(a)
         for a in args])
 
 

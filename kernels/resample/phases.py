@@ -159,7 +159,7 @@ def _edge_column(full, k, n_steps, T: tl.constexpr, q: tl.constexpr, o: tl.const
 
 
 @triton.jit
-def phases_kernel(X, Y, C, H, W, HO, WO, sxb, sxc, sxh, sxw, syb, syc, syh, syw,
+def phases_kernel(X, Y, C, H, W, HO, WO, x_strides, y_strides,
                   PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
                   TY: tl.constexpr, TX: tl.constexpr, NZX: tl.constexpr, MIXX: tl.constexpr,
                   FY: tl.constexpr, FX: tl.constexpr, DY: tl.constexpr, DX: tl.constexpr, DXP: tl.constexpr,
@@ -188,6 +188,8 @@ def phases_kernel(X, Y, C, H, W, HO, WO, sxb, sxc, sxh, sxw, syb, syc, syh, syw,
     rows before its sums, so that their latency overlaps the sums and the stores instead of
     stalling each step (the rows cost registers until they are used)."""
     tl.static_assert(S == 1 or DX == 1, "several lanes a thread read single source pixels")
+    sxb, sxc, sxh, sxw = x_strides
+    syb, syc, syh, syw = y_strides
     BX: tl.constexpr = 2 * MX + 1
     ROWS: tl.constexpr = (2 * MY + 1) * DY
     n_steps = HO // FY
@@ -344,5 +346,5 @@ def launch_phases(x, y, phases, clamp_rows, pro, epi):
     strip = strip_tile(x, HO // py.F, WO // px.F, tiles.STRIPS[py.D])
     plan = phases_plan(py, px, B * C, HO, WO, x.element_size(), strip,
                        bool(clamp_rows), needs_int64(x, y))
-    args = (x, y, C, H, W, HO, WO, *x.stride(), *y.stride(), pro[0], pro[1], epi[0], epi[1])
+    args = (x, y, C, H, W, HO, WO, x.stride(), y.stride(), pro[0], pro[1], epi[0], epi[1])
     launch_kernel(phases_kernel, plan.grid, args, plan.meta, x, plan.tile)

@@ -158,7 +158,7 @@ def _fold_store(y_base, p, H, syh, out_off, y, ok, col_band, RY: tl.constexpr, F
 
 @triton.jit
 def strip_kernel(X, Y, TX, TY, C, H, W, HO, WO, OY, OXA,
-                 sxb, sxc, sxh, syb, syc, syh, border_value,
+                 x_strides, y_strides, border_value,
                  PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
                  RX: tl.constexpr, RY: tl.constexpr, OXR: tl.constexpr,
                  SXW: tl.constexpr, SYW: tl.constexpr, BORDER: tl.constexpr, FOLD: tl.constexpr,
@@ -182,6 +182,8 @@ def strip_kernel(X, Y, TX, TY, C, H, W, HO, WO, OY, OXA,
     b, c, h0, w0 = tile_origin(tl.program_id(0), C, HO, WO, SEG, T * S)
     TX = image_taps(TX, b, RX, PER_IMAGE)
     TY = image_taps(TY, b, RY, PER_IMAGE)
+    sxb, sxc, sxh = x_strides
+    syb, syc, syh = y_strides
     x_base = X + b * sxb + c * sxc
     y_base = Y + b * syb + c * syc
     scale = neighbourhood.linear_scale(X.dtype.element_ty, PRO)  # folded into the taps, not the pixels
@@ -297,6 +299,6 @@ def _launch_strip(x, y, tx, ty, oy, ox, border, border_value, pro, epi, cfg=None
     sx, sy = x.stride(), y.stride()
     plan = strip_plan(B * C, HO, WO, rx, ry, ox, sx[3], sy[3], border, fold, needs_int64(x, y), interpreted(x),
                       None if cfg is None else tuple(cfg.items()), tx.ndim == 2)
-    args = (x, y, tx, ty, C, H, W, HO, WO, oy, plan.oxa, sx[0], sx[1], sx[2], sy[0], sy[1], sy[2],
+    args = (x, y, tx, ty, C, H, W, HO, WO, oy, plan.oxa, sx[:3], sy[:3],
             float(border_value), pro[0], pro[1], epi[0], epi[1])
     launch_kernel(strip_kernel, plan.grid, args, plan.meta, x, plan.tile)
