@@ -221,7 +221,7 @@ def _models_vjp(m, eps, da, db, G: tl.constexpr, C: tl.constexpr):
 
 
 @triton.jit
-def models_kernel(X, GD, OUT, D_AB, EPS, D_EPS, H, W, R0, ROWS, eps_stride, sxb, sxc, sxh, sxw, sgb, sgc, sgh, sgw,
+def models_kernel(X, GD, OUT, D_AB, EPS, D_EPS, H, W, R0, ROWS, eps_stride, x_strides, g_strides,
                   R: tl.constexpr, G: tl.constexpr, C: tl.constexpr, BORDER: tl.constexpr, NEAR: tl.constexpr,
                   VJP: tl.constexpr, EPS_GRAD: tl.constexpr, OFF64: tl.constexpr, BLOCK: tl.constexpr,
                   SEG: tl.constexpr):
@@ -237,6 +237,8 @@ def models_kernel(X, GD, OUT, D_AB, EPS, D_EPS, H, W, R0, ROWS, eps_stride, sxb,
     output row adds the row entering the window and subtracts the one leaving it, both
     summed across the window's columns from L1-resident loads. Where a sum is not finite
     the window is summed afresh (a NaN or inf reaches only the windows that hold it)."""
+    sxb, sxc, sxh, sxw = x_strides
+    sgb, sgc, sgh, sgw = g_strides
     col_blocks = tl.cdiv(W, BLOCK)
     per_image = col_blocks * tl.cdiv(ROWS, SEG)
     b = (tl.program_id(0) // per_image).to(tl.int64)
@@ -296,12 +298,14 @@ def models_kernel(X, GD, OUT, D_AB, EPS, D_EPS, H, W, R0, ROWS, eps_stride, sxb,
 
 
 @triton.jit
-def terms_vjp_kernel(D_TERMS, X, GD, DX, DG, H, W, sxb, sxc, sxh, sxw, sgb, sgc, sgh, sgw,
+def terms_vjp_kernel(D_TERMS, X, GD, DX, DG, H, W, x_strides, g_strides,
                      G: tl.constexpr, C: tl.constexpr, OFF64: tl.constexpr, BLOCK: tl.constexpr):
     """The gradients DX[b] (C planes) and DG[b] (G planes, float32, contiguous) of the
     image X and the guide GD (any dtype and strides, unit scale) from the gradients
     D_TERMS[b] to their ``_terms`` at each pixel (one contiguous float32 plane a term):
     the terms' products differentiated by the product rule."""
+    sxb, sxc, sxh, sxw = x_strides
+    sgb, sgc, sgh, sgw = g_strides
     blocks = tl.cdiv(H * W, BLOCK)
     b = tl.program_id(0) // blocks
     offs = (tl.program_id(0) % blocks) * BLOCK + tl.arange(0, BLOCK)
@@ -359,8 +363,8 @@ def _bilinear_axis(d, n_in, scale):
 
 
 @triton.jit
-def apply_kernel(MEANS, GUIDE, Y, D_MEANS, D_GUIDE, H, W, h, w, scale_h, scale_w, smb, smp, smh, sgb, sgc, sgh, sgw,
-                 syb, syc, syh, syw, G: tl.constexpr, C: tl.constexpr, UP: tl.constexpr, VJP: tl.constexpr,
+def apply_kernel(MEANS, GUIDE, Y, D_MEANS, D_GUIDE, H, W, h, w, scale_h, scale_w, m_strides, g_strides, y_strides,
+                 G: tl.constexpr, C: tl.constexpr, UP: tl.constexpr, VJP: tl.constexpr,
                  OFF64: tl.constexpr, BLOCK: tl.constexpr):
     """Y[b, c] = sum_g M[b, g*C + c] * GUIDE[b, g] + M[b, G*C + c], the guide read in its
     dtype (unit scale) and Y stored in its own, both through their strides. M is MEANS
@@ -369,6 +373,9 @@ def apply_kernel(MEANS, GUIDE, Y, D_MEANS, D_GUIDE, H, W, h, w, scale_h, scale_w
     in place. VJP: Y is the output's gradient, read; the gradients to M (D_MEANS,
     (B, P, H, W)) and to the guide (D_GUIDE, (B, G, H, W)), float32 and contiguous, are
     stored."""
+    smb, smp, smh = m_strides
+    sgb, sgc, sgh, sgw = g_strides
+    syb, syc, syh, syw = y_strides
     blocks = tl.cdiv(H * W, BLOCK)
     b = tl.program_id(0) // blocks
     offs = (tl.program_id(0) % blocks) * BLOCK + tl.arange(0, BLOCK)
@@ -463,7 +470,7 @@ def _launch_models(x, guide, eps, radius, border, out, rows, d_ab=None, d_eps=No
     block, seg, programs = _strips(x, rows[1] - rows[0])
     launch(models_kernel, (programs,),
            (x, guide, out, out if d_ab is None else d_ab, eps, out if d_eps is None else d_eps, H, W, rows[0],
-            rows[1] - rows[0], 0 if eps.numel() == 1 else 1, *x.stride(), *guide.stride()),
+            rows[1] - rows[0], 0 if eps.numel() == 1 else 1, x.stride(), guide.stride()),
            dict(R=radius, G=guide.shape[1], C=C, BORDER=borders.border_code(border), NEAR=radius < min(H, W),
                 VJP=d_ab is not None, EPS_GRAD=d_eps is not None, OFF64=needs_int64(x, guide, out)),
            x, tile_config(BLOCK=block, SEG=seg))
@@ -500,7 +507,7 @@ def terms_vjp(d_terms, x, guide):
     dx = x.new_empty(B, C, H, W, dtype=torch.float32)
     dg = x.new_empty(B, G, H, W, dtype=torch.float32)
     block = _block(H * W, x)
-    launch(terms_vjp_kernel, (B * cdiv(H * W, block),), (d_terms, x, guide, dx, dg, H, W, *x.stride(), *guide.stride()),
+    launch(terms_vjp_kernel, (B * cdiv(H * W, block),), (d_terms, x, guide, dx, dg, H, W, x.stride(), guide.stride()),
            dict(G=G, C=C, OFF64=_past_int32(d_terms, x, guide)), x, tile_config(BLOCK=block))
     return dx, dg
 
@@ -514,7 +521,7 @@ def _launch_apply(means, guide, y, d_means=None, d_guide=None):
     tensors = (means, guide, y) if d_means is None else (means, guide, y, d_means)
     launch(apply_kernel, (B * cdiv(H * W, block),),
            (means, guide, y, y if d_means is None else d_means, y if d_guide is None else d_guide, H, W, h, w,
-            h / H, w / W, *means.stride()[:3], *guide.stride(), *y.stride()),
+            h / H, w / W, means.stride()[:3], guide.stride(), y.stride()),
            dict(G=guide.shape[1], C=C, UP=(h, w) != (H, W), VJP=d_means is not None,
                 OFF64=_past_int32(*tensors)), y, tile_config(BLOCK=block))
 

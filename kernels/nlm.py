@@ -110,7 +110,7 @@ def _box(v, lanes, P: tl.constexpr, LANES: tl.constexpr):
 
 
 @triton.jit
-def nlm_kernel(X, Y, COEF, FLOOR, H, W, sxb, sxc, sxh, sxw, syb, syc, syh, syw, border_value,
+def nlm_kernel(X, Y, COEF, FLOOR, H, W, x_strides, y_strides, border_value,
                PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
                C: tl.constexpr, P: tl.constexpr, R: tl.constexpr, BORDER: tl.constexpr, OFF64: tl.constexpr,
                RAW: tl.constexpr, TH: tl.constexpr, S: tl.constexpr, LANES: tl.constexpr):
@@ -125,6 +125,8 @@ def nlm_kernel(X, Y, COEF, FLOOR, H, W, sxb, sxc, sxh, sxw, syb, syc, syh, syw, 
     output row (``num[o * C + c]``). Nothing has a channel dimension, so every value and
     every shuffle (``tl.gather``) shares the one layout of a (S, LANES) block, whichever
     way the compiler orders the dimensions of a 3-D one."""
+    sxb, sxc, sxh, sxw = x_strides
+    syb, syc, syh, syw = y_strides
     f: tl.constexpr = P // 2
     b, _, r0, c0 = tile_origin(tl.program_id(0), 1, H, W, S * TH, LANES - 2 * f)
     coef = tl.load(COEF + b)
@@ -227,7 +229,7 @@ def launch(x, y, coef, floor, patch_size, radius, border=0, border_value=0.0, pr
     LANES and num_warps) forces one strip size, so that tests reach several strips in the
     interpreter."""
     B, C, H, W = x.shape
-    args = (x, y, coef, floor, H, W, *x.stride(), *y.stride(), float(border_value), pro[0], pro[1], epi[0],
+    args = (x, y, coef, floor, H, W, x.stride(), y.stride(), float(border_value), pro[0], pro[1], epi[0],
             epi[1])
     raw = not x.is_floating_point() and not pro[0]
     meta = dict(C=C, P=patch_size, R=radius, BORDER=border, OFF64=needs_int64(x, y), RAW=raw)
