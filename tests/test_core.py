@@ -229,6 +229,49 @@ def test_launch_keys_separate_what_triton_specialises_on():
         hash(key(x, [1], 1.5))
 
 
+def test_new_sizes_that_triton_specialises_alike_take_its_kernel(monkeypatch):
+    """A launch with a new key whose integers Triton would specialise as before (new sizes
+    and strides: not 1, as divisible by 16, int32) runs the kernel compiled for the first,
+    without Triton's binder; an integer that becomes 1 or divisible by 16, an int64, a
+    dtype, a misaligned tensor or another tile go through Triton (a compile of their own)."""
+    from imgfilters.kernels.core import launch
+    compiles, runs = [], []
+
+    class Compiled:
+        def __getitem__(self, grid):
+            return lambda *args: runs.append(args)
+
+    class Kernel:  # (what ``launch`` uses of a JITFunction)
+        fn, arg_names = "kernel", ["X", "n", "strides", "BLOCK"]
+
+        def __getitem__(self, grid):
+            return lambda *args, **options: compiles.append(args) or Compiled()
+
+    monkeypatch.setattr(launch, "interpreted", lambda x: False)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: -1)
+    monkeypatch.setattr(launch, "_launches", {})
+    monkeypatch.setattr(launch, "_alike", {})
+    kernel, tile, x = Kernel(), launch.tile_config(BLOCK=16), torch.zeros(64)
+
+    def compiled_after(t, n, strides, config=tile):
+        launch.launch(kernel, (1,), (t, n, strides), {}, t, config)
+        return len(compiles)
+
+    assert compiled_after(x, 100, (64, 1)) == 1
+    assert [compiled_after(x, n, s) for n, s in [(100, (64, 1)), (37, (48, 1)), (2 ** 20 + 3, (4096, 1))]] == [1, 1, 1]
+    assert compiled_after(torch.zeros(64), 101, (32, 1)) == 1  # new data too
+    assert compiled_after(x, 96, (64, 1)) == 2  # divisible by 16
+    assert compiled_after(x, 1, (64, 1)) == 3  # 1, a constant to Triton
+    assert compiled_after(x, 100, (64, 2)) == 4  # a column stride no longer 1
+    assert compiled_after(x, 2 ** 31 + 3, (64, 1)) == 5  # int64
+    assert compiled_after(x.int(), 100, (64, 1)) == 6
+    assert compiled_after(x[1:], 100, (64, 1)) == 7  # misaligned
+    assert compiled_after(x, 100, (64, 1), launch.tile_config(BLOCK=32)) == 8
+    assert compiled_after(x, 100, (64, 1)) == 8 and compiled_after(x, 2 ** 31 + 5, (64, 1)) == 8
+    # (14 launches, 8 compiles; the rest ran with their own arguments and the tile's constexpr)
+    assert len(runs) == 6 and runs[2] == (x, 2 ** 20 + 3, (4096, 1), 16)
+
+
 def test_tuned_tiles_are_kept_on_disk_for_the_next_process(tmp_path, monkeypatch):
     """A tile chosen by timing is written to the machine's tuning file; a new process (a
     new ``Tuning``) takes it without timing, whatever its own timings would say, until the

@@ -8,8 +8,11 @@ of host time on the H200's host, as long as a small image's whole kernel. So the
 everything its specialisation can depend on (every integer argument exactly, tensors'
 dtypes and 16-byte alignment, floats by type, the constexpr meta-parameters, the tile, the
 device), and the next launch with that key goes through the compiled kernel's own public
-launcher, ``compiled[grid](*args)``. This is the one cache on the launch path, with the
-families' plan memos (pure functions of plain values) and ``Tuning``'s choices.
+launcher, ``compiled[grid](*args)``. A launch with a new key whose integers Triton would
+specialise alike (new image sizes: equal to 1, divisible by 16 and of an integer type as
+before) takes the same compiled kernel (``_specialised_alike``), not Triton's binder
+again. This is the one cache on the launch path, with the families' plan memos (pure
+functions of plain values) and ``Tuning``'s choices.
 
 Tuning. ``Tuning`` times a kernel's candidate tiles on the first launch of each tuning
 key (a coarser key: a size class, not the exact shape) and device, under a lock: Triton's
@@ -40,6 +43,7 @@ _TUNE_WARMUP_MS, _TUNE_REP_MS = 5, 20
 _MAX_LAUNCHES = 4096  # compiled launches kept; the cache is cleared when it fills
 
 _launches = {}  # launch key -> (compiled kernel, its constexpr arguments, meta-parameters for the grid)
+_alike = {}  # the same entries by ``_specialised_alike``: what a launch key's integers specialise to
 _lock = threading.Lock()
 
 
@@ -226,14 +230,28 @@ def launch(kernel, grid, args, meta, x, config=None, tuning=None):
             config = tuning.tile(kernel, grid, args, meta, device)
         if tuning is not None:  # (a family may pick a launch's tile itself: the report shows it too)
             tuning.last = config
+        alike = None if key is None else _specialised_alike(key, config)
+        hit = _alike.get(alike)
+        if hit is not None:  # new sizes that Triton would compile alike: its kernel, without Triton's binder
+            _keep(key, alike, hit)
+            compiled, constexprs, params = hit
+            compiled[_grid(grid, params)](*args, *constexprs)
+            return
         params = {**meta, **config.kwargs}
         compiled = kernel[_grid(grid, params)](*args, **meta, **_options(config))
         names = kernel.arg_names[len(args):]
         # (the interpreter, which also takes CUDA tensors, returns no compiled kernel to keep)
         if key is not None and compiled is not None and all(n in params for n in names):
-            if len(_launches) >= _MAX_LAUNCHES:
-                _launches.clear()
-            _launches[key] = (compiled, tuple(params[n] for n in names), params)
+            _keep(key, alike, (compiled, tuple(params[n] for n in names), params))
+
+
+def _keep(key, alike, entry):
+    """Keep a launch's ``entry`` under its key and ``_specialised_alike``'s (both cleared
+    when full)."""
+    if len(_launches) >= _MAX_LAUNCHES:
+        _launches.clear()
+        _alike.clear()
+    _launches[key] = _alike[alike] = entry
 
 
 def _grid(grid, params):
@@ -270,6 +288,26 @@ def _launch_key(kernel, args, meta, config, device):
         a if type(a) is int else (a.dtype, a.data_ptr() % 16 == 0) if type(a) is torch.Tensor
         else a if type(a) is tuple and _INTS.issuperset(map(type, a)) else float if type(a) is float else _spec(a)
         for a in args])
+
+
+def _specialised_alike(key, config):
+    """A launch ``key`` with the tile ``config`` it runs (a tuned launch's key has none)
+    and each integer argument as what Triton specialises it on (equal to 1, divisible by
+    16, its integer type): the kernel Triton compiled for one key serves every key alike.
+    New image sizes (random crops and resizes, a pipeline's random scales) then take the
+    compiled kernel without Triton's own binder (PERFORMANCE.md)."""
+    fn, device, _, fixed, arguments = key
+    return fn, device, getattr(config, "key", None) or _tile_key(config), fixed, _integer_classes(arguments)
+
+
+def _integer_classes(value):
+    """``value`` (launch key arguments) with each int as Triton's specialisation sees it."""
+    t = type(value)
+    if t is int:
+        return value == 1, value % 16 == 0, -2 ** 31 <= value < 2 ** 31, value < 2 ** 63
+    if t is tuple:
+        return tuple(map(_integer_classes, value))
+    return value
 
 
 def _tile_key(config):
