@@ -98,11 +98,12 @@ def linear_to_srgb(x, channel):
 # ---- the generic elementwise kernel -------------------------------------------------------
 
 @triton.jit
-def elementwise_kernel(X, Y, C, H, W,
-                       sxb, sxc, sxh, sxw, syb, syc, syh, syw,
+def elementwise_kernel(X, Y, C, H, W, x_strides, y_strides,
                        STEPS: tl.constexpr, args, OFF64: tl.constexpr,
                        BH: tl.constexpr, BW: tl.constexpr):
     """Y = chain(X) over (B, C, H, W) tensors of any strides and supported dtypes."""
+    sxb, sxc, sxh, sxw = x_strides
+    syb, syc, syh, syw = y_strides
     b, c, h0, w0 = tile_origin(tl.program_id(0), C, H, W, BH, BW)
     rows = h0 + tl.arange(0, BH)
     cols = w0 + tl.arange(0, BW)
@@ -120,5 +121,5 @@ def launch_elementwise(x, y, steps, args):
     B, C, H, W = x.shape
     bh, bw = (pow2_at_least(H, 1, 256), pow2_at_least(W, 16, 256)) if interpreting() else (16, 128)
     launch(elementwise_kernel, lambda m: (programs(B * C, H, W, bh, bw),),
-           (x, y, C, H, W, *x.stride(), *y.stride(), steps, args), dict(OFF64=needs_int64(x, y)), x,
+           (x, y, C, H, W, x.stride(), y.stride(), steps, args), dict(OFF64=needs_int64(x, y)), x,
            tile_config(BH=bh, BW=bw))

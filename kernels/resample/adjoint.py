@@ -152,7 +152,7 @@ def _adjoint_column(win, new, WA: tl.constexpr, k: tl.constexpr, FY: tl.constexp
 
 
 @triton.jit
-def upsample_phases_adjoint_kernel(G, Y, C, H, W, HO, WO, sgb, sgc, sgh, sgw, syb, syc, syh, syw,
+def upsample_phases_adjoint_kernel(G, Y, C, H, W, HO, WO, g_strides, y_strides,
                                    WY: tl.constexpr, WX: tl.constexpr, FY: tl.constexpr, FX: tl.constexpr,
                                    MX: tl.constexpr, VEC: tl.constexpr, OFF64: tl.constexpr, BW: tl.constexpr,
                                    SEG: tl.constexpr, S: tl.constexpr):
@@ -170,6 +170,8 @@ def upsample_phases_adjoint_kernel(G, Y, C, H, W, HO, WO, sgb, sgc, sgh, sgw, sy
     each of the five source columns it feeds), resamples them along x with constant
     weights, keeps them for the next four steps, and writes each thread's S columns of
     source row i as one vector."""
+    sgb, sgc, sgh, sgw = g_strides
+    syb, syc, syh, syw = y_strides
     b, c, r0, j0 = tile_origin(tl.program_id(0), C, H, W, SEG, S * BW)
     first = j0 + S * tl.arange(0, BW)  # each thread's first source column
     g_cols = (_adjoint_blocks(FX * (first - MX), FX * MX, VEC) + _adjoint_blocks(FX * first, FX * S, VEC)
@@ -229,5 +231,5 @@ def launch_adjoint(g, y, pair):
     py, px = pair
     strip = phases.strip_tile(g, H, -(-W // tiles.ADJOINT_STRIP[3]), tiles.ADJOINT_STRIP)
     plan = adjoint_plan(py, px, B * C, H, W, g.element_size(), strip, needs_int64(g, y))
-    launch_kernel(upsample_phases_adjoint_kernel, plan.grid, (g, y, C, H, W, *g.shape[-2:], *g.stride(), *y.stride()),
+    launch_kernel(upsample_phases_adjoint_kernel, plan.grid, (g, y, C, H, W, *g.shape[-2:], g.stride(), y.stride()),
                   plan.meta, g, plan.tile)

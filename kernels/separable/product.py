@@ -61,7 +61,7 @@ def _row_block(x_base, row0, c0, H, W, sxh, pad, c, TX, scale, PRO: tl.constexpr
 
 @triton.jit
 def product_kernel(X, Y, TX, TY, C, H, W, HO, WO, OY, OX,
-                   sxb, sxc, sxh, syb, syc, syh, border_value,
+                   x_strides, y_strides, border_value,
                    PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
                    RX: tl.constexpr, RY: tl.constexpr, SXW: tl.constexpr, SYW: tl.constexpr,
                    BORDER: tl.constexpr, OFF64: tl.constexpr, PER_IMAGE: tl.constexpr, PRECISION: tl.constexpr,
@@ -76,6 +76,8 @@ def product_kernel(X, Y, TX, TY, C, H, W, HO, WO, OY, OX,
     output block is the vertical bands times the previous and the new one. Each input
     pixel is loaded once per strip (plus the halo blocks), with vector loads where the
     columns lie inside the image. PER_IMAGE: as ``strip_kernel``'s."""
+    sxb, sxc, sxh = x_strides
+    syb, syc, syh = y_strides
     b, c, h0, w0 = tile_origin(tl.program_id(0), C, HO, WO, SEG, B)
     TX = image_taps(TX, b, RX, PER_IMAGE)
     TY = image_taps(TY, b, RY, PER_IMAGE)
@@ -104,7 +106,7 @@ def _launch_product(x, y, tx, ty, oy, ox, border, border_value, pro, epi, tile):
     B, C, H, W = x.shape
     HO, WO = y.shape[-2:]
     sx, sy = x.stride(), y.stride()
-    args = (x, y, tx, ty, C, H, W, HO, WO, oy, ox, sx[0], sx[1], sx[2], sy[0], sy[1], sy[2], float(border_value),
+    args = (x, y, tx, ty, C, H, W, HO, WO, oy, ox, sx[:3], sy[:3], float(border_value),
             pro[0], pro[1], epi[0], epi[1])
     meta = dict(RX=(tx.shape[-1] - 1) // 2, RY=(ty.shape[-1] - 1) // 2, SXW=sx[3], SYW=sy[3], BORDER=border,
                 OFF64=needs_int64(x, y), PER_IMAGE=tx.ndim == 2, PRECISION="ieee" if interpreting() else "tf32x3")

@@ -73,7 +73,7 @@ def _rows(first, count: tl.constexpr, H, BORDER: tl.constexpr):
 
 @triton.jit
 def separable_kernel(X, Y, S, TX, TY, B, C, H, W, HO, WO, OY, OX,
-                     sxb, sxc, sxh, syb, syc, syh, border_value,
+                     x_strides, y_strides, border_value,
                      PRO: tl.constexpr, pro_args, EPI: tl.constexpr, epi_args,
                      RX: tl.constexpr, RY: tl.constexpr, HALO: tl.constexpr,
                      SXW: tl.constexpr, SYW: tl.constexpr, BORDER: tl.constexpr,
@@ -83,6 +83,8 @@ def separable_kernel(X, Y, S, TX, TY, B, C, H, W, HO, WO, OY, OX,
     X~ being X extended by the border, for outputs (i, j) in [0, HO) x [0, WO).
     ``S`` holds ``SLOT`` float32 per program; ``SIZE_CLASS`` only feeds the autotune key.
     PER_IMAGE: as ``strip_kernel``'s."""
+    sxb, sxc, sxh = x_strides
+    syb, syc, syh = y_strides
     slot = S + tl.program_id(0).to(tl.int64) * SLOT
     i = tl.arange(0, BH)
     j = tl.arange(0, BW)
@@ -159,8 +161,8 @@ def _launch_scratch(x, y, tx, ty, oy, ox, border, border_value, pro, epi, tile):
     # scratch: at most one slot per resident program, and never more than the output
     slots = min(sms * max(per_sm(t) for t in candidates), max(1, y.numel() * y.element_size() // (4 * slot)))
     scratch = torch.empty(slots * slot, dtype=torch.float32, device=x.device)
-    args = (x, y, scratch, tx, ty, B, C, H, W, HO, WO, oy, ox, x.stride(0), x.stride(1), x.stride(2),
-            y.stride(0), y.stride(1), y.stride(2), float(border_value), pro[0], pro[1], epi[0], epi[1])
+    args = (x, y, scratch, tx, ty, B, C, H, W, HO, WO, oy, ox, x.stride()[:3], y.stride()[:3], float(border_value),
+            pro[0], pro[1], epi[0], epi[1])
     meta = dict(RX=rx, RY=ry, HALO=halo, SXW=x.stride(3), SYW=y.stride(3), BORDER=border,
                 OFF64=needs_int64(x, y), PER_IMAGE=tx.ndim == 2, SLOT=slot, SIZE_CLASS=size_class(HO, WO))
     grid = lambda m: (min(slots, sms * per_sm(m), programs(B * C, HO, WO, m["BH"], m["BW"])),)
