@@ -228,7 +228,21 @@ _CAPTURED = {}
 @functools.lru_cache(maxsize=256)
 def _constant(values, shape, device):
     """A read-only float32 tensor of ``shape`` holding ``values`` on ``device``."""
-    return torch.tensor(values, dtype=torch.float32, device=device).reshape(shape)
+    return sent(torch.tensor(values, dtype=torch.float32).reshape(shape), device)
+
+
+def sent(host, device, dtype=torch.float32):
+    """The CPU tensor ``host`` as ``dtype`` on ``device``, without the host waiting for the
+    GPU: a copy from pageable memory returns only once the stream has run everything
+    queued before it, so that a call drawing fresh parameters (a transform's per-image
+    sigmas, on every call) would leave the GPU idle through each call's host time. Pinned
+    memory is copied asynchronously (torch keeps the pinned block until the copy is done).
+    While a CUDA graph is being captured the copy is a plain one: the graph would re-read
+    the pinned block at every replay, after it was reused."""
+    device = device if isinstance(device, torch.device) else torch.device(device)
+    if device.type != "cuda" or torch.cuda.is_current_stream_capturing():
+        return host.to(device, dtype)
+    return host.to(dtype).pin_memory().to(device, non_blocking=True)
 
 
 def to_unit(img, dtype=torch.float64, copy=True):

@@ -7,9 +7,9 @@ from torchvision import tv_tensors
 from torchvision.transforms import v2
 
 import imgfilters
-from imgfilters import transforms as T
+from imgfilters import _image, transforms as T
 
-from helpers import random_image, sample
+from helpers import gpu, random_image, sample
 
 
 def test_gaussian_blur_is_torchvisions_with_our_kernel(gen, device):
@@ -111,6 +111,31 @@ def test_gaussian_blur_per_sample_draws_a_sigma_per_image_in_one_launch(gen, dev
     assert torch.equal(fused(x), imgfilters.box_blur(y, 3))
     with pytest.raises(ValueError, match="same batch size"):
         t.transform(x[:1], dict(sigma=sigma))
+
+
+@gpu
+@pytest.mark.parametrize("transform", [
+    T.GaussianBlur(9, (0.1, 3.0), per_sample=True, seed=0), T.GaussianBlur(9, (0.1, 3.0), seed=0),
+    T.UnsharpMask((0.3, 1.2), (0.5, 1.5), per_sample=True, seed=0), T.BoxBlur(3, max_size=7, per_sample=True, seed=0),
+    T.Bilateral((0.05, 0.5), (0.5, 2.0), radius=2, per_sample=True, seed=0)], ids=repr)
+def test_fresh_draws_reach_the_gpu_without_the_host_waiting_for_it(transform, gen):
+    """A call that draws new parameters copies them to the GPU asynchronously: a copy
+    from pageable memory would wait for the GPU's queue to drain, on every call."""
+    x = random_image((4, 3, 32, 32), torch.float32, gen, "cuda")
+    transform(x)  # compile
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(3):
+            transform(x)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
+def test_sent_copies_a_host_tensor_as_float32(gen, device):
+    host = torch.rand(3, 5, dtype=torch.float64, generator=gen)
+    out = _image.sent(host, torch.device(device))
+    assert out.device.type == device and out.dtype == torch.float32 and torch.equal(out.cpu(), host.float())
 
 
 def test_unsharp_mask_per_sample_draws_a_sigma_and_amount_per_image_in_one_launch(gen, device):

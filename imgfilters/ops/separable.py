@@ -286,7 +286,7 @@ def _on(taps, device):
     values, would cost more host time than the kernel) copied directly, unless a CUDA
     graph is being captured (which a copy from pageable memory would break)."""
     if _per_image(taps) and not (taps.device != device and torch.cuda.is_current_stream_capturing()):
-        return taps.to(device, torch.float32)
+        return _image.sent(taps, device)
     return _image.on(taps, device)
 
 
