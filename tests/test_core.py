@@ -394,3 +394,49 @@ def test_threads_tuning_at_once_on_every_gpu(gen, monkeypatch):
     for (_, i), pair in results.items():  # every thread, every device: the same results (tiles may differ)
         for got, want in zip(pair, results[(devices[0], 0), i]):
             torch.testing.assert_close(got, want, rtol=0, atol=1e-6)
+
+
+def _warm_calls(x, u8):
+    """The library's ops on a GPU batch, as a data loader or a training step calls them."""
+    from imgfilters import degrade
+    pipeline = degrade.RealESRGANDegradation(scale=4, seed=0)
+    return {
+        "bilateral": lambda: imgfilters.bilateral(x, 0.1, 1.5, radius=2),
+        "bilateral disk uint8": lambda: imgfilters.bilateral(u8, 0.1, 1.5, radius=7, window="disk", color_distance="l1"),
+        "joint_bilateral_upsample": lambda: imgfilters.joint_bilateral_upsample(x[..., ::4, ::4], x, 0.1, 1.0),
+        "nl_means": lambda: imgfilters.nl_means(x, 0.1, sigma=0.02, patch_size=3, search_radius=3),
+        "gaussian_blur uint8": lambda: imgfilters.gaussian_blur(u8, 5, 1.0),
+        "box_blur": lambda: imgfilters.box_blur(x, 9),
+        "unsharp_mask": lambda: imgfilters.unsharp_mask(x, 1.5, 1.0),
+        "sobel uint8": lambda: imgfilters.sobel(u8, 1, 0),
+        "laplacian": lambda: imgfilters.laplacian(x, 3),
+        "gradient_magnitude": lambda: imgfilters.gradient_magnitude(x),
+        "median_blur": lambda: imgfilters.median_blur(u8, 5),
+        "dilate": lambda: imgfilters.dilate(u8, 5),
+        "upsample bilinear uint8": lambda: imgfilters.upsample(u8, 2.0, mode="bilinear"),
+        "resize antialias": lambda: imgfilters.resize(x, (24, 20), antialias=True),
+        "guided_filter": lambda: imgfilters.guided_filter(x, radius=4),
+        "guided_filter subsample": lambda: imgfilters.guided_filter(x, x, radius=4, subsample=2),
+        "RealESRGANDegradation": lambda: pipeline(x),
+    }
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_warm_calls_never_make_the_host_wait_for_the_gpu(gen):
+    """After its first call an op only enqueues work: a synchronising step (a copy from
+    pageable memory, a value read back) would leave the GPU idle through every call's host
+    time, and a small image's call would take the host's time plus the GPU's."""
+    x = random_image((2, 3, 64, 72), torch.float32, gen, "cuda")
+    u8 = random_image((2, 3, 64, 72), torch.uint8, gen, "cuda")
+    waits = []
+    for name, call in _warm_calls(x, u8).items():
+        call()
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            call()
+        except RuntimeError as e:
+            waits.append(f"{name}: {str(e).splitlines()[0]}")
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    assert not waits, waits
