@@ -126,8 +126,7 @@ def bilateral_case(dtype="float32", C=3, R=4, DISK=False, L1=False, JOINT=False,
     meta = dict(C=C, CG=CG if JOINT else C, R=R, DISK=DISK, L1=L1, JOINT=JOINT, BORDER=0, NEAR=True, OFF64=False,
                 ADJOINT=False, UNROLL_DX=bilateral.unrolls_columns(R), DX_GROUP=bilateral.column_group(R),
                 PREFETCH=bilateral.prefetches(R), EXPANDED=EXPANDED, INSIDE=INSIDE, SIZE_CLASS=23, EDGES=0,
-                BANDS=(bilateral.disk_bands(R) if DISK and not bilateral.unrolls_columns(R) else ()) if BANDS is None
-                else BANDS,
+                BANDS=bilateral.window_bands(R, DISK) if BANDS is None else BANDS,
                 SLIDE=SLIDE, K=K, BW=BW, **({} if maxnreg is None else dict(maxnreg=maxnreg)))
     return bilateral.bilateral_kernel, args, meta, nw
 

@@ -368,12 +368,11 @@ def test_forward_tiles_follow_the_radius_and_the_guide():
     # would not fit
     from imgfilters.kernels import bilateral as kb
     from imgfilters.kernels.core.tiling import size_class
-    bands = lambda R, disk: kb.disk_bands(R) if disk and not kb.unrolls_columns(R) else ()  # noqa: E731
     tiles = lambda R, joint=False, C=3, CG=3, hw=(1080, 1920), disk=False: [  # noqa: E731
         dict(c.kwargs, num_warps=c.num_warps, **({} if c.maxnreg is None else dict(maxnreg=c.maxnreg)))
         for c in kb.forward_tiles(dict(
             R=R, C=C, CG=CG, JOINT=joint, UNROLL_DX=kb.unrolls_columns(R), DX_GROUP=kb.column_group(R),
-            SIZE_CLASS=size_class(*hw), BANDS=bands(R, disk)))]
+            SIZE_CLASS=size_class(*hw), BANDS=kb.window_bands(R, disk)))]
     assert tiles(1) == tiles(2) == kb.tiles.UNROLLED_TILES
     for joint in (False, True):
         assert tiles(3, joint) == tiles(3, joint, hw=(720, 1280)) == kb.tiles.UNROLLED_TILES[1:]
@@ -387,7 +386,7 @@ def test_forward_tiles_follow_the_radius_and_the_guide():
     # stalled)
     single = lambda R=4, joint=False, disk=False: kb.plan._single_tile(dict(  # noqa: E731
         R=R, C=3, CG=3, JOINT=joint, UNROLL_DX=kb.unrolls_columns(R), DX_GROUP=kb.column_group(R),
-        BANDS=bands(R, disk)))
+        BANDS=kb.window_bands(R, disk)))
     as_dict = lambda c: dict(c.kwargs, num_warps=c.num_warps)  # noqa: E731
     assert as_dict(single()) == kb.tiles.UNROLLED_TILES[0] and as_dict(single(joint=True)) == kb.tiles.UNROLLED_TILES[1]
     assert as_dict(single(R=7)) == kb.tiles.GROUPED_TILES[0] and single(R=3) is None and single(R=5) is None

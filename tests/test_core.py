@@ -402,10 +402,13 @@ def _warm_calls(x, u8):
     pipeline = degrade.RealESRGANDegradation(scale=4, seed=0)
     xg, dy = x.clone().requires_grad_(), torch.rand_like(x)
     return {
-        "gaussian_blur forward + backward": lambda: torch.autograd.grad(imgfilters.gaussian_blur(xg, 15, 3.0), xg, dy),
-        "bilateral forward + backward": lambda: torch.autograd.grad(imgfilters.bilateral(xg, 0.1, 1.5, radius=2), xg, dy),
+        "gaussian_blur forward + backward": lambda: torch.autograd.grad(
+            imgfilters.gaussian_blur(xg, 15, 3.0), xg, dy),
+        "bilateral forward + backward": lambda: torch.autograd.grad(
+            imgfilters.bilateral(xg, 0.1, 1.5, radius=2), xg, dy),
         "bilateral": lambda: imgfilters.bilateral(x, 0.1, 1.5, radius=2),
-        "bilateral disk uint8": lambda: imgfilters.bilateral(u8, 0.1, 1.5, radius=7, window="disk", color_distance="l1"),
+        "bilateral disk uint8": lambda: imgfilters.bilateral(u8, 0.1, 1.5, radius=7, window="disk",
+                                                             color_distance="l1"),
         "joint_bilateral_upsample": lambda: imgfilters.joint_bilateral_upsample(x[..., ::4, ::4], x, 0.1, 1.0),
         "nl_means": lambda: imgfilters.nl_means(x, 0.1, sigma=0.02, patch_size=3, search_radius=3),
         "gaussian_blur uint8": lambda: imgfilters.gaussian_blur(u8, 5, 1.0),

@@ -52,6 +52,12 @@ def disk_bands(radius):
     return tuple((lo, hi, h, -bands[i + 1][1] if i + 1 < len(bands) else 0) for i, (lo, hi, h) in enumerate(bands))
 
 
+def window_bands(radius, disk):
+    """The forward's ``BANDS`` for a window: a disk's bands where SLIDE runs its column
+    offsets in a loop (``disk_bands``), none for a square or unrolled offsets."""
+    return disk_bands(radius) if disk and not unrolls_columns(radius) else ()
+
+
 def _slides(meta, extra=0):
     """Whether the forward's tiles for a launch's ``meta`` are SLIDE's: where the 2R + 1
     slots (of ``extra`` more vectors each) fit."""
@@ -214,7 +220,7 @@ def forward_plan(B, C, CG, H, W, guide_dtype, radius, disk, l1, joint, border, v
     meta = dict(C=C, CG=CG, R=radius, DISK=disk, L1=l1, JOINT=joint, BORDER=border, NEAR=2 * radius < min(H, W),
                 OFF64=off64, ADJOINT=adjoint, UNROLL_DX=unrolls_columns(radius), DX_GROUP=column_group(radius),
                 PREFETCH=prefetches(radius), SIZE_CLASS=size_class(H, W))
-    meta["BANDS"] = disk_bands(radius) if disk and not meta["UNROLL_DX"] else ()
+    meta["BANDS"] = window_bands(radius, disk)
     meta["EXPANDED"] = expands(guide_dtype, meta, prologue, peak_within, value_in_unit)
     if tile is None and not sms:
         slide = forward_tiles(meta)[0].kwargs["SLIDE"]
