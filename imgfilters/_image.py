@@ -205,9 +205,10 @@ def finite_ratio(numerator, denominator, limit=1e30):
 def on(values, device):
     """A small CPU vector of parameters (per image or per channel; a tensor, or a tuple
     of floats) as float32 on ``device``, from a cache of device tensors keyed by the
-    values: a host-to-device copy from pageable memory waits for the host and cannot be
-    captured in a CUDA graph, and a copy or fill on every call would be one more transfer
-    or launch next to the filter's.
+    values: a copy on every call would be one more transfer next to the filter's, and
+    cannot be captured in a CUDA graph. New values (a transform's fresh draw, on nearly
+    every call) are copied asynchronously (``sent``), the host not waiting for the GPU;
+    until that copy is known to be done, a stream that uses the tensor waits for it.
     A tensor used while a CUDA graph is being captured is kept for good: the graph reads
     it at every replay, after the cache may have dropped it."""
     # keyed by the values as they are (no conversion op on every call: it cost more than
@@ -216,7 +217,13 @@ def on(values, device):
         key, shape = values, (len(values),)
     else:
         key, shape = tuple(values.reshape(-1).tolist()), tuple(values.shape)
-    t = _constant(key, shape, device if isinstance(device, torch.device) else torch.device(device))
+    entry = _constant(key, shape, device if isinstance(device, torch.device) else torch.device(device))
+    t, copied = entry
+    if copied is not None:  # (another stream than the copy's would not wait for it)
+        if copied.query():
+            entry[1] = None
+        else:
+            torch.cuda.current_stream(t.device).wait_event(copied)
     if t.is_cuda and torch.cuda.is_current_stream_capturing():
         _CAPTURED[id(t)] = t
     return t
@@ -227,16 +234,23 @@ _CAPTURED = {}
 
 @functools.lru_cache(maxsize=256)
 def _constant(values, shape, device):
-    """A read-only float32 tensor of ``shape`` holding ``values`` on ``device``."""
-    return sent(torch.tensor(values, dtype=torch.float32).reshape(shape), device)
+    """[a read-only float32 tensor of ``shape`` holding ``values`` on ``device``, the
+    event its asynchronous copy is done at (None: done)]."""
+    t = sent(torch.tensor(values, dtype=torch.float32).reshape(shape), device)
+    if not t.is_cuda or torch.cuda.is_current_stream_capturing():
+        return [t, None]
+    copied = torch.cuda.Event()
+    copied.record(torch.cuda.current_stream(t.device))
+    return [t, copied]
 
 
 def sent(host, device, dtype=torch.float32):
     """The CPU tensor ``host`` as ``dtype`` on ``device``, without the host waiting for the
-    GPU: a copy from pageable memory returns only once the stream has run everything
-    queued before it, so that a call drawing fresh parameters (a transform's per-image
-    sigmas, on every call) would leave the GPU idle through each call's host time. Pinned
-    memory is copied asynchronously (torch keeps the pinned block until the copy is done).
+    GPU, for use on the current stream: a copy from pageable memory returns only once the
+    stream has run everything queued before it, so that a call drawing fresh parameters (a
+    transform's per-image sigmas, on every call) would leave the GPU idle through each
+    call's host time. Pinned memory is copied asynchronously (torch keeps the pinned block
+    until the copy is done).
     While a CUDA graph is being captured the copy is a plain one: the graph would re-read
     the pinned block at every replay, after it was reused."""
     device = device if isinstance(device, torch.device) else torch.device(device)

@@ -446,3 +446,19 @@ def test_warm_calls_never_make_the_host_wait_for_the_gpu(gen):
         finally:
             torch.cuda.set_sync_debug_mode("default")
     assert not waits, waits
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cached_values_reach_another_stream_after_their_asynchronous_copy():
+    """``_image.on`` copies new values asynchronously on the current stream; a use on
+    another stream before that copy is done must wait for it."""
+    from imgfilters import _image
+    values = tuple(float(v) for v in torch.rand(5, dtype=torch.float64).tolist())
+    torch.cuda._sleep(50_000_000)  # the copy queued behind some 20 ms of work
+    _image.on(values, "cuda")
+    other = torch.cuda.Stream()
+    with torch.cuda.stream(other):
+        read = _image.on(values, "cuda") * 1
+    torch.cuda.synchronize()
+    assert torch.equal(read.cpu(), torch.tensor(values, dtype=torch.float32))
+    assert torch.equal(_image.on(values, "cuda").cpu(), torch.tensor(values, dtype=torch.float32))
