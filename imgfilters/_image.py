@@ -219,13 +219,15 @@ def on(values, device):
         key, shape = tuple(values.reshape(-1).tolist()), tuple(values.shape)
     entry = _constant(key, shape, device if isinstance(device, torch.device) else torch.device(device))
     t, copied = entry
-    if copied is not None:  # (another stream than the copy's would not wait for it)
+    if t.is_cuda and torch.cuda.is_current_stream_capturing():
+        # (no event query or wait while capturing: a graph replays after its capture,
+        # which begins with a synchronisation)
+        _CAPTURED[id(t)] = t
+    elif copied is not None:  # (another stream than the copy's would not wait for it)
         if copied.query():
             entry[1] = None
         else:
             torch.cuda.current_stream(t.device).wait_event(copied)
-    if t.is_cuda and torch.cuda.is_current_stream_capturing():
-        _CAPTURED[id(t)] = t
     return t
 
 
