@@ -256,7 +256,7 @@ def sent(host, device, dtype=torch.float32):
     While a CUDA graph is being captured the copy is a plain one: the graph would re-read
     the pinned block at every replay, after it was reused."""
     device = device if isinstance(device, torch.device) else torch.device(device)
-    if device.type != "cuda" or torch.cuda.is_current_stream_capturing():
+    if device.type != "cuda" or host.device.type != "cpu" or torch.cuda.is_current_stream_capturing():
         return host.to(device, dtype)
     return host.to(dtype).pin_memory().to(device, non_blocking=True)
 

@@ -283,8 +283,9 @@ def _rows(tx, ty):
 def _on(taps, device):
     """Taps as float32 on ``device``: shared ones from ``_image.on``'s cache; rows per image
     (a transform's fresh draws on nearly every call, for which that cache, keyed by the
-    values, would cost more host time than the kernel) copied directly, unless a CUDA
-    graph is being captured (which a copy from pageable memory would break)."""
+    values, would cost more host time than the kernel) copied asynchronously
+    (``_image.sent``), unless a CUDA graph is being captured (its replays read them after
+    this call: ``_image.on`` keeps them)."""
     if _per_image(taps) and not (taps.device != device and torch.cuda.is_current_stream_capturing()):
         return _image.sent(taps, device)
     return _image.on(taps, device)
