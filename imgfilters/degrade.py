@@ -304,14 +304,14 @@ def _noise_args(x, amount, name, gray):
         raise ValueError(f"x must be a (B, C, H, W) batch, got shape {tuple(x.shape)}")
     b = x.shape[0]
     amount = torch.as_tensor(_image.per_image(amount, name, b, positive=False), dtype=torch.float64)
-    amount = amount.to(x.device, x.dtype).reshape(-1, 1, 1, 1)
+    amount = _image.sent(amount, x.device, x.dtype).reshape(-1, 1, 1, 1)  # (no wait for the GPU)
     if isinstance(gray, bool):
         gray = torch.tensor(gray)
     if not isinstance(gray, torch.Tensor) or gray.dtype != torch.bool:
         raise TypeError(f"gray must be a bool or a bool tensor, got {getattr(gray, 'dtype', type(gray).__name__)}")
     if gray.numel() != 1 and (gray.ndim != 1 or gray.numel() != b):
         raise ValueError(f"gray as a tensor must be 1-D with one value per image ({b}), got shape {tuple(gray.shape)}")
-    return amount, gray.to(x.device).reshape(-1, 1, 1, 1)
+    return amount, _image.sent(gray, x.device, torch.bool).reshape(-1, 1, 1, 1)
 
 
 def add_gaussian_noise(x, sigma, gray, *, generator=None, clip=True):

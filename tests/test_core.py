@@ -424,6 +424,7 @@ def _warm_calls(x, u8):
         "guided_filter": lambda: imgfilters.guided_filter(x, radius=4),
         "guided_filter subsample": lambda: imgfilters.guided_filter(x, x, radius=4, subsample=2),
         "RealESRGANDegradation": lambda: pipeline(x),
+        "add_gaussian_noise, numbers": lambda: degrade.add_gaussian_noise(x, 5.0, False),
     }
 
 
