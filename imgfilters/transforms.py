@@ -31,6 +31,7 @@ from torchvision.transforms.v2 import functional as F
 
 from imgfilters._image import check_border as _image_check_border
 from imgfilters._image import check_integer as _image_check_integer
+from imgfilters._image import sent as _image_sent
 from imgfilters._image import wrap as _image_wrap
 from imgfilters.ops import bilateral as _bilateral
 from imgfilters.ops import derivatives as _derivatives
@@ -187,7 +188,7 @@ def _by_draw(t, draws, fn):
     images = t.reshape(-1, *t.shape[-3:])
     out = torch.empty_like(images)
     for values in distinct:
-        at = (draws == values).all(1).nonzero().flatten().to(t.device)
+        at = _image_sent((draws == values).all(1).nonzero().flatten(), t.device, torch.int64)
         out.index_copy_(0, at, fn(images.index_select(0, at), *values.tolist()))
     return _image_wrap(t, out.reshape(t.shape))
 

@@ -117,7 +117,8 @@ def test_gaussian_blur_per_sample_draws_a_sigma_per_image_in_one_launch(gen, dev
 @pytest.mark.parametrize("transform", [
     T.GaussianBlur(9, (0.1, 3.0), per_sample=True, seed=0), T.GaussianBlur(9, (0.1, 3.0), seed=0),
     T.UnsharpMask((0.3, 1.2), (0.5, 1.5), per_sample=True, seed=0), T.BoxBlur(3, max_size=7, per_sample=True, seed=0),
-    T.Bilateral((0.05, 0.5), (0.5, 2.0), radius=2, per_sample=True, seed=0)], ids=repr)
+    T.Bilateral((0.05, 0.5), (0.5, 2.0), radius=2, per_sample=True, seed=0),
+    T.MedianBlur((3, 5), per_sample=True, seed=0)], ids=repr)
 def test_fresh_draws_reach_the_gpu_without_the_host_waiting_for_it(transform, gen):
     """A call that draws new parameters copies them to the GPU asynchronously: a copy
     from pageable memory would wait for the GPU's queue to drain, on every call."""
