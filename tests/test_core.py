@@ -425,6 +425,7 @@ def _warm_calls(x, u8):
         "guided_filter subsample": lambda: imgfilters.guided_filter(x, x, radius=4, subsample=2),
         "RealESRGANDegradation": lambda: pipeline(x),
         "add_gaussian_noise, numbers": lambda: degrade.add_gaussian_noise(x, 5.0, False),
+        "filter2d, a kernel on the host": lambda: imgfilters.filter2d(x, torch.full((3, 5), 1 / 15)),
     }
 
 

@@ -78,7 +78,9 @@ def check_kernel(kernel, batch, device):
                          f"kernel has {k.shape[0]}")
     if not k.is_floating_point():
         k = k.to(torch.float32)
-    return k.to(device)
+    # (a kernel on the host, given anew each call, reaches the GPU without the host waiting
+    # for it; one that requires grad keeps its graph)
+    return k.to(device) if k.requires_grad else _image.sent(k, device, k.dtype)
 
 
 def halo(name, a, channels):
