@@ -254,9 +254,11 @@ def sent(host, device, dtype=torch.float32):
     call's host time. Pinned memory is copied asynchronously (torch keeps the pinned block
     until the copy is done).
     While a CUDA graph is being captured the copy is a plain one: the graph would re-read
-    the pinned block at every replay, after it was reused."""
+    the pinned block at every replay, after it was reused; so is a copy that
+    ``torch.compile`` traces (its graph makes its own transfers)."""
     device = device if isinstance(device, torch.device) else torch.device(device)
-    if device.type != "cuda" or host.device.type != "cpu" or torch.cuda.is_current_stream_capturing():
+    if (device.type != "cuda" or host.device.type != "cpu" or torch.compiler.is_compiling()
+            or torch.cuda.is_current_stream_capturing()):
         return host.to(device, dtype)
     return host.to(dtype).pin_memory().to(device, non_blocking=True)
 

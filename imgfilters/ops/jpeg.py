@@ -43,7 +43,7 @@ def qualities(quality, batch, device):
     values are not read here, which would wait for the device). The op rounds each half up
     and clamps it to 1..100 (NaN: 1)."""
     if isinstance(quality, torch.Tensor):  # (its dtype and shape checked as every per-image parameter's)
-        q = _image.per_image(quality, "quality", batch).to(device, torch.float32)  # (a tensor stays one)
+        q = _image.sent(_image.per_image(quality, "quality", batch), device)  # (a tensor stays one; no wait)
     else:  # (any finite number: the op clamps it; cached on the device, no copy a call)
         q = _image.on((_image.check_number(quality, "quality"),), device)
     return q.reshape(-1).expand(batch)
