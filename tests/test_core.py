@@ -426,6 +426,7 @@ def _warm_calls(x, u8):
         "RealESRGANDegradation": lambda: pipeline(x),
         "add_gaussian_noise, numbers": lambda: degrade.add_gaussian_noise(x, 5.0, False),
         "filter2d, a kernel on the host": lambda: imgfilters.filter2d(x, torch.full((3, 5), 1 / 15)),
+        "jpeg, qualities on the host": lambda: degrade.jpeg(x, torch.tensor([50.0, 70.0])),
     }
 
 
