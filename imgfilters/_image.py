@@ -239,8 +239,8 @@ def _constant(values, shape, device):
     """[a read-only float32 tensor of ``shape`` holding ``values`` on ``device``, the
     event its asynchronous copy is done at (None: done)]."""
     t = sent(torch.tensor(values, dtype=torch.float32).reshape(shape), device)
-    if not t.is_cuda or torch.cuda.is_current_stream_capturing():
-        return [t, None]
+    if not t.is_cuda or torch.compiler.is_compiling() or torch.cuda.is_current_stream_capturing():
+        return [t, None]  # (a plain copy: ``sent``)
     copied = torch.cuda.Event()
     copied.record(torch.cuda.current_stream(t.device))
     return [t, copied]
