@@ -223,7 +223,7 @@ def on(values, device):
         # (no event query or wait while capturing: a graph replays after its capture,
         # which begins with a synchronisation)
         _CAPTURED[id(t)] = t
-    elif copied is not None:  # (another stream than the copy's would not wait for it)
+    elif copied is not None and not torch.compiler.is_compiling():  # (another stream would not wait for it)
         if copied.query():
             entry[1] = None
         else:
