@@ -238,9 +238,10 @@ _CAPTURED = {}
 def _constant(values, shape, device):
     """[a read-only float32 tensor of ``shape`` holding ``values`` on ``device``, the
     event its asynchronous copy is done at (None: done)]."""
-    t = sent(torch.tensor(values, dtype=torch.float32).reshape(shape), device)
-    if not t.is_cuda or torch.compiler.is_compiling() or torch.cuda.is_current_stream_capturing():
-        return [t, None]  # (a plain copy: ``sent``)
+    host = torch.tensor(values, dtype=torch.float32).reshape(shape)
+    t = sent(host, device)
+    if not _asynchronous(host, device):
+        return [t, None]
     copied = torch.cuda.Event()
     copied.record(torch.cuda.current_stream(t.device))
     return [t, copied]
@@ -253,14 +254,21 @@ def sent(host, device, dtype=torch.float32):
     transform's per-image sigmas, on every call) would leave the GPU idle through each
     call's host time. Pinned memory is copied asynchronously (torch keeps the pinned block
     until the copy is done).
-    While a CUDA graph is being captured the copy is a plain one: the graph would re-read
-    the pinned block at every replay, after it was reused; so is a copy that
-    ``torch.compile`` traces (its graph makes its own transfers)."""
+    Where ``_asynchronous`` says no, a plain copy."""
     device = device if isinstance(device, torch.device) else torch.device(device)
-    if (device.type != "cuda" or host.device.type != "cpu" or torch.compiler.is_compiling()
-            or torch.cuda.is_current_stream_capturing()):
+    if not _asynchronous(host, device):
         return host.to(device, dtype)
     return host.to(dtype).pin_memory().to(device, non_blocking=True)
+
+
+def _asynchronous(host, device):
+    """Whether ``sent`` copies ``host`` to the ``torch.device`` ``device`` through pinned
+    memory: from the host to a GPU, not for a tensor that requires grad (its graph is
+    kept), not while a CUDA graph is being captured (the graph would re-read the pinned
+    block at every replay, after it was reused), nor where ``torch.compile`` traces the
+    copy (its graph makes its own transfers)."""
+    return (device.type == "cuda" and host.device.type == "cpu" and not host.requires_grad
+            and not torch.compiler.is_compiling() and not torch.cuda.is_current_stream_capturing())
 
 
 def to_unit(img, dtype=torch.float64, copy=True):

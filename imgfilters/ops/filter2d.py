@@ -78,9 +78,7 @@ def check_kernel(kernel, batch, device):
                          f"kernel has {k.shape[0]}")
     if not k.is_floating_point():
         k = k.to(torch.float32)
-    # (a kernel on the host, given anew each call, reaches the GPU without the host waiting
-    # for it; one that requires grad keeps its graph)
-    return k.to(device) if k.requires_grad else _image.sent(k, device, k.dtype)
+    return _image.sent(k, device, k.dtype)  # (a kernel given anew each call: no wait for the GPU)
 
 
 def halo(name, a, channels):
