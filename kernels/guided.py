@@ -1,15 +1,17 @@
-"""The guided filter's launches (``imgfilters/ops/guided.py`` puts a box mean of the
-models between the first two, and the box's adjoint between the gradients' launches):
+"""The guided filter's launches (``imgfilters/ops/guided.py`` follows the first with the
+box means of ``kernels/sliding.py``, and puts the box's adjoint between the gradients'
+launches):
 
 - ``models_kernel``: the local linear models ``a`` and ``b`` from the image and the guide,
-  the window means of their products summed in registers (no plane of means or products
-  is written): a grey guide's ``a = cov / (var + eps)`` per channel, a colour guide's
-  3 x 3 system solved by its adjugate, and ``b = mean_x - a . mean_g``, written as the
-  stacked float32 planes the box mean reads. Under VJP the same window sums, recomputed,
-  and the models' gradient taken back to the window means (one plane a term) and eps;
-- ``apply_kernel``: ``mean_a . guide + mean_b``, stored in the image's dtype and layout
-  (the fast guided filter's bilinear upsampling of the means read in place); under VJP
-  the gradients to the means and the guide;
+  the window sums of their products sliding in registers (``kernels/sliding.py``; no
+  plane of means or products is written): a grey guide's ``a = cov / (var + eps)`` per
+  channel, a colour guide's 3 x 3 system solved by its adjugate, and ``b = mean_x - a .
+  mean_g``, written as the stacked float32 planes the box means read. Under VJP the same
+  window sums, recomputed, and the models' gradient taken back to the window means (one
+  plane a term) and eps;
+- ``apply_kernel``: ``mean_a . guide + mean_b`` from the box means, stored in the image's
+  dtype and layout (the fast guided filter's bilinear upsampling of the means read in
+  place); under VJP the gradients to the means and the guide;
 - ``terms_vjp_kernel``: the gradients to the image and the guide from their terms'.
 
 The arithmetic is ``reference.guided.coefficients``' in float32, in its order of
@@ -19,18 +21,10 @@ import torch
 import triton
 import triton.language as tl
 
+from . import sliding
 from .core import borders, neighbourhood, pixels
 from .core.launch import launch, tile_config
 from .core.tiling import cdiv, interpreted, needs_int64, offset, pow2_at_least
-
-
-@triton.jit
-def _plus(a, b, SIGN: tl.constexpr):
-    """The tuples a + SIGN * b, term by term."""
-    s = ()
-    for q in tl.static_range(len(a)):
-        s = s + ((a[q] + b[q]) if SIGN > 0 else (a[q] - b[q]),)
-    return s
 
 
 @triton.jit
@@ -85,18 +79,30 @@ def _row_sums(x_img, g_img, r, cols, H, W, sxc, sxh, sxw, sgc, sgh, sgw, zero,
         for c in tl.static_range(C):
             xs = xs + (neighbourhood.load(x_row + c * sxc + offset(cm, sxw, OFF64), ok, 0.0, c, (), (),
                                           neighbourhood.UNIT, BORDER),)
-        sums = _plus(sums, _terms(gs, xs, G, C), 1)
+        sums = sliding.plus(sums, _terms(gs, xs, G, C), 1)
     return sums
 
 
 @triton.jit
-def _not_finite(sums):
-    """How many columns of the block have a sum that is not finite (a NaN or inf would
-    stay in the running sums after its row left the window)."""
-    z = sums[0] * 0.0
-    for q in tl.static_range(1, len(sums)):
-        z += sums[q] * 0.0
-    return tl.sum((z != z).to(tl.int32))
+def _row_terms(x_img, g_img, r, H, sxc, sxh, sgc, sgh, x_own, x_back, g_own, g_back, own_ok, back_ok,
+               G: tl.constexpr, C: tl.constexpr, BORDER: tl.constexpr, NEAR: tl.constexpr, OFF64: tl.constexpr):
+    """The window's terms (``_terms``) of input row r at the lanes' columns, less those at
+    their columns 2R + 1 to the left (``sliding``: x_own, x_back, g_own and g_back are the
+    columns' offsets in the image and the guide)."""
+    rm, own_ok, back_ok = sliding.row_masks(r, H, own_ok, back_ok, BORDER, NEAR)
+    x_row = x_img + offset(rm, sxh, OFF64)
+    g_row = g_img + offset(rm, sgh, OFF64)
+    gs = ()
+    gb = ()
+    for g in tl.static_range(G):
+        gs = gs + (pixels.to_float(tl.load(g_row + g * sgc + g_own, own_ok, 0)),)
+        gb = gb + (pixels.to_float(tl.load(g_row + g * sgc + g_back, back_ok, 0)),)
+    xs = ()
+    xb = ()
+    for c in tl.static_range(C):
+        xs = xs + (pixels.to_float(tl.load(x_row + c * sxc + x_own, own_ok, 0)),)
+        xb = xb + (pixels.to_float(tl.load(x_row + c * sxc + x_back, back_ok, 0)),)
+    return sliding.plus(_terms(gs, xs, G, C), _terms(gb, xb, G, C), -1)
 
 
 @triton.jit
@@ -232,20 +238,20 @@ def models_kernel(X, GD, OUT, D_AB, EPS, D_EPS, H, W, R0, ROWS, eps_stride, x_st
     of ``_terms``) for the models' gradients D_AB[b] (planes as the models'), and under
     EPS_GRAD D_EPS[program] = the program's share of the gradient to eps.
 
-    One program a block of BLOCK columns and SEG rows of one image. It marches down the
-    rows keeping, for each column, the window's sums of the terms (``_terms``): each
-    output row adds the row entering the window and subtracts the one leaving it, both
-    summed across the window's columns from L1-resident loads. Where a sum is not finite
-    the window is summed afresh (a NaN or inf reaches only the windows that hold it)."""
+    One program a block of BLOCK lanes and SEG rows of one image, its window sums sliding
+    (``kernels/sliding.py``); from the row where they stop being finite, the window's taps
+    summed one by one (a NaN or inf reaches only the windows that hold it)."""
     sxb, sxc, sxh, sxw = x_strides
     sgb, sgc, sgh, sgw = g_strides
-    col_blocks = tl.cdiv(W, BLOCK)
+    col_blocks = tl.cdiv(W, BLOCK - 2 * R)
     per_image = col_blocks * tl.cdiv(ROWS, SEG)
     b = (tl.program_id(0) // per_image).to(tl.int64)
     t = tl.program_id(0) % per_image
     h0 = R0 + (t // col_blocks) * SEG
-    cols = (t % col_blocks) * BLOCK + tl.arange(0, BLOCK)
-    ok = cols < W
+    own, own_ok, back, back_ok, cols, ok = sliding.lanes((t % col_blocks) * (BLOCK - 2 * R), W, R, BORDER, NEAR,
+                                                         BLOCK)
+    x_own, x_back = offset(own, sxw, OFF64), offset(back, sxw, OFF64)
+    g_own, g_back = offset(own, sgw, OFF64), offset(back, sgw, OFF64)
     x_img = X + b * sxb
     g_img = GD + b * sgb
     HW = ROWS * W  # (OUT's and D_AB's planes)
@@ -254,18 +260,21 @@ def models_kernel(X, GD, OUT, D_AB, EPS, D_EPS, H, W, R0, ROWS, eps_stride, x_st
     eps = tl.load(EPS + b * eps_stride)
     zero = tl.zeros((BLOCK,), dtype=tl.float32)
     d_eps = zero
-    sums = _no_terms(zero, G, C)
-    for r in range(h0 - R, h0 + R):
-        sums = _plus(sums, _row_sums(x_img, g_img, r, cols, H, W, sxc, sxh, sxw, sgc, sgh, sgw, zero,
-                                     R, G, C, BORDER, NEAR, OFF64), 1)
+    d = _row_terms(x_img, g_img, h0 - R, H, sxc, sxh, sgc, sgh, x_own, x_back, g_own, g_back, own_ok, back_ok,
+                   G, C, BORDER, NEAR, OFF64)
+    for r in range(h0 - R + 1, h0 + R):
+        d = sliding.plus(d, _row_terms(x_img, g_img, r, H, sxc, sxh, sgc, sgh, x_own, x_back, g_own, g_back, own_ok,
+                                       back_ok, G, C, BORDER, NEAR, OFF64), 1)
     for o in range(h0, tl.minimum(h0 + SEG, R0 + ROWS)):
-        sums = _plus(sums, _row_sums(x_img, g_img, o + R, cols, H, W, sxc, sxh, sxw, sgc, sgh, sgw, zero,
-                                     R, G, C, BORDER, NEAR, OFF64), 1)
-        if _not_finite(sums) > 0:
+        d = sliding.plus(d, _row_terms(x_img, g_img, o + R, H, sxc, sxh, sgc, sgh, x_own, x_back, g_own, g_back,
+                                       own_ok, back_ok, G, C, BORDER, NEAR, OFF64), 1)
+        if sliding.not_finite(d) > 0:
             sums = _no_terms(zero, G, C)
             for r in range(o - R, o + R + 1):
-                sums = _plus(sums, _row_sums(x_img, g_img, r, cols, H, W, sxc, sxh, sxw, sgc, sgh, sgw, zero,
-                                             R, G, C, BORDER, NEAR, OFF64), 1)
+                sums = sliding.plus(sums, _row_sums(x_img, g_img, r, cols, H, W, sxc, sxh, sxw, sgc, sgh, sgw, zero,
+                                                    R, G, C, BORDER, NEAR, OFF64), 1)
+        else:
+            sums = sliding.cumsums(d)
         means = ()
         for q in tl.static_range(len(sums)):
             means = means + (sums[q] * (1.0 / ((2 * R + 1) * (2 * R + 1))),)
@@ -291,8 +300,8 @@ def models_kernel(X, GD, OUT, D_AB, EPS, D_EPS, H, W, R0, ROWS, eps_stride, x_st
                 tl.store(out + q * HW, models_a[q], ok)
             for c in tl.static_range(C):
                 tl.store(out + (G * C + c) * HW, models_b[c], ok)
-        sums = _plus(sums, _row_sums(x_img, g_img, o - R, cols, H, W, sxc, sxh, sxw, sgc, sgh, sgw, zero,
-                                     R, G, C, BORDER, NEAR, OFF64), -1)
+        d = sliding.plus(d, _row_terms(x_img, g_img, o - R, H, sxc, sxh, sgc, sgh, x_own, x_back, g_own, g_back,
+                                       own_ok, back_ok, G, C, BORDER, NEAR, OFF64), -1)
     if EPS_GRAD:
         tl.store(D_EPS + tl.program_id(0), tl.sum(d_eps))
 
@@ -453,27 +462,18 @@ def terms(G, C):
     return (2 if G == 1 else 9) + C + G * C
 
 
-def _strips(x, rows):
-    """``models_kernel``'s tile (BLOCK columns, SEG rows) for ``rows`` rows of the image
-    ``x`` and its programs' count: one program an image in the interpreter (whose cost is
-    per operation)."""
-    B, C, H, W = x.shape
-    block, seg = (pow2_at_least(W, 16, 1 << 16), rows) if interpreted(x) else (128, 32)
-    return block, seg, B * cdiv(W, block) * cdiv(rows, seg)
-
-
 def _launch_models(x, guide, eps, radius, border, out, rows, d_ab=None, d_eps=None):
     """``models_kernel`` into ``out``: the models at image rows ``rows`` (first, end), or
     with ``d_ab`` their gradient to the window means (and to eps into ``d_eps``, one
     value a program, when given)."""
     B, C, H, W = x.shape
-    block, seg, programs = _strips(x, rows[1] - rows[0])
+    (block, seg, warps), programs = sliding.programs(x, radius, W, rows[1] - rows[0])
     launch(models_kernel, (programs,),
            (x, guide, out, out if d_ab is None else d_ab, eps, out if d_eps is None else d_eps, H, W, rows[0],
             rows[1] - rows[0], 0 if eps.numel() == 1 else 1, x.stride(), guide.stride()),
            dict(R=radius, G=guide.shape[1], C=C, BORDER=borders.border_code(border), NEAR=radius < min(H, W),
                 VJP=d_ab is not None, EPS_GRAD=d_eps is not None, OFF64=needs_int64(x, guide, out)),
-           x, tile_config(BLOCK=block, SEG=seg))
+           x, tile_config(num_warps=warps, BLOCK=block, SEG=seg))
 
 
 def models(x, guide, eps, radius, border, rows=None):
@@ -494,7 +494,7 @@ def models_vjp(x, guide, eps, d_ab, radius, border, eps_grad):
     value an image (None unless ``eps_grad``)."""
     B, C, H, W = x.shape
     d_means = x.new_empty(B, terms(guide.shape[1], C), H, W, dtype=torch.float32)
-    d_eps = x.new_empty(_strips(x, H)[2], dtype=torch.float32) if eps_grad else None
+    d_eps = x.new_empty(sliding.programs(x, radius, W, H)[1], dtype=torch.float32) if eps_grad else None
     _launch_models(x, guide, eps, radius, border, d_means, (0, H), d_ab.contiguous(), d_eps)
     return d_means, None if d_eps is None else d_eps.view(B, -1).sum(1)
 

@@ -98,14 +98,14 @@ def test_kernels_grey_and_colour_guides(gen, device):
 
 @pytest.mark.parametrize("guide_channels", [1, 3])
 def test_the_models_and_output_are_one_launch_each(guide_channels, gen, device):
-    """The models and the output from ``kernels/guided.py``, one box launch between them;
-    uint8 in and out, channels-last, a guide shared by the batch."""
+    """The models from ``kernels/guided.py``, then their box means applied to the guide in
+    one launch; uint8 in and out, channels-last, a guide shared by the batch."""
     from helpers import count_launches
     x = random_image((2, 3, 6, 9), torch.uint8, gen, device).contiguous(memory_format=torch.channels_last)
     g = random_image((1, guide_channels, 6, 9), torch.float32, gen, device)
     with count_launches() as launches:
         y = imgfilters.guided_filter(x, g, 1, 0.02)
-    assert launches["models_kernel"] == launches["apply_kernel"] == 1 and sum(launches.values()) == 3, launches
+    assert launches["models_kernel"] == launches["box_kernel"] == 1 and sum(launches.values()) == 2, launches
     assert y.dtype == torch.uint8 and y.is_contiguous(memory_format=torch.channels_last)
     assert_matches(y, definition(x, g, 1, 0.02))
 
@@ -123,8 +123,45 @@ def test_bands_of_rows_keep_the_models_small(guide_channels, border, gen, device
     with count_launches() as launches:
         y = imgfilters.guided_filter(x, g, 2, 0.01, border=border)
     bands = guide_channels + 1
-    assert launches["models_kernel"] == launches["apply_kernel"] == bands, launches
+    assert launches["models_kernel"] == launches["box_kernel"] == bands == sum(launches.values()) / 2, launches
     assert_matches(y, definition(x, g, 2, 0.01, 1, border))
+
+
+@pytest.mark.parametrize("border", ["reflect", "replicate", "constant"])
+def test_sliding_box_means_equal_box_blur(border, gen, device, monkeypatch):
+    """``kernels.sliding.box``'s means against ``box_blur``: in the GPU's tiles made small
+    (several blocks of lanes and segments of rows an image, a radius past the image's
+    size), a band of rows, and NaN and inf reaching only the windows that hold them."""
+    from imgfilters.kernels import sliding
+    from imgfilters.ops import separable
+    monkeypatch.setattr(sliding, "_tile", lambda x, radius, width, rows: (16, 3, 1))
+    for (H, W, r, rows) in ((9, 30, 2, (1, 8)), (3, 4, 4, (0, 3))):
+        m = torch.rand(2, 2, H, W, generator=gen).to(device)
+        m[1, 1, H // 2, W // 3] = float("nan")
+        m[0, 1, H - 1, W - 2] = float("inf")
+        want = separable.box_blur(m.cpu(), 2 * r + 1, border=border, border_value=0.0)
+        got = sliding.box(m, r, border, rows).cpu()
+        expected = want[:, :, rows[0]:rows[1]]
+        assert torch.equal(got.isnan(), expected.isnan()) and torch.equal(got.isinf(), expected.isinf())
+        finite = expected.isfinite()
+        torch.testing.assert_close(got[finite], expected[finite], rtol=0, atol=2e-6)
+
+
+@pytest.mark.parametrize("guide_channels, border", [(3, "symmetric"), (1, "constant")])
+def test_models_slide_in_the_gpus_tiles(guide_channels, border, gen, device, monkeypatch):
+    """The models' sliding window sums in the GPU's tiles made small (several blocks of
+    lanes and segments of rows an image), a NaN in the image: the filter equals the
+    definition, and the NaN reaches the outputs within twice the radius of it only."""
+    from imgfilters.kernels import sliding
+    monkeypatch.setattr(sliding, "_tile", lambda x, radius, width, rows: (16, 3, 1))
+    x = random_image((1, 3, 12, 31), torch.float32, gen, device)
+    x[0, 1, 5, 17] = float("nan")
+    g = random_image((1, guide_channels, 12, 31), torch.float32, gen, device)
+    y = imgfilters.guided_filter(x, g, 2, 0.01, border=border).cpu()
+    expected = definition(x, g, 2, 0.01, 1, border)
+    assert torch.equal(y.isnan(), expected.isnan()) and 0 < int(y.isnan().sum()) < y.numel() // 3
+    finite = expected.isfinite()
+    torch.testing.assert_close(y[finite].double(), expected[finite], rtol=0, atol=1e-5)
 
 
 @pytest.mark.parametrize("guide_channels, subsample, border", [(3, 2, "reflect"), (1, 1, "constant")])
@@ -142,7 +179,10 @@ def test_kernel_gradients_to_image_guide_and_eps(guide_channels, subsample, bord
     with count_launches() as launches:
         got = torch.autograd.grad((imgfilters.guided_filter(x, g, 2, eps, subsample=subsample, border=border)
                                    * w.to(device)).sum(), inputs)
-    assert launches["models_kernel"] == launches["apply_kernel"] == 2 and launches["terms_vjp_kernel"] == 1, launches
+    # the fast filter: models, box means, output; else models, output (the box means
+    # recomputed for the backward); backward: the output's, the models' and the terms' launches
+    assert launches["models_kernel"] == 2 and launches["terms_vjp_kernel"] == 1, launches
+    assert launches["box_kernel"] == 3 - subsample and launches["apply_kernel"] == subsample, launches
     inputs64 = [t.detach().cpu().double().requires_grad_() for t in inputs]
     e64 = inputs64[2] if torch.is_tensor(eps) else torch.tensor(eps, dtype=torch.float64)
     y64 = ref.guided_filter(inputs64[0], inputs64[1].expand(2, -1, -1, -1), 2, e64, subsample, border)

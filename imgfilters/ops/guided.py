@@ -6,24 +6,27 @@ Inputs are ``(..., C, H, W)`` or ``(H, W)`` tensors of dtype uint8, uint16, floa
 bfloat16 or float32, the result in the image's dtype and memory format; float64 runs the
 float64 definition. Elsewhere the filter is composed of the library's own launches in
 float32 unit scale. On the kernels' path: one launch for the local linear models
-(``kernels/guided.py``: the window means of the guide, the image and their products
-summed in registers, the colour guide's 3 x 3 systems solved in closed form), one
-``box_blur`` over them, one launch for the output (for ``subsample`` > 1 from their means
-upsampled bilinearly in place), through the custom ops ``guided_models`` and
-``guided_apply`` (in an eager call without gradients, band by band of rows: ``_bands``),
-each with its backward: the output's gradient to the means and the guide (one launch),
-the box's adjoint, and the models' gradient to the image, the guide and a tensor ``eps``
-(the window sums recomputed in one launch, the box's adjoint of the means' gradients,
-one launch for the terms' products). Elsewhere (the CPU engine runs
-CPU tensors' box sums) torch arithmetic in the same order of operations: one
-``box_blur`` over the stacked guide, image and products; the models; the second box; a
-bilinear ``resize`` of its means for ``subsample`` > 1; autograd differentiates it.
+(``kernels/guided.py``: the window means of the guide, the image and their products as
+sliding sums in registers, the colour guide's 3 x 3 systems solved in closed form) and one
+launch for the output (``kernels/sliding.py``: the box means of the models applied to the
+guide), through the custom ops ``guided_models`` and ``guided_output`` (in an eager call
+without gradients, band by band of rows: ``_bands``); the fast guided filter takes the
+box means as an op of their own (``guided_box``) and its output's launch upsamples them
+bilinearly in place (``guided_apply``). Each op has its backward: the output's gradient
+to the means and the guide (one launch, the means recomputed by the box's), the box's
+adjoint, and the models' gradient to the image, the guide and a tensor ``eps`` (the
+window sums recomputed in one launch, the box's adjoint of the means' gradients, one
+launch for the terms' products). Elsewhere (the CPU engine runs CPU tensors' box sums)
+torch arithmetic in the same order of operations: one ``box_blur`` over the stacked
+guide, image and products; the models; the second box; a bilinear ``resize`` of its means
+for ``subsample`` > 1; autograd differentiates it.
 """
 import torch
 from torch import Tensor
 
 from imgfilters import _image
 from imgfilters.kernels import guided as kernels
+from imgfilters.kernels import sliding
 from imgfilters.ops import library, resample, separable
 from imgfilters.reference import guided as reference
 
@@ -75,14 +78,15 @@ def guided_filter(img, guide=None, radius=4, eps=1e-2, *, subsample=1, border="r
         r = reference.subsampled_radius(radius, subsample)
         ab = _models(x.index_select(-2, rows).index_select(-1, cols),
                      g.index_select(-2, rows).index_select(-1, cols), r, eps, border, on_kernels)
-        means = _box(ab, r, border)
+        means = _box_op(ab, r, border) if on_kernels else _box(ab, r, border)
         if not on_kernels:  # (the output's launch upsamples them in place)
             means = resample.resize(means, [H, W], "bilinear", antialias=False)
+    elif on_kernels and library.direct((x4, g4, eps)):
+        return _image.wrap(img, _banded(x, g, img, radius, eps, border, _bands(H, g.shape[1])))
+    elif on_kernels:
+        return _image.wrap(img, _output_op(_models_op(x, g, eps, radius, border), g, img, radius, border))
     else:
-        bands = _bands(H, g.shape[1]) if on_kernels and library.direct((x4, g4, eps)) else [(0, H)]
-        if len(bands) > 1:
-            return _image.wrap(img, _banded(x, g, img, radius, eps, border, bands))
-        means = _box(_models(x, g, radius, eps, border, on_kernels), radius, border)
+        means = _box(_models(x, g, radius, eps, border, False), radius, border)
     if on_kernels:
         return _image.wrap(img, _apply_op(means, g, img))
     G = g.shape[1]
@@ -147,8 +151,8 @@ MIN_BAND_ROWS = 256  # (a band's launches fill the GPU, and its halo of 2 radius
 
 def _bands(H, G):
     """The output's row bands (first, end) in an eager call without gradients: the models
-    (G*C + C planes of float32) and their means take G + 1 times the image's own float32
-    size; in G + 1 bands they take twice it (plus two halos of ``radius`` rows a band)."""
+    (G*C + C planes of float32) take G + 1 times the image's own float32 size; in G + 1
+    bands they take once it (plus two halos of ``radius`` rows a band)."""
     n = max(1, min(G + 1, H // MIN_BAND_ROWS))
     edges = [i * H // n for i in range(n + 1)]
     return list(zip(edges[:-1], edges[1:]))
@@ -157,16 +161,17 @@ def _bands(H, G):
 def _banded(x, g, img, radius, eps, border, bands):
     """The guided filter on the kernels, band by band of output rows: each band's models
     at its rows and ``radius`` more on each side (the image's border at the image's
-    edges), their box mean, and its output launch into the band of the result."""
+    edges), and the launch of their box means applied to the guide into the band of the
+    result."""
     out = _image.new_image(img)
     y = _image.as_planes(out)
     H = x.shape[-2]
     e = _eps_vector(eps, x.device)
     for y0, y1 in bands:
         m0, m1 = max(0, y0 - radius), min(H, y1 + radius)
-        means = _box(kernels.models(x, g, e, radius, border, (m0, m1)), radius, border)
-        kernels.apply(means[:, :, y0 - m0:y1 - m0], g[:, :, y0:y1], y[:, :, y0:y1])
-        del means  # (before the next band's models are allocated)
+        ab = kernels.models(x, g, e, radius, border, (m0, m1))
+        sliding.box(ab, radius, border, (y0 - m0, y1 - m0), g[:, :, y0:y1], y[:, :, y0:y1])
+        del ab  # (before the next band's models are allocated)
     return out
 
 
@@ -258,3 +263,29 @@ def _apply_op(means: Tensor, guide: Tensor, img: Tensor) -> Tensor:
     out = _image.new_image(img)
     kernels.apply(means.contiguous(), guide, _image.as_planes(out))
     return out
+
+
+def _output_backward(grad, ab, guide, img, radius, border):
+    """The gradients to the models and the guide of ``guided_output`` for its output's
+    gradient ``grad``: the models' box means recomputed, the output's gradient to them and
+    the guide (one launch), the box's adjoint."""
+    d_means, d_guide = kernels.apply_vjp(_image.as_planes(grad), sliding.box(ab, radius, border), guide)
+    return separable.box_adjoint(d_means, 2 * radius + 1, border), d_guide
+
+
+@library.op("guided_output", lambda ab, guide, img, radius, border: _image.new_image(img), grads=("ab", "guide"),
+            backward=_output_backward)
+def _output_op(ab: Tensor, guide: Tensor, img: Tensor, radius: int, border: str) -> Tensor:
+    """The output from the models ``ab`` (``guided_models``): their box means applied to the
+    guide in one launch (``kernels.sliding.box``), a new image of ``img``'s shape, dtype
+    and layout."""
+    out = _image.new_image(img)
+    sliding.box(ab, radius, border, guide=guide, out=_image.as_planes(out))
+    return out
+
+
+@library.op("guided_box", lambda ab, radius, border: torch.empty_like(ab), grads=("ab",),
+            backward=lambda grad, ab, radius, border: separable.box_adjoint(grad, 2 * radius + 1, border), linear=True)
+def _box_op(ab: Tensor, radius: int, border: str) -> Tensor:
+    """The box means of the models ``ab`` (the fast guided filter's, before their upsampling)."""
+    return sliding.box(ab, radius, border)
