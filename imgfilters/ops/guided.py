@@ -73,11 +73,9 @@ def guided_filter(img, guide=None, radius=4, eps=1e-2, *, subsample=1, border="r
     x = x4 if on_kernels else _image.to_unit(x4, torch.float32, copy=False)
     g = (g4 if on_kernels else _image.to_unit(g4, torch.float32, copy=False)).expand(B, *g4.shape[1:])
     if subsample > 1:
-        rows = reference.subsample_indices(H, subsample, img.device)
-        cols = reference.subsample_indices(W, subsample, img.device)
         r = reference.subsampled_radius(radius, subsample)
-        ab = _models(x.index_select(-2, rows).index_select(-1, cols),
-                     g.index_select(-2, rows).index_select(-1, cols), r, eps, border, on_kernels)
+        ab = _models(reference.subsampled(x, subsample), reference.subsampled(g, subsample), r, eps, border,
+                     on_kernels)
         means = _box_op(ab, r, border) if on_kernels else _box(ab, r, border)
         if not on_kernels:  # (the output's launch upsamples them in place)
             means = resample.resize(means, [H, W], "bilinear", antialias=False)

@@ -56,10 +56,17 @@ def subsampled_radius(r, s):
     return max(1, (r + s // 2) // s)
 
 
-def _subsample(x, s):
-    rows = subsample_indices(x.shape[-2], s, x.device)
-    cols = subsample_indices(x.shape[-1], s, x.device)
-    return x.index_select(-2, rows).index_select(-1, cols)
+def subsampled(x, s):
+    """The pixels of ``x`` (..., H, W) that ``subsample_indices`` keeps: along an axis that
+    s divides, every s-th from the first (a view: no copy, no launch); along another, a
+    copy by ``index_select``."""
+    for axis in (-2, -1):
+        n = x.shape[axis]
+        if n % s == 0:
+            x = x[..., ::s, :] if axis == -2 else x[..., ::s]
+        else:
+            x = x.index_select(axis, subsample_indices(n, s, x.device))
+    return x
 
 
 def coefficients(p, guide, r, eps, border):
@@ -90,7 +97,7 @@ def guided_filter(x, guide, r, eps, subsample=1, border="reflect"):
     B, C, H, W = x.shape
     guide = guide.expand(B, *guide.shape[1:])
     if subsample > 1:
-        a, b = coefficients(_subsample(x, subsample), _subsample(guide, subsample), subsampled_radius(r, subsample),
+        a, b = coefficients(subsampled(x, subsample), subsampled(guide, subsample), subsampled_radius(r, subsample),
                             eps, border)
         h, w = b.shape[-2:]
         mean_a = box_mean(a, subsampled_radius(r, subsample), border).reshape(B, -1, h, w)
