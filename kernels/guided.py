@@ -248,7 +248,7 @@ def models_kernel(X, GD, OUT, D_AB, EPS, D_EPS, H, W, R0, ROWS, eps_stride, x_st
     b = (tl.program_id(0) // per_image).to(tl.int64)
     t = tl.program_id(0) % per_image
     h0 = R0 + (t // col_blocks) * SEG
-    own, own_ok, back, back_ok, cols, ok = sliding.lanes((t % col_blocks) * (BLOCK - 2 * R), W, R, BORDER, NEAR,
+    own, own_ok, back, back_ok, cols, ok = sliding.lanes((t % col_blocks) * (BLOCK - 2 * R), W, W, R, BORDER, NEAR,
                                                          BLOCK)
     x_own, x_back = offset(own, sxw, OFF64), offset(back, sxw, OFF64)
     g_own, g_back = offset(own, sgw, OFF64), offset(back, sgw, OFF64)

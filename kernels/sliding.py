@@ -44,15 +44,16 @@ def not_finite(sums):
 
 
 @triton.jit
-def lanes(x0, W, R: tl.constexpr, BORDER: tl.constexpr, NEAR: tl.constexpr, BLOCK: tl.constexpr):
-    """The lanes of the block whose first output column is x0: (each lane's column and the
-    one 2R + 1 to its left, remapped into the image; the masks of their loads; the output
-    column of each lane and the mask of the lanes that hold an output). A lane past the
-    block's last window loads nothing; the constant border loads nothing outside."""
+def lanes(x0, x_end, W, R: tl.constexpr, BORDER: tl.constexpr, NEAR: tl.constexpr, BLOCK: tl.constexpr):
+    """The lanes of the block whose first output column is x0 (outputs end at x_end): (each
+    lane's column and the one 2R + 1 to its left, remapped into the image; the masks of
+    their loads; the output column of each lane and the mask of the lanes that hold an
+    output). A lane past the block's last window loads nothing; the constant border loads
+    nothing outside."""
     j = tl.arange(0, BLOCK)
     col = x0 - R + j
     back = col - (2 * R + 1)
-    used = col < W + R
+    used = col < x_end + R
     own_ok = used
     back_ok = used & (j > 2 * R)
     if BORDER == borders.CONSTANT:
@@ -60,7 +61,7 @@ def lanes(x0, W, R: tl.constexpr, BORDER: tl.constexpr, NEAR: tl.constexpr, BLOC
         back_ok = back_ok & borders.inside(back, W)
     out_col = col - R
     return (borders.remap_within(col, W, BORDER, NEAR), own_ok, borders.remap_within(back, W, BORDER, NEAR), back_ok,
-            out_col, (j >= 2 * R) & (out_col < W))
+            out_col, (j >= 2 * R) & (out_col < x_end))
 
 
 @triton.jit
@@ -120,12 +121,13 @@ def _plane_direct(m_img, o, H, W, smp, smh, cols, ok, R: tl.constexpr, P: tl.con
 
 
 @triton.jit
-def box_kernel(M, OUT, GUIDE, H, W, R0, ROWS, m_strides, out_strides, g_strides,
+def box_kernel(M, OUT, GUIDE, H, W, R0, ROWS, X0, COLS, m_strides, out_strides, g_strides,
                R: tl.constexpr, P: tl.constexpr, APPLY_G: tl.constexpr, BORDER: tl.constexpr, NEAR: tl.constexpr,
                OFF64: tl.constexpr, BLOCK: tl.constexpr, SEG: tl.constexpr):
     """The means over (2R + 1)^2 windows of the P float32 planes M[b] (H x W, columns of
     unit stride; the border extends them, the constant border with zeros) at the ROWS rows
-    from R0, stored as OUT[b]'s P float32 planes (their rows from 0). APPLY_G > 0 instead
+    from R0 and the COLS columns from X0 (under the constant border these may lie outside
+    the image), stored as OUT[b]'s P float32 planes (their rows and columns from 0). APPLY_G > 0 instead
     stores the guided filter's output for a guide of APPLY_G channels, M being its models
     (``kernels.guided.models``: a's G * C planes, then b's C): OUT[b, c] = sum_g
     mean[g * C + c] * GUIDE[b, g] + mean[G * C + c], GUIDE read (unit scale) and OUT stored
@@ -135,12 +137,13 @@ def box_kernel(M, OUT, GUIDE, H, W, R0, ROWS, m_strides, out_strides, g_strides,
     sgb, sgc, sgh, sgw = g_strides
     if OFF64:  # (a plane's index times its stride passes 2**31)
         smp, soc, sgc = smp.to(tl.int64), soc.to(tl.int64), sgc.to(tl.int64)
-    col_blocks = tl.cdiv(W, BLOCK - 2 * R)
+    col_blocks = tl.cdiv(COLS, BLOCK - 2 * R)
     per_image = col_blocks * tl.cdiv(ROWS, SEG)
     b = (tl.program_id(0) // per_image).to(tl.int64)
     t = tl.program_id(0) % per_image
     h0 = R0 + (t // col_blocks) * SEG
-    own, own_ok, back, back_ok, cols, ok = lanes((t % col_blocks) * (BLOCK - 2 * R), W, R, BORDER, NEAR, BLOCK)
+    own, own_ok, back, back_ok, cols, ok = lanes(X0 + (t % col_blocks) * (BLOCK - 2 * R), X0 + COLS, W, R, BORDER,
+                                                 NEAR, BLOCK)
     m_img = M + b * smb
     d = _plane_rows(m_img, h0 - R, H, smp, smh, own, own_ok, back, back_ok, P, BORDER, NEAR, OFF64)
     for r in range(h0 - R + 1, h0 + R):
@@ -151,10 +154,10 @@ def box_kernel(M, OUT, GUIDE, H, W, R0, ROWS, m_strides, out_strides, g_strides,
             sums = _plane_direct(m_img, o, H, W, smp, smh, cols, ok, R, P, BORDER, NEAR, OFF64)
         else:
             sums = cumsums(d)
-        out = OUT + b * sob + offset(o - R0, soh, OFF64) + offset(cols, sow, OFF64)
+        out = OUT + b * sob + offset(o - R0, soh, OFF64) + offset(cols - X0, sow, OFF64)
         if APPLY_G > 0:
             C: tl.constexpr = P // (APPLY_G + 1)
-            guide = GUIDE + b * sgb + offset(o - R0, sgh, OFF64) + offset(cols, sgw, OFF64)
+            guide = GUIDE + b * sgb + offset(o - R0, sgh, OFF64) + offset(cols - X0, sgw, OFF64)
             gs = ()
             for g in tl.static_range(APPLY_G):
                 gs = gs + (pixels.load(guide + g * sgc, ok),)
@@ -190,23 +193,26 @@ def programs(x, radius, width, rows):
     return (block, seg, warps), x.shape[0] * cdiv(width, block - 2 * radius) * cdiv(rows, seg)
 
 
-def box(planes, radius, border, rows=None, guide=None, out=None):
+def box(planes, radius, border, rows=None, guide=None, out=None, cols=None):
     """The means over (2 radius + 1)^2 windows of the (B, P, H, W) float32 ``planes``
     (columns of unit stride; ``border`` extends them, ``"constant"`` with zeros) at rows
-    ``rows`` (first, end; default all): new (B, P, rows, W) float32 planes or, with a
-    (B, G, rows, W) ``guide``, the guided filter's output from its models ``planes``
-    (``kernels.guided.models``) stored into ``out`` (B, C, rows, W), both of any supported
-    dtype and strides."""
+    ``rows`` and columns ``cols`` (first, end; default all; under the constant border
+    they may reach outside): into ``out`` (default new) (B, P, rows, cols) float32 planes
+    or, with a (B, G, rows, W) ``guide``, the guided filter's output from its models
+    ``planes`` (``kernels.guided.models``) stored into ``out`` (B, C, rows, W), both of any
+    supported dtype and strides."""
     B, P, H, W = planes.shape
     rows = (0, H) if rows is None else rows
-    n = rows[1] - rows[0]
-    if guide is None:
-        out = planes.new_empty(B, P, n, W)
-    (block, seg, warps), grid = programs(planes, radius, W, n)
+    cols = (0, W) if cols is None else cols
+    n, m = rows[1] - rows[0], cols[1] - cols[0]
+    if out is None:
+        out = planes.new_empty(B, P, n, m)
+    (block, seg, warps), grid = programs(planes, radius, m, n)
     g = out if guide is None else guide
     launch(box_kernel, (grid,),
-           (planes, out, g, H, W, rows[0], n, planes.stride()[:3], out.stride(), g.stride()),
+           (planes, out, g, H, W, rows[0], n, cols[0], m, planes.stride()[:3], out.stride(), g.stride()),
            dict(R=radius, P=P, APPLY_G=0 if guide is None else guide.shape[1], BORDER=borders.border_code(border),
                 NEAR=radius < min(H, W), OFF64=needs_int64(planes, out, g)),
            planes, tile_config(num_warps=warps, BLOCK=block, SEG=seg))
     return out
+

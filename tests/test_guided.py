@@ -147,6 +147,23 @@ def test_sliding_box_means_equal_box_blur(border, gen, device, monkeypatch):
         torch.testing.assert_close(got[finite], expected[finite], rtol=0, atol=2e-6)
 
 
+@pytest.mark.parametrize("border", ["reflect", "symmetric", "replicate", "constant"])
+def test_sliding_box_adjoint_is_the_box_blurs_gradient(border, gen, device, monkeypatch):
+    """The box means' adjoint (the sliding box over zeros, its margins folded back) against
+    autograd through the float64 ``box_blur``, in small tiles, a radius past the image's
+    size included."""
+    from imgfilters.kernels import sliding
+    from imgfilters.ops import guided, separable
+    monkeypatch.setattr(sliding, "_tile", lambda x, radius, width, rows: (16, 3, 1))
+    for (H, W, r) in ((9, 30, 2), (3, 4, 4)):
+        grad = torch.rand(1, 2, H, W, generator=gen)
+        x = torch.zeros(1, 2, H, W, dtype=torch.float64, requires_grad=True)
+        y = separable.box_blur(x, 2 * r + 1, border=border, border_value=0.0)
+        expected, = torch.autograd.grad(y, x, grad.double())
+        got = guided._box_adjoint(grad.to(device), r, border).cpu()
+        torch.testing.assert_close(got.double(), expected, rtol=0, atol=2e-6)
+
+
 @pytest.mark.parametrize("guide_channels, border", [(3, "symmetric"), (1, "constant")])
 def test_models_slide_in_the_gpus_tiles(guide_channels, border, gen, device, monkeypatch):
     """The models' sliding window sums in the GPU's tiles made small (several blocks of
@@ -180,9 +197,11 @@ def test_kernel_gradients_to_image_guide_and_eps(guide_channels, subsample, bord
         got = torch.autograd.grad((imgfilters.guided_filter(x, g, 2, eps, subsample=subsample, border=border)
                                    * w.to(device)).sum(), inputs)
     # the fast filter: models, box means, output; else models, output (the box means
-    # recomputed for the backward); backward: the output's, the models' and the terms' launches
+    # recomputed for the backward); backward: the output's, the models' and the terms'
+    # launches, two box adjoints (the interior, and four margins but at the constant border)
     assert launches["models_kernel"] == 2 and launches["terms_vjp_kernel"] == 1, launches
-    assert launches["box_kernel"] == 3 - subsample and launches["apply_kernel"] == subsample, launches
+    adjoints = 2 * (1 if border == "constant" else 5)
+    assert launches["box_kernel"] == 3 - subsample + adjoints and launches["apply_kernel"] == subsample, launches
     inputs64 = [t.detach().cpu().double().requires_grad_() for t in inputs]
     e64 = inputs64[2] if torch.is_tensor(eps) else torch.tensor(eps, dtype=torch.float64)
     y64 = ref.guided_filter(inputs64[0], inputs64[1].expand(2, -1, -1, -1), 2, e64, subsample, border)

@@ -177,6 +177,20 @@ def _box(x, r, border):
     return separable.box_blur(x, 2 * r + 1, border=border, border_value=0.0)
 
 
+def _box_adjoint(grad, r, border):
+    """The gradient to the planes of ``sliding.box(planes, r, border)`` for its output's
+    gradient ``grad`` (B, P, H, W): the box means of the zero-extended ``grad`` (a box is
+    its own adjoint over zeros), their margins folded back onto the pixels the border read
+    them from."""
+    grad = grad.float().contiguous()
+    gx = sliding.box(grad, r, "constant")
+    if border != "constant":
+        def margin(out, oy, ox):
+            sliding.box(grad, r, "constant", (oy, oy + out.shape[-2]), out=out, cols=(ox, ox + out.shape[-1]))
+        separable.fold_margins(gx, margin, r, r, border)
+    return gx
+
+
 def _models(x, g, r, eps, border, on_kernels):
     """The local linear models (``reference.coefficients``) as stacked float32 planes
     (B, G*C + C, H, W): ``a`` (g major), then ``b``. ``on_kernels``: one launch of
@@ -231,7 +245,7 @@ def _models_backward(grad, img, guide, eps, radius, border):
     recomputed), their box's adjoint, the terms' products differentiated."""
     eps_grad = isinstance(eps, Tensor)
     d_means, d_eps = kernels.models_vjp(img, guide, _eps_vector(eps, img.device), grad, radius, border, eps_grad)
-    dx, dg = kernels.terms_vjp(separable.box_adjoint(d_means, 2 * radius + 1, border), img, guide)
+    dx, dg = kernels.terms_vjp(_box_adjoint(d_means, radius, border), img, guide)
     if not eps_grad:
         return dx, dg, None
     return dx, dg, (d_eps if eps.numel() == d_eps.numel() else d_eps.sum()).reshape(eps.shape)
@@ -268,7 +282,7 @@ def _output_backward(grad, ab, guide, img, radius, border):
     gradient ``grad``: the models' box means recomputed, the output's gradient to them and
     the guide (one launch), the box's adjoint."""
     d_means, d_guide = kernels.apply_vjp(_image.as_planes(grad), sliding.box(ab, radius, border), guide)
-    return separable.box_adjoint(d_means, 2 * radius + 1, border), d_guide
+    return _box_adjoint(d_means, radius, border), d_guide
 
 
 @library.op("guided_output", lambda ab, guide, img, radius, border: _image.new_image(img), grads=("ab", "guide"),
@@ -283,7 +297,7 @@ def _output_op(ab: Tensor, guide: Tensor, img: Tensor, radius: int, border: str)
 
 
 @library.op("guided_box", lambda ab, radius, border: torch.empty_like(ab), grads=("ab",),
-            backward=lambda grad, ab, radius, border: separable.box_adjoint(grad, 2 * radius + 1, border), linear=True)
+            backward=lambda grad, ab, radius, border: _box_adjoint(grad, radius, border), linear=True)
 def _box_op(ab: Tensor, radius: int, border: str) -> Tensor:
     """The box means of the models ``ab`` (the fast guided filter's, before their upsampling)."""
     return sliding.box(ab, radius, border)

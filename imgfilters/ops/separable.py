@@ -313,8 +313,7 @@ def _adjoint(grad, tx, ty, border, shape):
     result, one launch. The other borders: one launch of the strip kernel over z's whole
     extended grid that adds each value where the border read it from
     (``kernels.launch_adjoint``). Filters taller than the strip kernel takes: z's interior
-    launched straight into the result, its margins (2*ry rows, 2*rx columns) into small
-    buffers (four launches) folded with index_add."""
+    launched straight into the result, its margins folded onto it (``fold_margins``)."""
     if _per_image(tx) or _per_image(ty):
         tx, ty = _rows(tx, ty)
     rx, ry = (_length(tx) - 1) // 2, (_length(ty) - 1) // 2
@@ -328,31 +327,36 @@ def _adjoint(grad, tx, ty, border, shape):
         return gx.reshape(shape)
     gx = torch.empty(B, C, H, W, dtype=torch.float32, device=grad.device)
     kernels.launch(g4, gx, fx, fy, border=zero)
-    if border == "constant":
-        return gx.reshape(shape)
-    if ry > 0:  # z's top and bottom margin rows, full width, folded along x, then along y
-        zr = torch.empty(B, C, 2 * ry, W + 2 * rx, dtype=torch.float32, device=grad.device)
-        kernels.launch(g4, zr[:, :, :ry], fx, fy, oy=-ry, ox=-rx, border=zero)
-        kernels.launch(g4, zr[:, :, ry:], fx, fy, oy=H, ox=-rx, border=zero)
-        if rx > 0:
-            at, src = _margin_indices(W, rx, border, grad.device)
-            at = torch.where(at < rx, at, at + W)  # zr's columns span the whole extended width
-            zr.narrow(-1, rx, W).index_add_(-1, src, zr.index_select(-1, at))
-        at, src = _margin_indices(H, ry, border, grad.device)
-        gx.index_add_(-2, src, zr.narrow(-1, rx, W).index_select(-2, at))
-    if rx > 0:  # z's left and right margin columns beside the image rows
-        zc = torch.empty(B, C, H, 2 * rx, dtype=torch.float32, device=grad.device)
-        kernels.launch(g4, zc[..., :rx], fx, fy, ox=-rx, border=zero)
-        kernels.launch(g4, zc[..., rx:], fx, fy, ox=W, border=zero)
-        at, src = _margin_indices(W, rx, border, grad.device)
-        gx.index_add_(-1, src, zc.index_select(-1, at))
+    if border != "constant":
+        fold_margins(gx, lambda out, oy, ox: kernels.launch(g4, out, fx, fy, oy=oy, ox=ox, border=zero), rx, ry,
+                     border)
     return gx.reshape(shape)
 
 
-def box_adjoint(grad, kernel_size: int, border):
-    """The gradient to the image of ``box_blur(img, kernel_size, border=border)`` for its
-    output's gradient ``grad`` (B, C, H, W)."""
-    return _adjoint(grad, *_box_taps((kernel_size, kernel_size)), border, grad.shape)
+def fold_margins(gx, z, rx, ry, border):
+    """Add into ``gx`` (B, C, H, W), an adjoint's values at the pixels, its values at the
+    margins of the grid extended by ``ry`` rows and ``rx`` columns, folded back onto the
+    pixels that ``border`` read there: ``z(out, oy, ox)`` writes the values of ``out``'s
+    rows and columns from (oy, ox) of the extended grid. The top and bottom margin rows
+    (their whole width) are folded along x, then along y; the left and right margin
+    columns beside the image rows along x."""
+    B, C, H, W = gx.shape
+    if ry > 0:
+        zr = torch.empty(B, C, 2 * ry, W + 2 * rx, dtype=torch.float32, device=gx.device)
+        z(zr[:, :, :ry], -ry, -rx)
+        z(zr[:, :, ry:], H, -rx)
+        if rx > 0:
+            at, src = _margin_indices(W, rx, border, gx.device)
+            at = torch.where(at < rx, at, at + W)  # zr's columns span the whole extended width
+            zr.narrow(-1, rx, W).index_add_(-1, src, zr.index_select(-1, at))
+        at, src = _margin_indices(H, ry, border, gx.device)
+        gx.index_add_(-2, src, zr.narrow(-1, rx, W).index_select(-2, at))
+    if rx > 0:
+        zc = torch.empty(B, C, H, 2 * rx, dtype=torch.float32, device=gx.device)
+        z(zc[..., :rx], 0, -rx)
+        z(zc[..., rx:], 0, W)
+        at, src = _margin_indices(W, rx, border, gx.device)
+        gx.index_add_(-1, src, zc.index_select(-1, at))
 
 
 @functools.lru_cache(maxsize=256)
