@@ -10,13 +10,15 @@ interpreter compiles nothing.
     python scripts/offline_sass.py "R=4" "R=7,dtype='uint8',K=128,BW=256,nw=8" [--sass out.txt]
     python scripts/offline_sass.py "nibbles:K=15" "columns:K=5,dtype='float32'" "opening:S=2" "runs:S=8"
     python scripts/offline_sass.py "noise:POISSON=True" "levels:"
+    python scripts/offline_sass.py "models:G=3,VJP=True" "box:P=12,APPLY_G=3"
     python scripts/offline_sass.py --call "imgfilters.gaussian_blur(image((1, 3, 2160, 3840), 'uint8'), 15, 3.0)"
 
 Each case is keyword arguments of one of ``CASES`` (``family:arguments``; the family
 ``bilateral`` when none is named): the forward bilateral and non-local means kernels on
 4K, the median's nibbles and sorted columns, the one-launch opening, a mask's row runs,
 the gradient magnitude and the noise kernels on 1x3x1024x1536
-(the cold-call tests' image; these kernels compile the same for any size); or, with
+(the cold-call tests' image; these kernels compile the same for any size), the guided
+filter's models and sliding box on 4K; or, with
 ``--call``, every kernel a call launches on the H200's path (``call_cases``). Triton's
 launcher is fed stand-ins for the driver and for tensors (only their dtype and a 16-byte
 aligned address matter to the compiler), and ptxas/cuobjdump come with Triton's wheel.
@@ -221,9 +223,32 @@ def nlm_case(C=3, P=7, R=10, dtype="float32", TH=8, S=1, LANES=32, nw=1):
     return nlm.nlm_kernel, args, meta, nw
 
 
+def models_case(G=3, C=3, R=8, dtype="float32", VJP=False, BLOCK=128, nw=2):
+    """``guided.models_kernel`` on a 4K image of C channels and a guide of G, radius R
+    (under VJP with eps's gradient)."""
+    from kernels import guided
+    H, W = 2160, 3840
+    x, f = Tensor(dtype), Tensor("float32")
+    args = (x, x, f, f, f, f, H, W, 0, H, 1, (C * H * W, H * W, W, 1), (G * H * W, H * W, W, 1))
+    meta = dict(R=R, G=G, C=C, BORDER=0, NEAR=True, VJP=VJP, EPS_GRAD=VJP, OFF64=False, BLOCK=BLOCK, SEG=64)
+    return guided.models_kernel, args, meta, nw
+
+
+def box_case(P=12, APPLY_G=3, R=8, BORDER=0, BLOCK=128, nw=2):
+    """``sliding.box_kernel`` over P float32 planes of 4K (the guided filter's output for a
+    guide of APPLY_G channels, else the means)."""
+    from kernels import sliding
+    H, W = 2160, 3840
+    f = Tensor("float32")
+    strides = (3 * H * W, H * W, W, 1)
+    args = (f, f, f, H, W, 0, H, 0, W, (P * H * W, H * W, W), strides, strides)
+    meta = dict(R=R, P=P, APPLY_G=APPLY_G, BORDER=BORDER, NEAR=True, OFF64=False, BLOCK=BLOCK, SEG=64)
+    return sliding.box_kernel, args, meta, nw
+
+
 CASES = {"bilateral": bilateral_case, "nlm": nlm_case, "nibbles": nibbles_case, "columns": columns_case,
          "opening": opening_case, "runs": runs_case, "noise": noise_case, "levels": levels_case,
-         "gradient": gradient_case}
+         "gradient": gradient_case, "models": models_case, "box": box_case}
 
 
 def call_cases(expression):

@@ -2,18 +2,20 @@
 interpreter, which does not do what Triton's compiler does: a loop-carried variable that
 changed type (the nibbles' ``_``, once a static loop's index and then a tuple-unpacking
 target) ran there and failed to compile for any GPU. A subprocess without
-``TRITON_INTERPRET`` compiles a variant of each row-marching kernel, and the Poisson
-noise's run-time loops and a disk's bands, for sm_90a through ``scripts/offline_sass.py`` (stand-ins for the
-driver and the tensors; ptxas from Triton's wheel). CI has the Triton that torch brings;
-the GPU machine's 3.6 compiles some things differently (a constexpr tuple's element passed
-whole fails there): the script under that wheel checks it before device time is spent."""
+``TRITON_INTERPRET`` compiles a variant of each row-marching kernel, the Poisson noise's
+run-time loops, a disk's bands and the guided filter's sliding sums for sm_90a through
+``scripts/offline_sass.py`` (stand-ins for the driver and the tensors; ptxas from
+Triton's wheel). CI has the Triton that torch brings; the GPU machine's 3.6 compiles some
+things differently (a constexpr tuple's element passed whole fails there): the script
+under that wheel checks it before device time is spent."""
 import os
 import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CASES = ["nibbles:K=15", "columns:K=5,dtype='float32'", "opening:S=4", "runs:S=8", "noise:POISSON=True",
-         "R=4,dtype='uint8'", "R=5,DISK=True,L1=True,maxnreg=168"]
+         "R=4,dtype='uint8'", "R=5,DISK=True,L1=True,maxnreg=168", "models:G=1,dtype='uint8',VJP=True",
+         "box:P=6,APPLY_G=0,BORDER=3"]
 
 
 def test_row_marching_kernels_compile_for_sm90(tmp_path):
