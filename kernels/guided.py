@@ -260,48 +260,46 @@ def models_kernel(X, GD, OUT, D_AB, EPS, D_EPS, H, W, R0, ROWS, eps_stride, x_st
     eps = tl.load(EPS + b * eps_stride)
     zero = tl.zeros((BLOCK,), dtype=tl.float32)
     d_eps = zero
-    d = _row_terms(x_img, g_img, h0 - R, H, sxc, sxh, sgc, sgh, x_own, x_back, g_own, g_back, own_ok, back_ok,
-                   G, C, BORDER, NEAR, OFF64)
-    for r in range(h0 - R + 1, h0 + R):
-        d = sliding.plus(d, _row_terms(x_img, g_img, r, H, sxc, sxh, sgc, sgh, x_own, x_back, g_own, g_back, own_ok,
-                                       back_ok, G, C, BORDER, NEAR, OFF64), 1)
-    for o in range(h0, tl.minimum(h0 + SEG, R0 + ROWS)):
+    d = _no_terms(zero, G, C)
+    # (the first 2R steps only enter rows: one loop body, so the kernel is compiled once)
+    for o in range(h0 - 2 * R, tl.minimum(h0 + SEG, R0 + ROWS)):
         d = sliding.plus(d, _row_terms(x_img, g_img, o + R, H, sxc, sxh, sgc, sgh, x_own, x_back, g_own, g_back,
                                        own_ok, back_ok, G, C, BORDER, NEAR, OFF64), 1)
-        if sliding.not_finite(d) > 0:
-            sums = _no_terms(zero, G, C)
-            for r in range(o - R, o + R + 1):
-                sums = sliding.plus(sums, _row_sums(x_img, g_img, r, cols, H, W, sxc, sxh, sxw, sgc, sgh, sgw, zero,
-                                                    R, G, C, BORDER, NEAR, OFF64), 1)
-        else:
-            sums = sliding.cumsums(d)
-        means = ()
-        for q in tl.static_range(len(sums)):
-            means = means + (sums[q] * (1.0 / ((2 * R + 1) * (2 * R + 1))),)
-        at = offset(o - R0, W, OFF64) + cols
-        if VJP:
-            d_ab = D_AB + b * ((G + 1) * C) * HW + at
-            da = ()
-            for q in tl.static_range(G * C):
-                da = da + (tl.load(d_ab + q * HW, ok, 0.0),)
-            db = ()
-            for c in tl.static_range(C):
-                db = db + (tl.load(d_ab + (G * C + c) * HW, ok, 0.0),)
-            d_means, d_eps_o = _models_vjp(means, eps, da, db, G, C)
-            out = OUT + b * len(sums) * HW + at
+        if o >= h0:
+            if sliding.not_finite(d) > 0:
+                sums = _no_terms(zero, G, C)
+                for r in range(o - R, o + R + 1):
+                    sums = sliding.plus(sums, _row_sums(x_img, g_img, r, cols, H, W, sxc, sxh, sxw, sgc, sgh, sgw, zero,
+                                                        R, G, C, BORDER, NEAR, OFF64), 1)
+            else:
+                sums = sliding.cumsums(d)
+            means = ()
             for q in tl.static_range(len(sums)):
-                tl.store(out + q * HW, d_means[q], ok)
-            if EPS_GRAD:
-                d_eps += tl.where(ok, d_eps_o, 0.0)
-        else:
-            models_a, models_b = _models(means, eps, G, C)
-            out = OUT + b * ((G + 1) * C) * HW + at
-            for q in tl.static_range(G * C):
-                tl.store(out + q * HW, models_a[q], ok)
-            for c in tl.static_range(C):
-                tl.store(out + (G * C + c) * HW, models_b[c], ok)
-        d = sliding.plus(d, _row_terms(x_img, g_img, o - R, H, sxc, sxh, sgc, sgh, x_own, x_back, g_own, g_back,
-                                       own_ok, back_ok, G, C, BORDER, NEAR, OFF64), -1)
+                means = means + (sums[q] * (1.0 / ((2 * R + 1) * (2 * R + 1))),)
+            at = offset(o - R0, W, OFF64) + cols
+            if VJP:
+                d_ab = D_AB + b * ((G + 1) * C) * HW + at
+                da = ()
+                for q in tl.static_range(G * C):
+                    da = da + (tl.load(d_ab + q * HW, ok, 0.0),)
+                db = ()
+                for c in tl.static_range(C):
+                    db = db + (tl.load(d_ab + (G * C + c) * HW, ok, 0.0),)
+                d_means, d_eps_o = _models_vjp(means, eps, da, db, G, C)
+                out = OUT + b * len(sums) * HW + at
+                for q in tl.static_range(len(sums)):
+                    tl.store(out + q * HW, d_means[q], ok)
+                if EPS_GRAD:
+                    d_eps += tl.where(ok, d_eps_o, 0.0)
+            else:
+                models_a, models_b = _models(means, eps, G, C)
+                out = OUT + b * ((G + 1) * C) * HW + at
+                for q in tl.static_range(G * C):
+                    tl.store(out + q * HW, models_a[q], ok)
+                for c in tl.static_range(C):
+                    tl.store(out + (G * C + c) * HW, models_b[c], ok)
+            d = sliding.plus(d, _row_terms(x_img, g_img, o - R, H, sxc, sxh, sgc, sgh, x_own, x_back, g_own, g_back,
+                                           own_ok, back_ok, G, C, BORDER, NEAR, OFF64), -1)
     if EPS_GRAD:
         tl.store(D_EPS + tl.program_id(0), tl.sum(d_eps))
 

@@ -145,51 +145,64 @@ def box_kernel(M, OUT, GUIDE, H, W, R0, ROWS, X0, COLS, m_strides, out_strides, 
     own, own_ok, back, back_ok, cols, ok = lanes(X0 + (t % col_blocks) * (BLOCK - 2 * R), X0 + COLS, W, R, BORDER,
                                                  NEAR, BLOCK)
     m_img = M + b * smb
-    d = _plane_rows(m_img, h0 - R, H, smp, smh, own, own_ok, back, back_ok, P, BORDER, NEAR, OFF64)
-    for r in range(h0 - R + 1, h0 + R):
-        d = plus(d, _plane_rows(m_img, r, H, smp, smh, own, own_ok, back, back_ok, P, BORDER, NEAR, OFF64), 1)
-    for o in range(h0, tl.minimum(h0 + SEG, R0 + ROWS)):
+    d = ()
+    for _ in tl.static_range(P):
+        d = d + (tl.zeros((BLOCK,), tl.float32),)
+    # (the first 2R steps only enter rows: one loop body, so the kernel is compiled once)
+    for o in range(h0 - 2 * R, tl.minimum(h0 + SEG, R0 + ROWS)):
         d = plus(d, _plane_rows(m_img, o + R, H, smp, smh, own, own_ok, back, back_ok, P, BORDER, NEAR, OFF64), 1)
-        if not_finite(d) > 0:
-            sums = _plane_direct(m_img, o, H, W, smp, smh, cols, ok, R, P, BORDER, NEAR, OFF64)
-        else:
-            sums = cumsums(d)
-        out = OUT + b * sob + offset(o - R0, soh, OFF64) + offset(cols - X0, sow, OFF64)
-        if APPLY_G > 0:
-            C: tl.constexpr = P // (APPLY_G + 1)
-            guide = GUIDE + b * sgb + offset(o - R0, sgh, OFF64) + offset(cols - X0, sgw, OFF64)
-            gs = ()
+        if o >= h0:
+            d = _box_row(d, o, OUT, GUIDE, m_img, b, H, W, R0, X0, smp, smh, sob, soc, soh, sow, sgb, sgc, sgh, sgw,
+                         own, own_ok, back, back_ok, cols, ok, R, P, APPLY_G, BORDER, NEAR, OFF64)
+
+
+@triton.jit
+def _box_row(d, o, OUT, GUIDE, m_img, b, H, W, R0, X0, smp, smh, sob, soc, soh, sow, sgb, sgc, sgh, sgw,
+             own, own_ok, back, back_ok, cols, ok, R: tl.constexpr, P: tl.constexpr, APPLY_G: tl.constexpr,
+             BORDER: tl.constexpr, NEAR: tl.constexpr, OFF64: tl.constexpr):
+    """``box_kernel``'s output row o from the sums ``d`` that hold its window's rows; the
+    sums without the row leaving the window."""
+    if not_finite(d) > 0:
+        sums = _plane_direct(m_img, o, H, W, smp, smh, cols, ok, R, P, BORDER, NEAR, OFF64)
+    else:
+        sums = cumsums(d)
+    out = OUT + b * sob + offset(o - R0, soh, OFF64) + offset(cols - X0, sow, OFF64)
+    if APPLY_G > 0:
+        C: tl.constexpr = P // (APPLY_G + 1)
+        guide = GUIDE + b * sgb + offset(o - R0, sgh, OFF64) + offset(cols - X0, sgw, OFF64)
+        gs = ()
+        for g in tl.static_range(APPLY_G):
+            gs = gs + (pixels.load(guide + g * sgc, ok),)
+        for c in tl.static_range(C):
+            acc = sums[APPLY_G * C + c]
             for g in tl.static_range(APPLY_G):
-                gs = gs + (pixels.load(guide + g * sgc, ok),)
-            for c in tl.static_range(C):
-                acc = sums[APPLY_G * C + c]
-                for g in tl.static_range(APPLY_G):
-                    acc += sums[g * C + c] * gs[g]
-                pixels.store(out + c * soc, acc * (1.0 / ((2 * R + 1) * (2 * R + 1))), ok)
-        else:
-            for p in tl.static_range(P):
-                tl.store(out + p * soc, sums[p] * (1.0 / ((2 * R + 1) * (2 * R + 1))), ok)
-        d = plus(d, _plane_rows(m_img, o - R, H, smp, smh, own, own_ok, back, back_ok, P, BORDER, NEAR, OFF64),
-                 -1)
+                acc += sums[g * C + c] * gs[g]
+            pixels.store(out + c * soc, acc * (1.0 / ((2 * R + 1) * (2 * R + 1))), ok)
+    else:
+        for p in tl.static_range(P):
+            tl.store(out + p * soc, sums[p] * (1.0 / ((2 * R + 1) * (2 * R + 1))), ok)
+    return plus(d, _plane_rows(m_img, o - R, H, smp, smh, own, own_ok, back, back_ok, P, BORDER, NEAR, OFF64), -1)
 
 
-def _tile(x, radius, width, rows):
-    """``box_kernel``'s and ``models_kernel``'s (BLOCK lanes, SEG rows, warps): a halo of 2
-    radius lanes at most a quarter of the block; two lanes a thread (``sass`` counts,
-    colour guide, radius 8: 650 instructions an output for the models and 480 for the box
-    against 970 and 670 at one lane a thread, whose scans' shuffles and barriers serve
-    half the lanes; at four lanes a thread the models' running sums spill); 64 rows, over
-    which the first 2 radius rows' sums are spread. In the interpreter (whose cost is per
-    operation) one program an image."""
-    if interpreted(x):
-        return pow2_at_least(width + 2 * radius, 16, 1 << 16), rows, 1
+def tile(radius, lanes):
+    """The GPU's tile for ``box_kernel`` and ``models_kernel`` (BLOCK lanes, SEG rows,
+    warps): a halo of 2 radius lanes at most a quarter of the block; ``lanes`` a thread; 64
+    rows, over which the first 2 radius rows' sums are spread."""
     block = max(128, next_pow2(8 * radius))
-    return block, 64, min(block // 64, 8)
+    return block, 64, block // (32 * lanes)
 
 
-def programs(x, radius, width, rows):
-    """(tile, programs) for ``rows`` rows of the (B, ..., H, ``width``) tensor ``x``."""
-    block, seg, warps = _tile(x, radius, width, rows)
+def programs(x, radius, width, rows, lanes=2):
+    """(tile, programs) for ``rows`` rows of the (B, ..., H, ``width``) tensor ``x``, with
+    ``lanes`` lanes a thread. Two by default: the scan's shuffles and barriers then serve
+    twice the lanes (``sass`` counts, colour guide, radius 8: 660 instructions an output
+    for the models and 480 for the box against 970 and 670 at one lane a thread; at four
+    the models' running sums spill). In the interpreter (whose cost is per operation) one
+    program an image."""
+    if interpreted(x):
+        block, seg, warps = pow2_at_least(width + 2 * radius, 16, 1 << 16), rows, 1
+    else:
+        block, seg, warps = tile(radius, lanes)
     return (block, seg, warps), x.shape[0] * cdiv(width, block - 2 * radius) * cdiv(rows, seg)
 
 
@@ -207,7 +220,8 @@ def box(planes, radius, border, rows=None, guide=None, out=None, cols=None):
     n, m = rows[1] - rows[0], cols[1] - cols[0]
     if out is None:
         out = planes.new_empty(B, P, n, m)
-    (block, seg, warps), grid = programs(planes, radius, m, n)
+    # (21 planes, the guided models' gradients, spill at two lanes a thread: 156 bytes)
+    (block, seg, warps), grid = programs(planes, radius, m, n, 2 if P <= 12 else 1)
     g = out if guide is None else guide
     launch(box_kernel, (grid,),
            (planes, out, g, H, W, rows[0], n, cols[0], m, planes.stride()[:3], out.stride(), g.stride()),

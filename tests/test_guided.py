@@ -77,6 +77,31 @@ def test_definition_gradients(gen):
     assert torch.autograd.gradcheck(lambda a, b, e: ref.guided_filter(a, b, 2, e, 2), (x, colour, eps))
 
 
+def small_tiles(monkeypatch):
+    """The sliding kernels in the GPU's plan (``sliding.programs``' other branch) with a
+    tile of 16 lanes and 3 rows: several blocks of lanes and segments of rows an image."""
+    from imgfilters.kernels import sliding
+    monkeypatch.setattr(sliding, "interpreted", lambda x: False)
+    monkeypatch.setattr(sliding, "tile", lambda radius, lanes: (16, 3, 1))
+
+
+@pytest.mark.parametrize("radius, lanes, planned", [(8, 2, (128, 64, 2)), (1, 2, (128, 64, 2)), (8, 1, (128, 64, 4)),
+                                                    (16, 2, (128, 64, 2)), (17, 2, (256, 64, 4)),
+                                                    (63, 2, (512, 64, 8)), (63, 1, (512, 64, 16))])
+def test_sliding_plans_cover_the_image(radius, lanes, planned, monkeypatch):
+    """The GPU's tiles (``sliding.tile``, a plain function of the radius and the lanes a
+    thread), asked for 4K without a GPU: at most a quarter of a block is halo, and the
+    programs' blocks of outputs and segments of rows cover the image."""
+    from imgfilters.kernels import sliding
+    block, seg, warps = sliding.tile(radius, lanes)
+    assert (block, seg, warps) == planned and 2 * radius <= block // 4 and block == 32 * warps * lanes
+    monkeypatch.setattr(sliding, "interpreted", lambda x: False)
+    H, W = 2160, 3840
+    tile, n = sliding.programs(torch.empty(2, 3, 0, 0, device="meta"), radius, W, H, lanes)
+    assert tile == planned and n == 2 * -(-W // (block - 2 * radius)) * -(-H // seg)
+    assert n * (block - 2 * radius) * seg >= 2 * H * W
+
+
 # ---- the function: the library's launches (kernels, CPU engine) against the definition ------
 
 def definition(img, guide, radius, eps, subsample=1, border="reflect"):
@@ -134,7 +159,7 @@ def test_sliding_box_means_equal_box_blur(border, gen, device, monkeypatch):
     size), a band of rows, and NaN and inf reaching only the windows that hold them."""
     from imgfilters.kernels import sliding
     from imgfilters.ops import separable
-    monkeypatch.setattr(sliding, "_tile", lambda x, radius, width, rows: (16, 3, 1))
+    small_tiles(monkeypatch)
     for (H, W, r, rows) in ((9, 30, 2, (1, 8)), (3, 4, 4, (0, 3))):
         m = torch.rand(2, 2, H, W, generator=gen).to(device)
         m[1, 1, H // 2, W // 3] = float("nan")
@@ -152,9 +177,8 @@ def test_sliding_box_adjoint_is_the_box_blurs_gradient(border, gen, device, monk
     """The box means' adjoint (the sliding box over zeros, its margins folded back) against
     autograd through the float64 ``box_blur``, in small tiles, a radius past the image's
     size included."""
-    from imgfilters.kernels import sliding
     from imgfilters.ops import guided, separable
-    monkeypatch.setattr(sliding, "_tile", lambda x, radius, width, rows: (16, 3, 1))
+    small_tiles(monkeypatch)
     for (H, W, r) in ((9, 30, 2), (3, 4, 4)):
         grad = torch.rand(1, 2, H, W, generator=gen)
         x = torch.zeros(1, 2, H, W, dtype=torch.float64, requires_grad=True)
@@ -169,8 +193,7 @@ def test_models_slide_in_the_gpus_tiles(guide_channels, border, gen, device, mon
     """The models' sliding window sums in the GPU's tiles made small (several blocks of
     lanes and segments of rows an image), a NaN in the image: the filter equals the
     definition, and the NaN reaches the outputs within twice the radius of it only."""
-    from imgfilters.kernels import sliding
-    monkeypatch.setattr(sliding, "_tile", lambda x, radius, width, rows: (16, 3, 1))
+    small_tiles(monkeypatch)
     x = random_image((1, 3, 12, 31), torch.float32, gen, device)
     x[0, 1, 5, 17] = float("nan")
     g = random_image((1, guide_channels, 12, 31), torch.float32, gen, device)
