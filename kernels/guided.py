@@ -9,9 +9,10 @@ launches):
   mean_g``, written as the stacked float32 planes the box means read. Under VJP the same
   window sums, recomputed, and the models' gradient taken back to the window means (one
   plane a term) and eps;
-- ``apply_kernel``: ``mean_a . guide + mean_b`` from the box means, stored in the image's
-  dtype and layout (the fast guided filter's bilinear upsampling of the means read in
-  place); under VJP the gradients to the means and the guide;
+- ``apply_kernel``: the fast guided filter's output, ``mean_a . guide + mean_b`` from the
+  box means upsampled bilinearly in place, stored in the image's dtype and layout; under
+  VJP the gradients to the means and the guide (at full size the box launch of
+  ``kernels/sliding.py`` does both);
 - ``terms_vjp_kernel``: the gradients to the image and the guide from their terms'.
 
 The arithmetic is ``reference.guided.coefficients``' in float32, in its order of

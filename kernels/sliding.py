@@ -121,22 +121,27 @@ def _plane_direct(m_img, o, H, W, smp, smh, cols, ok, R: tl.constexpr, P: tl.con
 
 
 @triton.jit
-def box_kernel(M, OUT, GUIDE, H, W, R0, ROWS, X0, COLS, m_strides, out_strides, g_strides,
-               R: tl.constexpr, P: tl.constexpr, APPLY_G: tl.constexpr, BORDER: tl.constexpr, NEAR: tl.constexpr,
-               OFF64: tl.constexpr, BLOCK: tl.constexpr, SEG: tl.constexpr):
+def box_kernel(M, OUT, GUIDE, DY, D_GUIDE, H, W, R0, ROWS, X0, COLS, m_strides, out_strides, g_strides, dy_strides,
+               R: tl.constexpr, P: tl.constexpr, APPLY_G: tl.constexpr, VJP: tl.constexpr, BORDER: tl.constexpr,
+               NEAR: tl.constexpr, OFF64: tl.constexpr, BLOCK: tl.constexpr, SEG: tl.constexpr):
     """The means over (2R + 1)^2 windows of the P float32 planes M[b] (H x W, columns of
     unit stride; the border extends them, the constant border with zeros) at the ROWS rows
     from R0 and the COLS columns from X0 (under the constant border these may lie outside
-    the image), stored as OUT[b]'s P float32 planes (their rows and columns from 0). APPLY_G > 0 instead
-    stores the guided filter's output for a guide of APPLY_G channels, M being its models
-    (``kernels.guided.models``: a's G * C planes, then b's C): OUT[b, c] = sum_g
-    mean[g * C + c] * GUIDE[b, g] + mean[G * C + c], GUIDE read (unit scale) and OUT stored
-    in their own dtypes and strides, their rows from 0 at M's row R0."""
+    the image), stored as OUT[b]'s P float32 planes (their rows and columns from 0).
+    APPLY_G > 0 instead stores the guided filter's output for a guide of APPLY_G channels,
+    M being its models (``kernels.guided.models``: a's G * C planes, then b's C):
+    OUT[b, c] = sum_g mean[g * C + c] * GUIDE[b, g] + mean[G * C + c], GUIDE read (unit
+    scale) and OUT stored in their own dtypes and strides, their rows from 0 at M's row
+    R0. Under VJP (with APPLY_G) DY is that output's gradient, read: the gradients to the
+    means (DY[b, c] GUIDE[b, g] for a's, DY[b, c] for b's) are stored as OUT[b]'s P
+    float32 planes and those to the guide (sum_c DY[b, c] mean[g * C + c]) into D_GUIDE[b]
+    (float32, contiguous, ROWS x COLS): the means are never stored."""
     smb, smp, smh = m_strides
     sob, soc, soh, sow = out_strides
     sgb, sgc, sgh, sgw = g_strides
+    sdb, sdc, sdh, sdw = dy_strides
     if OFF64:  # (a plane's index times its stride passes 2**31)
-        smp, soc, sgc = smp.to(tl.int64), soc.to(tl.int64), sgc.to(tl.int64)
+        smp, soc, sgc, sdc = smp.to(tl.int64), soc.to(tl.int64), sgc.to(tl.int64), sdc.to(tl.int64)
     col_blocks = tl.cdiv(COLS, BLOCK - 2 * R)
     per_image = col_blocks * tl.cdiv(ROWS, SEG)
     b = (tl.program_id(0) // per_image).to(tl.int64)
@@ -152,20 +157,25 @@ def box_kernel(M, OUT, GUIDE, H, W, R0, ROWS, X0, COLS, m_strides, out_strides, 
     for o in range(h0 - 2 * R, tl.minimum(h0 + SEG, R0 + ROWS)):
         d = plus(d, _plane_rows(m_img, o + R, H, smp, smh, own, own_ok, back, back_ok, P, BORDER, NEAR, OFF64), 1)
         if o >= h0:
-            d = _box_row(d, o, OUT, GUIDE, m_img, b, H, W, R0, X0, smp, smh, sob, soc, soh, sow, sgb, sgc, sgh, sgw,
-                         own, own_ok, back, back_ok, cols, ok, R, P, APPLY_G, BORDER, NEAR, OFF64)
+            d = _box_row(d, o, OUT, GUIDE, DY, D_GUIDE, m_img, b, H, W, R0, ROWS, X0, COLS, smp, smh, sob, soc, soh,
+                         sow, sgb, sgc, sgh, sgw, sdb, sdc, sdh, sdw, own, own_ok, back, back_ok, cols, ok, R, P,
+                         APPLY_G, VJP, BORDER, NEAR, OFF64)
 
 
 @triton.jit
-def _box_row(d, o, OUT, GUIDE, m_img, b, H, W, R0, X0, smp, smh, sob, soc, soh, sow, sgb, sgc, sgh, sgw,
-             own, own_ok, back, back_ok, cols, ok, R: tl.constexpr, P: tl.constexpr, APPLY_G: tl.constexpr,
-             BORDER: tl.constexpr, NEAR: tl.constexpr, OFF64: tl.constexpr):
+def _box_row(d, o, OUT, GUIDE, DY, D_GUIDE, m_img, b, H, W, R0, ROWS, X0, COLS, smp, smh, sob, soc, soh, sow, sgb,
+             sgc, sgh, sgw, sdb, sdc, sdh, sdw, own, own_ok, back, back_ok, cols, ok, R: tl.constexpr,
+             P: tl.constexpr, APPLY_G: tl.constexpr, VJP: tl.constexpr, BORDER: tl.constexpr, NEAR: tl.constexpr,
+             OFF64: tl.constexpr):
     """``box_kernel``'s output row o from the sums ``d`` that hold its window's rows; the
     sums without the row leaving the window."""
     if not_finite(d) > 0:
         sums = _plane_direct(m_img, o, H, W, smp, smh, cols, ok, R, P, BORDER, NEAR, OFF64)
     else:
         sums = cumsums(d)
+    means = ()
+    for p in tl.static_range(P):
+        means = means + (sums[p] * (1.0 / ((2 * R + 1) * (2 * R + 1))),)
     out = OUT + b * sob + offset(o - R0, soh, OFF64) + offset(cols - X0, sow, OFF64)
     if APPLY_G > 0:
         C: tl.constexpr = P // (APPLY_G + 1)
@@ -173,14 +183,30 @@ def _box_row(d, o, OUT, GUIDE, m_img, b, H, W, R0, X0, smp, smh, sob, soc, soh, 
         gs = ()
         for g in tl.static_range(APPLY_G):
             gs = gs + (pixels.load(guide + g * sgc, ok),)
-        for c in tl.static_range(C):
-            acc = sums[APPLY_G * C + c]
+        if VJP:
+            dy = DY + b * sdb + offset(o - R0, sdh, OFF64) + offset(cols - X0, sdw, OFF64)
+            d_guide = ()
+            for _g in tl.static_range(APPLY_G):
+                d_guide = d_guide + (tl.zeros(cols.shape, tl.float32),)
+            for c in tl.static_range(C):
+                dy_c = tl.load(dy + c * sdc, ok, 0.0).to(tl.float32)
+                tl.store(out + (APPLY_G * C + c) * soc, dy_c, ok)
+                grown = ()
+                for g in tl.static_range(APPLY_G):
+                    tl.store(out + (g * C + c) * soc, dy_c * gs[g], ok)
+                    grown = grown + (d_guide[g] + dy_c * means[g * C + c],)
+                d_guide = grown
             for g in tl.static_range(APPLY_G):
-                acc += sums[g * C + c] * gs[g]
-            pixels.store(out + c * soc, acc * (1.0 / ((2 * R + 1) * (2 * R + 1))), ok)
+                tl.store(D_GUIDE + ((b * APPLY_G + g) * ROWS + (o - R0)) * COLS + (cols - X0), d_guide[g], ok)
+        else:
+            for c in tl.static_range(C):
+                acc = means[APPLY_G * C + c]
+                for g in tl.static_range(APPLY_G):
+                    acc += means[g * C + c] * gs[g]
+                pixels.store(out + c * soc, acc, ok)
     else:
         for p in tl.static_range(P):
-            tl.store(out + p * soc, sums[p] * (1.0 / ((2 * R + 1) * (2 * R + 1))), ok)
+            tl.store(out + p * soc, means[p], ok)
     return plus(d, _plane_rows(m_img, o - R, H, smp, smh, own, own_ok, back, back_ok, P, BORDER, NEAR, OFF64), -1)
 
 
@@ -206,6 +232,22 @@ def programs(x, radius, width, rows, lanes=2):
     return (block, seg, warps), x.shape[0] * cdiv(width, block - 2 * radius) * cdiv(rows, seg)
 
 
+def _launch_box(planes, radius, border, rows, cols, out, guide=None, grad=None, d_guide=None):
+    B, P, H, W = planes.shape
+    n, m = rows[1] - rows[0], cols[1] - cols[0]
+    # (21 planes, the guided models' gradients, spill at two lanes a thread: 156 bytes)
+    (block, seg, warps), grid = programs(planes, radius, m, n, 2 if P <= 12 else 1)
+    g = out if guide is None else guide
+    dy = out if grad is None else grad
+    launch(box_kernel, (grid,),
+           (planes, out, g, dy, out if d_guide is None else d_guide, H, W, rows[0], n, cols[0], m,
+            planes.stride()[:3], out.stride(), g.stride(), dy.stride()),
+           dict(R=radius, P=P, APPLY_G=0 if guide is None else guide.shape[1], VJP=grad is not None,
+                BORDER=borders.border_code(border), NEAR=radius < min(H, W),
+                OFF64=needs_int64(planes, out, g, dy)),
+           planes, tile_config(num_warps=warps, BLOCK=block, SEG=seg))
+
+
 def box(planes, radius, border, rows=None, guide=None, out=None, cols=None):
     """The means over (2 radius + 1)^2 windows of the (B, P, H, W) float32 ``planes``
     (columns of unit stride; ``border`` extends them, ``"constant"`` with zeros) at rows
@@ -217,16 +259,19 @@ def box(planes, radius, border, rows=None, guide=None, out=None, cols=None):
     B, P, H, W = planes.shape
     rows = (0, H) if rows is None else rows
     cols = (0, W) if cols is None else cols
-    n, m = rows[1] - rows[0], cols[1] - cols[0]
     if out is None:
-        out = planes.new_empty(B, P, n, m)
-    # (21 planes, the guided models' gradients, spill at two lanes a thread: 156 bytes)
-    (block, seg, warps), grid = programs(planes, radius, m, n, 2 if P <= 12 else 1)
-    g = out if guide is None else guide
-    launch(box_kernel, (grid,),
-           (planes, out, g, H, W, rows[0], n, cols[0], m, planes.stride()[:3], out.stride(), g.stride()),
-           dict(R=radius, P=P, APPLY_G=0 if guide is None else guide.shape[1], BORDER=borders.border_code(border),
-                NEAR=radius < min(H, W), OFF64=needs_int64(planes, out, g)),
-           planes, tile_config(num_warps=warps, BLOCK=block, SEG=seg))
+        out = planes.new_empty(B, P, rows[1] - rows[0], cols[1] - cols[0])
+    _launch_box(planes, radius, border, rows, cols, out, guide)
     return out
 
+
+def box_vjp(planes, guide, grad, radius, border):
+    """For the gradient ``grad`` (B, C, H, W, any strides) of ``box(planes, radius, border,
+    guide=guide, ...)``'s output: the gradients to its box means (B, P, H, W; the caller
+    takes them through the box's adjoint) and to the guide (B, G, H, W), float32 and
+    contiguous, the means summed again on the way (never stored)."""
+    B, P, H, W = planes.shape
+    d_means = planes.new_empty(B, P, H, W)
+    d_guide = planes.new_empty(B, guide.shape[1], H, W)
+    _launch_box(planes, radius, border, (0, H), (0, W), d_means, guide, grad, d_guide)
+    return d_means, d_guide

@@ -10,7 +10,7 @@ interpreter compiles nothing.
     python scripts/offline_sass.py "R=4" "R=7,dtype='uint8',K=128,BW=256,nw=8" [--sass out.txt]
     python scripts/offline_sass.py "nibbles:K=15" "columns:K=5,dtype='float32'" "opening:S=2" "runs:S=8"
     python scripts/offline_sass.py "noise:POISSON=True" "levels:"
-    python scripts/offline_sass.py "models:G=3,VJP=True" "box:P=12,APPLY_G=3"
+    python scripts/offline_sass.py "models:G=3,VJP=True" "box:P=12,APPLY_G=3,VJP=True"
     python scripts/offline_sass.py --call "imgfilters.gaussian_blur(image((1, 3, 2160, 3840), 'uint8'), 15, 3.0)"
 
 Each case is keyword arguments of one of ``CASES`` (``family:arguments``; the family
@@ -234,15 +234,15 @@ def models_case(G=3, C=3, R=8, dtype="float32", VJP=False, BLOCK=128, nw=2):
     return guided.models_kernel, args, meta, nw
 
 
-def box_case(P=12, APPLY_G=3, R=8, BORDER=0, BLOCK=128, nw=2):
+def box_case(P=12, APPLY_G=3, VJP=False, R=8, BORDER=0, BLOCK=128, nw=2):
     """``sliding.box_kernel`` over P float32 planes of 4K (the guided filter's output for a
-    guide of APPLY_G channels, else the means)."""
+    guide of APPLY_G channels, or under VJP its gradients; else the means)."""
     from kernels import sliding
     H, W = 2160, 3840
     f = Tensor("float32")
     strides = (3 * H * W, H * W, W, 1)
-    args = (f, f, f, H, W, 0, H, 0, W, (P * H * W, H * W, W), strides, strides)
-    meta = dict(R=R, P=P, APPLY_G=APPLY_G, BORDER=BORDER, NEAR=True, OFF64=False, BLOCK=BLOCK, SEG=64)
+    args = (f, f, f, f, f, H, W, 0, H, 0, W, (P * H * W, H * W, W), (P * H * W, H * W, W, 1), strides, strides)
+    meta = dict(R=R, P=P, APPLY_G=APPLY_G, VJP=VJP, BORDER=BORDER, NEAR=True, OFF64=False, BLOCK=BLOCK, SEG=64)
     return sliding.box_kernel, args, meta, nw
 
 

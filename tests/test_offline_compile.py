@@ -15,7 +15,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CASES = ["nibbles:K=15", "columns:K=5,dtype='float32'", "opening:S=4", "runs:S=8", "noise:POISSON=True",
          "R=4,dtype='uint8'", "R=5,DISK=True,L1=True,maxnreg=168", "models:G=1,dtype='uint8',VJP=True",
-         "box:P=6,APPLY_G=0,BORDER=3"]
+         "box:P=6,APPLY_G=0,BORDER=3", "box:P=4,APPLY_G=1,VJP=True"]
 
 
 def test_row_marching_kernels_compile_for_sm90(tmp_path):

@@ -13,13 +13,13 @@ guide), through the custom ops ``guided_models`` and ``guided_output`` (in an ea
 without gradients, band by band of rows: ``_bands``); the fast guided filter takes the
 box means as an op of their own (``guided_box``) and its output's launch upsamples them
 bilinearly in place (``guided_apply``). Each op has its backward: the output's gradient
-to the means and the guide (one launch, the means recomputed by the box's), the box's
-adjoint, and the models' gradient to the image, the guide and a tensor ``eps`` (the
-window sums recomputed in one launch, the box's adjoint of the means' gradients, one
-launch for the terms' products). Elsewhere (the CPU engine runs CPU tensors' box sums)
-torch arithmetic in the same order of operations: one ``box_blur`` over the stacked
-guide, image and products; the models; the second box; a bilinear ``resize`` of its means
-for ``subsample`` > 1; autograd differentiates it.
+to the means and the guide (one launch; at full size the box's, which sums the means
+again rather than read them), the box's adjoint, and the models' gradient to the image,
+the guide and a tensor ``eps`` (the window sums recomputed in one launch, the box's
+adjoint of the means' gradients, one launch for the terms' products). Elsewhere (the CPU
+engine runs CPU tensors' box sums) torch arithmetic in the same order of operations: one
+``box_blur`` over the stacked guide, image and products; the models; the second box; a
+bilinear ``resize`` of its means for ``subsample`` > 1; autograd differentiates it.
 """
 import torch
 from torch import Tensor
@@ -279,9 +279,9 @@ def _apply_op(means: Tensor, guide: Tensor, img: Tensor) -> Tensor:
 
 def _output_backward(grad, ab, guide, img, radius, border):
     """The gradients to the models and the guide of ``guided_output`` for its output's
-    gradient ``grad``: the models' box means recomputed, the output's gradient to them and
-    the guide (one launch), the box's adjoint."""
-    d_means, d_guide = kernels.apply_vjp(_image.as_planes(grad), sliding.box(ab, radius, border), guide)
+    gradient ``grad``: to the means and the guide in one launch (the means summed again
+    on the way), then the box's adjoint."""
+    d_means, d_guide = sliding.box_vjp(ab, guide, _image.as_planes(grad), radius, border)
     return _box_adjoint(d_means, radius, border), d_guide
 
 
