@@ -85,11 +85,15 @@ def _row_sums(x_img, g_img, r, cols, H, W, sxc, sxh, sxw, sgc, sgh, sgw, zero,
 
 
 @triton.jit
-def _row_terms(x_img, g_img, r, H, sxc, sxh, sgc, sgh, x_own, x_back, g_own, g_back, own_ok, back_ok,
-               G: tl.constexpr, C: tl.constexpr, BORDER: tl.constexpr, NEAR: tl.constexpr, OFF64: tl.constexpr):
+def _row_terms(x_img, g_img, r, H, x_steps, g_steps, columns, G: tl.constexpr, C: tl.constexpr,
+               BORDER: tl.constexpr, NEAR: tl.constexpr, OFF64: tl.constexpr):
     """The window's terms (``_terms``) of input row r at the lanes' columns, less those at
-    their columns 2R + 1 to the left (``sliding``: x_own, x_back, g_own and g_back are the
-    columns' offsets in the image and the guide)."""
+    their columns 2R + 1 to the left (``sliding``). ``x_steps`` and ``g_steps``: the image's
+    and the guide's channel and row strides; ``columns``: the two columns' offsets in the
+    image and in the guide, and their load masks."""
+    sxc, sxh = x_steps
+    sgc, sgh = g_steps
+    x_own, x_back, g_own, g_back, own_ok, back_ok = columns
     rm, own_ok, back_ok = sliding.row_masks(r, H, own_ok, back_ok, BORDER, NEAR)
     x_row = x_img + offset(rm, sxh, OFF64)
     g_row = g_img + offset(rm, sgh, OFF64)
@@ -251,8 +255,9 @@ def models_kernel(X, GD, OUT, D_AB, EPS, D_EPS, H, W, R0, ROWS, eps_stride, x_st
     h0 = R0 + (t // col_blocks) * SEG
     own, own_ok, back, back_ok, cols, ok = sliding.lanes((t % col_blocks) * (BLOCK - 2 * R), W, W, R, BORDER, NEAR,
                                                          BLOCK)
-    x_own, x_back = offset(own, sxw, OFF64), offset(back, sxw, OFF64)
-    g_own, g_back = offset(own, sgw, OFF64), offset(back, sgw, OFF64)
+    columns = (offset(own, sxw, OFF64), offset(back, sxw, OFF64), offset(own, sgw, OFF64), offset(back, sgw, OFF64),
+               own_ok, back_ok)
+    x_steps, g_steps = (sxc, sxh), (sgc, sgh)
     x_img = X + b * sxb
     g_img = GD + b * sgb
     HW = ROWS * W  # (OUT's and D_AB's planes)
@@ -264,8 +269,8 @@ def models_kernel(X, GD, OUT, D_AB, EPS, D_EPS, H, W, R0, ROWS, eps_stride, x_st
     d = _no_terms(zero, G, C)
     # (the first 2R steps only enter rows: one loop body, so the kernel is compiled once)
     for o in range(h0 - 2 * R, tl.minimum(h0 + SEG, R0 + ROWS)):
-        d = sliding.plus(d, _row_terms(x_img, g_img, o + R, H, sxc, sxh, sgc, sgh, x_own, x_back, g_own, g_back,
-                                       own_ok, back_ok, G, C, BORDER, NEAR, OFF64), 1)
+        d = sliding.plus(d, _row_terms(x_img, g_img, o + R, H, x_steps, g_steps, columns, G, C, BORDER, NEAR, OFF64),
+                         1)
         if o >= h0:
             if sliding.not_finite(d) > 0:
                 sums = _no_terms(zero, G, C)
@@ -299,8 +304,8 @@ def models_kernel(X, GD, OUT, D_AB, EPS, D_EPS, H, W, R0, ROWS, eps_stride, x_st
                     tl.store(out + q * HW, models_a[q], ok)
                 for c in tl.static_range(C):
                     tl.store(out + (G * C + c) * HW, models_b[c], ok)
-            d = sliding.plus(d, _row_terms(x_img, g_img, o - R, H, sxc, sxh, sgc, sgh, x_own, x_back, g_own, g_back,
-                                           own_ok, back_ok, G, C, BORDER, NEAR, OFF64), -1)
+            d = sliding.plus(d, _row_terms(x_img, g_img, o - R, H, x_steps, g_steps, columns, G, C, BORDER, NEAR,
+                                           OFF64), -1)
     if EPS_GRAD:
         tl.store(D_EPS + tl.program_id(0), tl.sum(d_eps))
 

@@ -157,18 +157,24 @@ def box_kernel(M, OUT, GUIDE, DY, D_GUIDE, H, W, R0, ROWS, X0, COLS, m_strides, 
     for o in range(h0 - 2 * R, tl.minimum(h0 + SEG, R0 + ROWS)):
         d = plus(d, _plane_rows(m_img, o + R, H, smp, smh, own, own_ok, back, back_ok, P, BORDER, NEAR, OFF64), 1)
         if o >= h0:
-            d = _box_row(d, o, OUT, GUIDE, DY, D_GUIDE, m_img, b, H, W, R0, ROWS, X0, COLS, smp, smh, sob, soc, soh,
-                         sow, sgb, sgc, sgh, sgw, sdb, sdc, sdh, sdw, own, own_ok, back, back_ok, cols, ok, R, P,
-                         APPLY_G, VJP, BORDER, NEAR, OFF64)
+            d = _box_row(d, o, OUT, GUIDE, DY, D_GUIDE, m_img, b, H, W, R0, ROWS, X0, COLS, (smp, smh),
+                         (sob, soc, soh, sow), (sgb, sgc, sgh, sgw), (sdb, sdc, sdh, sdw), (own, own_ok, back, back_ok),
+                         cols, ok, R, P, APPLY_G, VJP, BORDER, NEAR, OFF64)
 
 
 @triton.jit
-def _box_row(d, o, OUT, GUIDE, DY, D_GUIDE, m_img, b, H, W, R0, ROWS, X0, COLS, smp, smh, sob, soc, soh, sow, sgb,
-             sgc, sgh, sgw, sdb, sdc, sdh, sdw, own, own_ok, back, back_ok, cols, ok, R: tl.constexpr,
-             P: tl.constexpr, APPLY_G: tl.constexpr, VJP: tl.constexpr, BORDER: tl.constexpr, NEAR: tl.constexpr,
-             OFF64: tl.constexpr):
-    """``box_kernel``'s output row o from the sums ``d`` that hold its window's rows; the
-    sums without the row leaving the window."""
+def _box_row(d, o, OUT, GUIDE, DY, D_GUIDE, m_img, b, H, W, R0, ROWS, X0, COLS, m_strides, out_strides, g_strides,
+             dy_strides, columns, cols, ok, R: tl.constexpr, P: tl.constexpr, APPLY_G: tl.constexpr,
+             VJP: tl.constexpr, BORDER: tl.constexpr, NEAR: tl.constexpr, OFF64: tl.constexpr):
+    """``box_kernel``'s output row o from the sums ``d`` that hold its window's rows (the
+    tensors' strides as ``box_kernel`` takes them, the plane strides in int64 under OFF64;
+    ``columns``: ``lanes``' four loads' columns and masks); the sums without the row
+    leaving the window."""
+    smp, smh = m_strides
+    sob, soc, soh, sow = out_strides
+    sgb, sgc, sgh, sgw = g_strides
+    sdb, sdc, sdh, sdw = dy_strides
+    own, own_ok, back, back_ok = columns
     if not_finite(d) > 0:
         sums = _plane_direct(m_img, o, H, W, smp, smh, cols, ok, R, P, BORDER, NEAR, OFF64)
     else:
