@@ -227,10 +227,10 @@ def tile(radius, lanes):
 def programs(x, radius, width, rows, lanes=2):
     """(tile, programs) for ``rows`` rows of the (B, ..., H, ``width``) tensor ``x``, with
     ``lanes`` lanes a thread. Two by default: the scan's shuffles and barriers then serve
-    twice the lanes (``sass`` counts, colour guide, radius 8: 660 instructions an output
-    for the models and 480 for the box against 970 and 670 at one lane a thread; at four
-    the models' running sums spill). In the interpreter (whose cost is per operation) one
-    program an image."""
+    twice the lanes (PERFORMANCE.md, offline sm_90a counts, colour guide, radius 8: about
+    740 instructions an output for the models and 545 for the box against 1,100 and 765
+    at one lane a thread; at four the models' running sums spill). In the interpreter
+    (whose cost is per operation) one program an image."""
     if interpreted(x):
         block, seg, warps = pow2_at_least(width + 2 * radius, 16, 1 << 16), rows, 1
     else:
@@ -254,7 +254,7 @@ def _launch_box(planes, radius, border, rows, cols, out, guide=None, grad=None, 
            planes, tile_config(num_warps=warps, BLOCK=block, SEG=seg))
 
 
-def box(planes, radius, border, rows=None, guide=None, out=None, cols=None):
+def box(planes, radius, border, rows=None, cols=None, guide=None, out=None):
     """The means over (2 radius + 1)^2 windows of the (B, P, H, W) float32 ``planes``
     (columns of unit stride; ``border`` extends them, ``"constant"`` with zeros) at rows
     ``rows`` and columns ``cols`` (first, end; default all; under the constant border

@@ -168,7 +168,7 @@ def _banded(x, g, img, radius, eps, border, bands):
     for y0, y1 in bands:
         m0, m1 = max(0, y0 - radius), min(H, y1 + radius)
         ab = kernels.models(x, g, e, radius, border, (m0, m1))
-        sliding.box(ab, radius, border, (y0 - m0, y1 - m0), g[:, :, y0:y1], y[:, :, y0:y1])
+        sliding.box(ab, radius, border, rows=(y0 - m0, y1 - m0), guide=g[:, :, y0:y1], out=y[:, :, y0:y1])
         del ab  # (before the next band's models are allocated)
     return out
 
@@ -186,7 +186,7 @@ def _box_adjoint(grad, r, border):
     gx = sliding.box(grad, r, "constant")
     if border != "constant":
         def margin(out, oy, ox):
-            sliding.box(grad, r, "constant", (oy, oy + out.shape[-2]), out=out, cols=(ox, ox + out.shape[-1]))
+            sliding.box(grad, r, "constant", (oy, oy + out.shape[-2]), (ox, ox + out.shape[-1]), out=out)
         separable.fold_margins(gx, margin, r, r, border)
     return gx
 
